@@ -1,0 +1,150 @@
+#include "bench/bench_util.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace tierflow::bench {
+
+Result<std::size_t> ParseSize(std::string_view text) {
+  std::size_t i = 0;
+  unsigned long long value = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (value > (~0ull) / 10) return Status::Invalid(fmt::format("size '{}' is too large", text));
+    value = value * 10 + static_cast<unsigned>(text[i] - '0');
+    ++i;
+  }
+  if (i == 0) {
+    return Status::Invalid(fmt::format("size '{}' does not start with a number (e.g. 4KiB, 1MiB)", text));
+  }
+  std::string_view unit = text.substr(i);
+  unsigned shift = 0;
+  if (unit.empty() || unit == "B") {
+    shift = 0;
+  } else if (unit == "K" || unit == "KiB" || unit == "KB" || unit == "k") {
+    shift = 10;
+  } else if (unit == "M" || unit == "MiB" || unit == "MB") {
+    shift = 20;
+  } else if (unit == "G" || unit == "GiB" || unit == "GB") {
+    shift = 30;
+  } else {
+    return Status::Invalid(fmt::format("size '{}': unknown unit '{}' (use B, KiB, MiB or GiB)", text, unit));
+  }
+  if (shift != 0 && value > ((~0ull) >> shift)) {
+    return Status::Invalid(fmt::format("size '{}' is too large", text));
+  }
+  return static_cast<std::size_t>(value << shift);
+}
+
+Result<std::vector<std::size_t>> ParseSizeList(std::string_view text) {
+  std::vector<std::size_t> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    Result<std::size_t> s = ParseSize(text.substr(start, end - start));
+    if (!s.ok()) return s.status();
+    out.push_back(*s);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string FormatSize(std::size_t b) {
+  if (b >= (1u << 30) && b % (1u << 30) == 0) return fmt::format("{}GiB", b >> 30);
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{}MiB", b >> 20);
+  if (b >= (1u << 10) && b % (1u << 10) == 0) return fmt::format("{}KiB", b >> 10);
+  return fmt::format("{}B", b);
+}
+
+Summary Summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  std::size_t n = v.size();
+  s.median = n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return s;
+}
+
+void FlushCaches(const void* p, std::size_t n) {
+#if defined(__x86_64__)
+  auto* c = static_cast<const char*>(p);
+  const bool opt = __builtin_cpu_supports("avx2");  // every CLFLUSHOPT CPU we target has AVX2
+  for (std::size_t off = 0; off < n; off += 64) {
+    if (opt) {
+      asm volatile("clflushopt %0" : "+m"(*const_cast<char*>(c + off)));
+    } else {
+      asm volatile("clflush %0" : "+m"(*const_cast<char*>(c + off)));
+    }
+  }
+  asm volatile("mfence" ::: "memory");
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+std::vector<double> TimeRounds(int threads, int warmup, int reps,
+                               const std::function<void(int)>& body,
+                               const std::function<void()>& before_round) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> starts(threads), ends(threads);
+  std::barrier start_line(threads + 1), finish_line(threads + 1);
+  std::atomic<bool> quit{false};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (;;) {
+        start_line.arrive_and_wait();
+        if (quit.load()) return;
+        starts[t] = Clock::now();
+        body(t);
+        ends[t] = Clock::now();
+        finish_line.arrive_and_wait();
+      }
+    });
+  }
+  std::vector<double> seconds;
+  for (int r = 0; r < warmup + reps; ++r) {
+    if (before_round) before_round();
+    start_line.arrive_and_wait();
+    finish_line.arrive_and_wait();
+    if (r < warmup) continue;
+    auto first = *std::min_element(starts.begin(), starts.end());
+    auto last = *std::max_element(ends.begin(), ends.end());
+    seconds.push_back(std::chrono::duration<double>(last - first).count());
+  }
+  quit.store(true);
+  start_line.arrive_and_wait();
+  for (std::thread& t : pool) t.join();
+  return seconds;
+}
+
+bool StderrIsTerminal() { return isatty(STDERR_FILENO) == 1; }
+
+Progress::Progress(std::size_t total, bool enabled) : total_(total), enabled_(enabled) {}
+
+void Progress::Step(std::string_view label) {
+  ++done_;
+  if (!enabled_) return;
+  constexpr int kWidth = 30;
+  int filled = total_ == 0 ? kWidth : static_cast<int>(kWidth * done_ / total_);
+  std::fprintf(stderr, "\r[%-*s] %zu/%zu %-40.40s", kWidth, std::string(filled, '#').c_str(), done_,
+               total_, std::string(label).c_str());
+  std::fflush(stderr);
+}
+
+void Progress::Finish() {
+  if (enabled_) std::fprintf(stderr, "\r%*s\r", 80, "");
+}
+
+}  // namespace tierflow::bench

@@ -1,0 +1,50 @@
+// Shared pieces of the benchmarks: size parsing, statistics, cache flushing, the synchronised
+// multi-thread timing harness of thesis §3.1, and a terminal progress bar.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tierflow/status.h"
+
+namespace tierflow::bench {
+
+// "4096", "4KiB", "1MiB", "1GiB" (also K/M/G and KB/MB/GB as binary units).
+Result<std::size_t> ParseSize(std::string_view text);
+Result<std::vector<std::size_t>> ParseSizeList(std::string_view text);
+std::string FormatSize(std::size_t bytes);  // "4KiB", "1MiB", "1536B"
+
+struct Summary {
+  double min = 0, median = 0, max = 0;
+};
+Summary Summarize(std::vector<double> values);
+
+// Writes back and evicts [p, p+n) from every cache level (CLFLUSHOPT where available).
+void FlushCaches(const void* p, std::size_t n);
+
+// Runs `body(thread_index)` on `threads` threads released together by a barrier, `reps` times
+// after `warmup` untimed rounds. Returns the seconds of each timed round: from the earliest
+// start to the latest end (the slowest participant decides). `before_round` runs on the
+// calling thread before each round (cache flushing).
+std::vector<double> TimeRounds(int threads, int warmup, int reps,
+                               const std::function<void(int)>& body,
+                               const std::function<void()>& before_round);
+
+class Progress {
+ public:
+  Progress(std::size_t total, bool enabled);
+  void Step(std::string_view label);
+  void Finish();
+
+ private:
+  std::size_t total_, done_ = 0;
+  bool enabled_;
+};
+
+bool StderrIsTerminal();
+
+}  // namespace tierflow::bench

@@ -1,0 +1,345 @@
+#include "bench/copy_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_util.h"
+#include "bench/plot.h"
+#include "tierflow/buffer.h"
+#include "tierflow/cpu_engine.h"
+#include "tierflow/topology.h"
+
+namespace tierflow::bench {
+namespace {
+
+constexpr std::size_t kMaxRoundBytes = std::size_t{1} << 30;  // per buffer, batch mode included
+constexpr std::size_t kFlushLimit = std::size_t{512} << 20;   // larger buffers evict themselves
+
+struct Row {
+  std::string engine, mode, policy;
+  std::size_t size = 0;
+  int batch = 1, threads = 1, submitters = 1, src_node = 0, dst_node = 0, participants = 1;
+  long repeat = 1;
+  Summary gbps;
+};
+
+nlohmann::json RowJson(const Row& r) {
+  return {{"engine", r.engine},     {"size_bytes", r.size},      {"mode", r.mode},
+          {"batch", r.batch},       {"threads", r.threads},      {"submitters", r.submitters},
+          {"participants", r.participants},
+          {"policy", r.policy},     {"src_node", r.src_node},    {"dst_node", r.dst_node},
+          {"inner_repeat", r.repeat},
+          {"gbps_median", r.gbps.median}, {"gbps_min", r.gbps.min}, {"gbps_max", r.gbps.max}};
+}
+
+// A slice of the work one submitting thread does each inner iteration.
+struct Slice {
+  Engine* engine = nullptr;              // nullptr: glibc memcpy
+  std::vector<Operation> ops;            // batch members (one in single mode)
+};
+
+// Runs one configuration: calibrates the inner repeat count, then times `reps` rounds.
+Summary Measure(const CopyBenchConfig& cfg, std::vector<Slice>& slices, bool batch,
+                std::size_t bytes_per_iteration, Buffer& src, Buffer& dst, std::size_t used,
+                long& repeat, Status& error) {
+  std::vector<Status> errors(slices.size());
+  auto first_error = [&] {
+    for (const Status& e : errors) {
+      if (!e.ok()) return e;
+    }
+    return Status::Ok();
+  };
+  auto run_slice = [&](int t, long times) {
+    Slice& s = slices[t];
+    Status& error = errors[t];
+    for (long i = 0; i < times; ++i) {
+      if (s.engine == nullptr) {
+        for (const Operation& op : s.ops) std::memcpy(op.dst, op.src, op.size);
+        continue;
+      }
+      Result<Handle> h = batch ? s.engine->SubmitBatch(s.ops) : s.engine->Submit(s.ops[0]);
+      if (!h.ok()) {
+        error = h.status();
+        return;
+      }
+      if (Status st = h->Wait(); !st.ok()) {
+        error = st;
+        return;
+      }
+    }
+  };
+  auto flush = [&] {
+    if (cfg.flush && used <= kFlushLimit) {
+      FlushCaches(src.data(), used);
+      FlushCaches(dst.data(), used);
+    }
+  };
+  const int n = static_cast<int>(slices.size());
+  // Calibrate: one untimed round with a single iteration, grown until the round is long enough.
+  repeat = 1;
+  for (int attempt = 0; attempt < 24; ++attempt) {
+    std::vector<double> t = TimeRounds(n, 0, 1, [&](int i) { run_slice(i, repeat); }, flush);
+    if (!(error = first_error()).ok()) return {};
+    double ms = t[0] * 1e3;
+    if (ms >= cfg.min_round_ms || repeat >= (1l << 22)) break;
+    double grow = ms <= 0 ? 64 : std::min(64.0, std::ceil(cfg.min_round_ms / ms * 1.2));
+    repeat = static_cast<long>(static_cast<double>(repeat) * std::max(2.0, grow));
+  }
+  std::vector<double> secs =
+      TimeRounds(n, cfg.warmup, cfg.reps, [&](int i) { run_slice(i, repeat); }, flush);
+  if (!(error = first_error()).ok()) return {};
+  std::vector<double> gbps;
+  for (double s : secs) gbps.push_back(static_cast<double>(bytes_per_iteration) * repeat / s / 1e9);
+  return Summarize(gbps);
+}
+
+// Divides [0, size) of each batch member into `parts` slices (offsets in 4 KiB units).
+std::vector<std::pair<std::size_t, std::size_t>> Split(std::size_t size, std::size_t parts) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < parts; ++i) {
+    std::size_t end = i + 1 == parts ? size : (size * (i + 1) / parts) / 4096 * 4096;
+    end = std::max(end, off);
+    if (end > off) out.push_back({off, end - off});
+    off = end;
+  }
+  return out;
+}
+
+void PrintTable(std::ostream& out, const std::vector<Row>& rows, const std::vector<Row>& base,
+                const std::string& isa, const std::string& machine_note) {
+  out << fmt::format("tierflow bench copy  (GB/s = bytes copied / s / 1e9; STREAM would count "
+                     "twice that)\n{}  cpu isa: {}\n\n",
+                     machine_note, isa);
+  out << fmt::format("{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8} {:>8} {:>8} {:>8}\n",
+                     "engine", "size", "mode", "batch", "threads", "subm", "policy", "src", "dst",
+                     "min", "median", "max", "vs best");
+  auto best_base = [&](std::size_t size, int src, int dst) {
+    double best = 0;
+    for (const Row& b : base) {
+      if (b.size == size && b.src_node == src && b.dst_node == dst) best = std::max(best, b.gbps.median);
+    }
+    return best;
+  };
+  for (const auto* set : {&base, &rows}) {
+    for (const Row& r : *set) {
+      double b = best_base(r.size, r.src_node, r.dst_node);
+      out << fmt::format("{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8.2f} {:>8.2f} {:>8.2f} {:>7.2f}x\n",
+                         r.engine, FormatSize(r.size), r.mode, r.batch, r.threads, r.submitters,
+                         r.policy, r.src_node, r.dst_node, r.gbps.min, r.gbps.median, r.gbps.max,
+                         b > 0 ? r.gbps.median / b : 0.0);
+    }
+  }
+  out << "\n'vs best' = median / best glibc memcpy median (any thread count) for the same size and nodes\n";
+}
+
+}  // namespace
+
+Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
+  if (cfg.engine != "cpu") {
+    return Status::Invalid(fmt::format("unknown engine '{}': this build has 'cpu'", cfg.engine));
+  }
+  if (cfg.sizes.empty()) return Status::Invalid("no sizes given: e.g. --sizes 4KiB,1MiB,64MiB");
+  for (std::size_t s : cfg.sizes) {
+    if (s == 0 || s > kMaxRoundBytes) {
+      return Status::Invalid(fmt::format("size {} is out of range: use 1 B .. 1 GiB", s));
+    }
+  }
+  if (cfg.reps < 1 || cfg.reps > 1000) return Status::Invalid("--reps must be 1..1000");
+  if (cfg.warmup < 0 || cfg.warmup > 100) return Status::Invalid("--warmup must be 0..100");
+  for (const std::string& m : cfg.modes) {
+    if (m != "single" && m != "batch") {
+      return Status::Invalid(fmt::format("mode '{}': use single or batch", m));
+    }
+  }
+  for (int b : cfg.batch_sizes) {
+    if (b < 1 || b > 4096) return Status::Invalid(fmt::format("batch size {}: use 1..4096", b));
+  }
+  for (int s : cfg.submitters) {
+    if (s < 1 || s > 256) return Status::Invalid(fmt::format("submitters {}: use 1..256", s));
+  }
+  Result<Topology> topo = Topology::Discover();
+  if (!topo.ok()) return topo.status();
+  for (const auto* list : {&cfg.src_nodes, &cfg.dst_nodes}) {
+    for (int node : *list) {
+      if (Result<NodeMemory> m = QueryNodeMemory(node); !m.ok()) return m.status();
+    }
+  }
+  const int cpus_total = [&] {
+    int c = 0;
+    for (const NumaNode& n : topo->nodes()) c += static_cast<int>(n.cpus.size());
+    return c;
+  }();
+  for (int t : cfg.threads) {
+    if (t < 0 || t > 4 * cpus_total) {
+      return Status::Invalid(fmt::format("--threads {}: use 0 (all CPUs of a node) .. {}", t,
+                                         4 * cpus_total));
+    }
+  }
+
+  std::vector<Row> rows, base;
+  std::size_t total_configs = 0;
+  for (const std::string& mode : cfg.modes) {
+    total_configs += cfg.threads.size() * cfg.policies.size() * cfg.submitters.size() *
+                     cfg.sizes.size() * cfg.src_nodes.size() * cfg.dst_nodes.size() *
+                     (mode == "batch" ? cfg.batch_sizes.size() : 1);
+  }
+  std::vector<int> base_threads = {1};
+  for (int t : cfg.threads) {
+    int n = t == 0 ? static_cast<int>(topo->node(cfg.src_nodes[0]) != nullptr &&
+                                              topo->node(cfg.src_nodes[0])->has_cpus()
+                                          ? topo->node(cfg.src_nodes[0])->cpus.size()
+                                          : 1)
+                   : t;
+    if (std::find(base_threads.begin(), base_threads.end(), n) == base_threads.end()) {
+      base_threads.push_back(n);
+    }
+  }
+  total_configs += base_threads.size() * cfg.sizes.size() * cfg.src_nodes.size() * cfg.dst_nodes.size();
+  Progress progress(total_configs, cfg.progress && StderrIsTerminal());
+  std::string isa;
+
+  for (int src_node : cfg.src_nodes) {
+    for (int dst_node : cfg.dst_nodes) {
+      std::size_t need = 0;
+      for (std::size_t size : cfg.sizes) {
+        need = std::max(need, size);
+        for (const std::string& mode : cfg.modes) {
+          if (mode != "batch") continue;
+          for (int b : cfg.batch_sizes) {
+            if (size * static_cast<std::size_t>(b) <= kMaxRoundBytes) need = std::max(need, size * b);
+          }
+        }
+      }
+      Result<Buffer> src = Buffer::OnNode(src_node, need);
+      if (!src.ok()) return src.status();
+      Result<Buffer> dst = Buffer::OnNode(dst_node, need);
+      if (!dst.ok()) return dst.status();
+      std::memset(src->data(), 0x5a, need);
+
+      // Baseline: glibc memcpy on 1 thread and split over N threads.
+      for (int nthreads : base_threads) {
+        for (std::size_t size : cfg.sizes) {
+          std::vector<Slice> slices;
+          for (auto [off, len] : Split(size, nthreads)) {
+            slices.push_back({nullptr, {Operation::Copy(dst->data() + off, src->data() + off, len)}});
+          }
+          Status err;
+          long repeat = 1;
+          Summary s = Measure(cfg, slices, false, size, *src, *dst, size, repeat, err);
+          if (!err.ok()) return err;
+          base.push_back({"memcpy", "single", "split", size, 1, nthreads, 1, src_node, dst_node,
+                          static_cast<int>(slices.size()), repeat, s});
+          progress.Step(fmt::format("memcpy {} x{}", FormatSize(size), nthreads));
+        }
+      }
+
+      for (int threads : cfg.threads) {
+        // One engine per node with CPUs, `threads` workers each.
+        std::vector<std::unique_ptr<CpuEngine>> engines;
+        std::vector<Engine*> engine_ptrs;
+        for (const NumaNode& n : topo->nodes()) {
+          if (!n.has_cpus()) continue;
+          CpuEngineOptions o;
+          o.node = n.os_index;
+          o.workers = threads;
+          Result<std::unique_ptr<CpuEngine>> e = CpuEngine::Create(*topo, o);
+          if (!e.ok()) return e.status();
+          isa = std::string(CpuIsaName((*e)->isa()));
+          engine_ptrs.push_back(e->get());
+          engines.push_back(std::move(*e));
+        }
+        const int workers = engines.front()->workers();
+        for (PolicyKind policy : cfg.policies) {
+          CopyPolicy cp;
+          cp.kind = policy;
+          for (int subm : cfg.submitters) {
+            for (const std::string& mode : cfg.modes) {
+              const bool batch = mode == "batch";
+              const std::vector<int> batches = batch ? cfg.batch_sizes : std::vector<int>{1};
+              for (int b : batches) {
+                for (std::size_t size : cfg.sizes) {
+                  std::string label = fmt::format("cpu {} {} b{}", FormatSize(size), mode, b);
+                  const std::size_t used = size * static_cast<std::size_t>(b);
+                  if (used > kMaxRoundBytes) {
+                    progress.Step(label);
+                    std::fprintf(stderr, "skipped: %s batch of %d x %s exceeds 1 GiB per buffer\n",
+                                 mode.c_str(), b, FormatSize(size).c_str());
+                    continue;
+                  }
+                  Result<std::vector<CopyPart>> plan =
+                      PlanCopy(cp, *topo, engine_ptrs, src_node, dst_node, size);
+                  if (!plan.ok()) return plan.status();
+                  std::vector<Slice> slices;
+                  for (const CopyPart& part : *plan) {
+                    for (auto [off, len] : Split(part.size, subm)) {
+                      Slice s{part.engine, {}};
+                      for (int m = 0; m < b; ++m) {
+                        std::size_t base_off = static_cast<std::size_t>(m) * size + part.offset + off;
+                        s.ops.push_back(Operation::Copy(dst->data() + base_off,
+                                                        src->data() + base_off, len));
+                      }
+                      slices.push_back(std::move(s));
+                    }
+                  }
+                  Status err;
+                  long repeat = 1;
+                  Summary s = Measure(cfg, slices, batch, used, *src, *dst, used, repeat, err);
+                  if (!err.ok()) return err;
+                  rows.push_back({"cpu", mode, std::string(PolicyKindName(policy)), size, b,
+                                  workers, subm, src_node, dst_node,
+                                  static_cast<int>(slices.size()), repeat, s});
+                  progress.Step(label);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  progress.Finish();
+
+  nlohmann::json doc;
+  doc["convention"] = "gbps = bytes copied / seconds / 1e9 (STREAM counts read+write: 2x)";
+  doc["cpu_isa"] = isa;
+  doc["reps"] = cfg.reps;
+  doc["model"] = false;
+  doc["configs"] = nlohmann::json::array();
+  for (const Row& r : rows) doc["configs"].push_back(RowJson(r));
+  doc["baseline"] = nlohmann::json::array();
+  for (const Row& r : base) doc["baseline"].push_back(RowJson(r));
+
+  const std::string note = fmt::format("machine: {} NUMA node(s), caches L2 {} L3 {}",
+                                       topo->nodes().size(), FormatSize(topo->caches().l2_bytes),
+                                       FormatSize(topo->caches().l3_bytes));
+  if (cfg.format == "json") {
+    out << doc.dump(2) << "\n";
+  } else if (cfg.format == "csv") {
+    out << "engine,size_bytes,mode,batch,threads,submitters,policy,src_node,dst_node,gbps_min,"
+           "gbps_median,gbps_max\n";
+    for (const auto* set : {&base, &rows}) {
+      for (const Row& r : *set) {
+        out << fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f}\n", r.engine, r.size,
+                           r.mode, r.batch, r.threads, r.submitters, r.policy, r.src_node,
+                           r.dst_node, r.gbps.min, r.gbps.median, r.gbps.max);
+      }
+    }
+  } else {
+    PrintTable(out, rows, base, isa, note);
+  }
+  if (!cfg.plot_path.empty()) {
+    if (Status s = Plot("plot_copy.py", doc, cfg.plot_path); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace tierflow::bench

@@ -1,0 +1,73 @@
+// The CPU copy engine: worker threads pinned to the cores of one NUMA node.
+//
+// Large operations are cut into pieces spread over the workers; pieces at or above the
+// non-temporal threshold use streaming stores so a copy larger than the cache does not evict
+// everyone else's data. Operations (or batches) up to inline_max_bytes run on the submitting
+// thread, where a copy is cheaper than the hand-off to a worker (about a microsecond).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "tierflow/engine.h"
+#include "tierflow/topology.h"
+
+namespace tierflow {
+
+enum class CpuIsa : std::uint8_t { kAuto, kAvx512, kAvx2, kBaseline };
+std::string_view CpuIsaName(CpuIsa isa);
+Result<CpuIsa> ParseCpuIsa(std::string_view name);
+// The best ISA this CPU supports, or TIERFLOW_ISA when set (an unsupported value is ignored
+// by Create's explicit check, which reports it).
+CpuIsa DetectCpuIsa();
+
+enum class MappingCheck : std::uint8_t {
+  kOff,        // trust the caller
+  kHandedOff,  // check operations above inline_max_bytes (a syscall per range; the default)
+  kAll,        // check every operation (costs more than a small copy)
+};
+
+struct CpuEngineOptions {
+  int node = 0;                   // workers run on this node's CPUs
+  int workers = 0;                // 0: one per CPU of the node
+  bool pin = true;                // pin worker i to the node's CPU i (mod count)
+  std::size_t inline_max_bytes = 32 * 1024;
+  std::size_t nt_threshold_bytes = 0;    // 0: 3/4 of the last-level cache
+  std::size_t min_piece_bytes = 64 * 1024;
+  std::size_t max_piece_bytes = 64 * 1024 * 1024;
+  std::size_t queue_capacity = 4096;     // pieces waiting for a worker; submit waits when full
+  MappingCheck check_mappings = MappingCheck::kHandedOff;
+  CpuIsa isa = CpuIsa::kAuto;
+  std::uint32_t worker_spin_us = 50;     // an idle worker polls this long before sleeping
+};
+
+class CpuEngine final : public Engine {
+ public:
+  // Errors: the topology is not this system's (cannot pin), the node does not exist or has no
+  // CPUs (the message names its nearest CPU node), an ISA the CPU lacks, nonsensical sizes.
+  static Result<std::unique_ptr<CpuEngine>> Create(const Topology& topology,
+                                                   const CpuEngineOptions& options = {});
+  // Pieces still queued are cancelled (their handles report cancelled); pieces running finish.
+  ~CpuEngine() override;
+
+  const EngineCapabilities& capabilities() const override;
+  EngineState state() const override;
+
+  CpuIsa isa() const;
+  std::size_t nt_threshold_bytes() const;
+  int workers() const;
+  const CpuEngineOptions& options() const;
+
+ protected:
+  Status CheckOperation(const Operation& op) const override;
+  Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) override;
+
+ private:
+  struct Impl;
+  explicit CpuEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tierflow

@@ -1,0 +1,88 @@
+// An engine moves bytes: the CPU, a DSA device, io_uring, later GPUs and MPI windows.
+//
+// Every engine offers the same contract: Submit (one operation) or SubmitBatch (several, one
+// handle), both validating their input and returning a Handle or an error that names the
+// problem. Engines publish what they can do (capabilities) and what they are doing (state) so
+// that callers and planners can see the hardware at work.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "tierflow/handle.h"
+#include "tierflow/operation.h"
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+namespace detail {
+class Submission;
+}
+
+struct EngineCapabilities {
+  std::string name;                       // "cpu", "dsa", ...
+  std::uint32_t ops = 0;                  // OpBit mask of supported kinds
+  std::uint64_t max_op_bytes = 0;         // largest single operation
+  std::size_t max_batch = 0;              // most operations in one SubmitBatch
+  std::uint64_t preferred_min_bytes = 0;  // below this another path is usually cheaper
+  std::uint64_t preferred_chunk_bytes = 0;// the engine splits work into pieces of about this size
+  int node = -1;                          // NUMA node the engine sits on, -1 if none
+  bool is_model = false;                  // a software model of hardware (say so in all output)
+};
+
+// A snapshot of live counters ("visible state").
+struct EngineState {
+  std::size_t queue_capacity = 0;  // pieces of work that can wait for a worker
+  std::size_t queued = 0;          // pieces waiting now
+  std::size_t in_flight = 0;          // pieces queued or running
+  std::uint64_t ops_submitted = 0;    // operations accepted (a batch of n counts n)
+  std::uint64_t pieces_completed = 0; // pieces of work finished (an operation may be split)
+  std::uint64_t bytes_completed = 0;
+  std::uint64_t ops_inline = 0;       // operations run on the submitting thread
+  std::uint64_t pieces_failed = 0;
+  std::uint64_t pieces_cancelled = 0; // dropped because the engine shut down
+  std::uint64_t callback_errors = 0;  // callbacks that threw
+};
+
+struct SubmitOptions {
+  CompletionCallback callback;  // invoked once, on completion
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  virtual const EngineCapabilities& capabilities() const = 0;
+  virtual EngineState state() const = 0;
+
+  // Validates and submits. Errors (nothing was submitted): null or non-canonical pointers,
+  // size 0, size above max_op_bytes, overlapping copy ranges, an address range that wraps,
+  // an operation kind the engine does not support, and engine-specific checks (see the engine).
+  Result<Handle> Submit(const Operation& op, SubmitOptions options = {});
+  // One handle for all; it completes when every member has. Errors as Submit, plus an empty
+  // batch or more than max_batch members; the error names the offending member.
+  Result<Handle> SubmitBatch(std::span<const Operation> ops, SubmitOptions options = {});
+
+  // The checks Submit applies, without submitting.
+  Status Validate(const Operation& op) const;
+
+ protected:
+  Engine() = default;
+  // Engine-specific validation beyond the common checks.
+  virtual Status CheckOperation(const Operation& op) const;
+  // Starts `ops` as parts of `submission`. The engine registers each piece it creates with
+  // submission.AddParts() before the piece can complete, and completes it with
+  // submission.CompletePart() (possibly inline, before Enqueue returns). Input is validated.
+  virtual Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) = 0;
+
+  friend class MultiEngineSubmitter;
+
+ private:
+  Result<Handle> Start(std::span<const Operation> ops, SubmitOptions& options);
+};
+
+}  // namespace tierflow

@@ -1,0 +1,40 @@
+#include "tierflow/status.h"
+
+#include "tierflow/operation.h"
+
+namespace tierflow {
+
+std::string_view StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kInvalidArgument: return "invalid_argument";
+    case StatusCode::kNotFound: return "not_found";
+    case StatusCode::kOutOfMemory: return "out_of_memory";
+    case StatusCode::kUnsupported: return "unsupported";
+    case StatusCode::kPending: return "pending";
+    case StatusCode::kCancelled: return "cancelled";
+    case StatusCode::kFailed: return "failed";
+    case StatusCode::kIoError: return "io_error";
+    case StatusCode::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  std::string s(StatusCodeName(code_));
+  if (!message_.empty()) s += ": " + message_;
+  return s;
+}
+
+std::string_view OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kCopy: return "copy";
+    case OpKind::kMove: return "move";
+    case OpKind::kFill: return "fill";
+    case OpKind::kCompare: return "compare";
+  }
+  return "unknown";
+}
+
+}  // namespace tierflow

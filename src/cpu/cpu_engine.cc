@@ -1,0 +1,369 @@
+#include "tierflow/cpu_engine.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/cpu_relax.h"
+#include "cpu/kernels.h"
+#include "cpu/task_queue.h"
+#include "engine/submission.h"
+
+namespace tierflow {
+
+namespace {
+
+constexpr std::uint64_t kMaxOpBytes = std::uint64_t{1} << 40;  // 1 TiB
+constexpr std::size_t kMaxBatch = 65536;
+constexpr std::size_t kPieceAlign = 4096;
+
+long FutexWait(std::atomic<std::uint32_t>* w, std::uint32_t expected) {
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
+                 expected, nullptr, nullptr, 0);
+}
+long FutexWake(std::atomic<std::uint32_t>* w, int n) {
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
+                 n, nullptr, nullptr, 0);
+}
+
+// msync(MS_ASYNC) only validates the range on Linux: ENOMEM means part of it is not mapped.
+Status CheckMapped(const char* what, const void* p, std::size_t size) {
+  if (p == nullptr) return Status::Ok();
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  std::uintptr_t start = a & ~(page - 1);
+  if (msync(reinterpret_cast<void*>(start), a + size - start, MS_ASYNC) != 0 && errno == ENOMEM) {
+    return Status::Invalid(fmt::format(
+        "{} range [{}, +{}) is not (entirely) mapped in this process", what, p, size));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+struct CpuEngine::Impl {
+  CpuEngineOptions opts;
+  CpuIsa isa = CpuIsa::kBaseline;
+  const cpu::Kernels* kernels = nullptr;
+  std::size_t nt_threshold = 0;
+  EngineCapabilities caps;
+  std::vector<int> cpus;
+  int worker_count = 0;
+  cpu::TaskQueue queue;
+  std::vector<std::thread> threads;
+
+  std::atomic<bool> stopping{false};
+  std::atomic<std::uint32_t> generation{0};
+  std::atomic<std::uint32_t> sleepers{0};
+
+  std::atomic<std::size_t> in_flight{0};
+  std::atomic<std::uint64_t> ops_submitted{0}, pieces_completed{0}, bytes_completed{0},
+      ops_inline{0}, pieces_failed{0}, pieces_cancelled{0}, callback_errors{0};
+
+  explicit Impl(std::size_t queue_capacity) : queue(queue_capacity) {}
+
+  std::size_t PieceSize(std::size_t size) const {
+    std::size_t per_worker = (size + worker_count - 1) / worker_count;
+    per_worker = (per_worker + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
+    return std::clamp(per_worker, opts.min_piece_bytes, opts.max_piece_bytes);
+  }
+
+  static bool Overlaps(const Operation& op) {
+    auto d = reinterpret_cast<std::uintptr_t>(op.dst);
+    auto s = reinterpret_cast<std::uintptr_t>(op.src);
+    return d < s + op.size && s < d + op.size;
+  }
+
+  void Run(const cpu::Piece& p) {
+    std::uint64_t diff = detail::OpState::kNoDifference;
+    switch (p.kind) {
+      case OpKind::kCopy:
+        kernels->copy(p.dst, p.src, p.size, p.nt);
+        break;
+      case OpKind::kMove:
+        if (p.overlapping) {
+          std::memmove(p.dst, p.src, p.size);
+        } else {
+          kernels->copy(p.dst, p.src, p.size, p.nt);
+        }
+        break;
+      case OpKind::kFill:
+        kernels->fill(p.dst, p.pattern, p.offset, p.size, p.nt);
+        break;
+      case OpKind::kCompare: {
+        std::size_t at = cpu::FirstDifference(p.src, p.src2, p.size);
+        if (at < p.size) diff = p.report_base + p.offset + at;
+        break;
+      }
+    }
+    pieces_completed.fetch_add(1, std::memory_order_relaxed);
+    bytes_completed.fetch_add(p.size, std::memory_order_relaxed);
+    in_flight.fetch_sub(1, std::memory_order_relaxed);
+    detail::CompletePart(p.state, p.size, StatusCode::kOk, nullptr, diff);
+  }
+
+  void Cancel(const cpu::Piece& p) {
+    pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
+    in_flight.fetch_sub(1, std::memory_order_relaxed);
+    detail::CompletePart(p.state, 0, StatusCode::kCancelled,
+                         "the CPU engine was destroyed before this part of the operation ran");
+  }
+
+  void Wake(int n) {
+    generation.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) != 0) FutexWake(&generation, n);
+  }
+
+  void WorkerLoop(int index);
+};
+
+namespace {
+// The engine whose worker this thread is (work submitted from a callback runs inline there).
+thread_local const void* t_worker_of = nullptr;
+}
+
+void CpuEngine::Impl::WorkerLoop(int index) {
+  t_worker_of = this;
+  if (opts.pin && !cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus[index % cpus.size()], &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort: cgroups may deny
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto spin = std::chrono::microseconds(opts.worker_spin_us);
+  cpu::Piece piece;
+  while (!stopping.load(std::memory_order_acquire)) {
+    if (queue.TryPop(piece)) {
+      Run(piece);
+      continue;
+    }
+    // Poll a while (yielding now and then, so a submitter sharing this core can run), then
+    // sleep on the generation counter.
+    bool work = false;
+    const auto deadline = Clock::now() + spin;
+    for (unsigned i = 1;; ++i) {
+      if (!queue.empty() || stopping.load(std::memory_order_relaxed)) {
+        work = true;
+        break;
+      }
+      if (i % 64 == 0) {
+        if (Clock::now() >= deadline) break;
+        sched_yield();
+      } else {
+        CpuRelax();
+      }
+    }
+    if (work) continue;
+    std::uint32_t g = generation.load(std::memory_order_seq_cst);
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (queue.empty() && !stopping.load(std::memory_order_seq_cst)) FutexWait(&generation, g);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
+                                                     const CpuEngineOptions& options) {
+  Result<const NumaNode*> node = topology.FindNode(options.node);
+  if (!node.ok()) return node.status();
+  if (!(*node)->has_cpus()) {
+    return Status::Invalid(fmt::format(
+        "NUMA node {} ({}) has no CPUs, so no CPU engine can run on it; create the engine on its "
+        "nearest CPU node {} instead",
+        options.node, TierKindName((*node)->kind), (*node)->near_cpu_node));
+  }
+  if (!topology.is_this_system()) {
+    return Status::Invalid(fmt::format(
+        "the CPU engine needs the running system's topology, not one loaded from '{}'",
+        topology.source()));
+  }
+  if (options.workers < 0 || options.workers > 4096) {
+    return Status::Invalid(fmt::format("workers = {}: use 0 (one per CPU of the node) or 1..4096",
+                                       options.workers));
+  }
+  if (options.min_piece_bytes < kPieceAlign || options.min_piece_bytes % kPieceAlign != 0 ||
+      options.max_piece_bytes < options.min_piece_bytes ||
+      options.max_piece_bytes % kPieceAlign != 0) {
+    return Status::Invalid(fmt::format(
+        "piece sizes min {} / max {}: both must be multiples of {} with min <= max",
+        options.min_piece_bytes, options.max_piece_bytes, kPieceAlign));
+  }
+  if (options.queue_capacity == 0) return Status::Invalid("queue_capacity is 0: use at least 1");
+  CpuIsa isa = options.isa == CpuIsa::kAuto ? DetectCpuIsa() : options.isa;
+  if (!cpu::IsaSupported(isa)) {
+    return Status::Unsupported(fmt::format(
+        "this CPU lacks {} (asked for by options or TIERFLOW_ISA); best available here is {}",
+        CpuIsaName(isa), CpuIsaName(cpu::IsaSupported(CpuIsa::kAvx2) ? CpuIsa::kAvx2
+                                                                      : CpuIsa::kBaseline)));
+  }
+
+  auto impl = std::make_unique<Impl>(options.queue_capacity);
+  impl->opts = options;
+  impl->isa = isa;
+  impl->kernels = &cpu::KernelsFor(isa);
+  impl->cpus = (*node)->cpus;
+  impl->worker_count = options.workers == 0 ? static_cast<int>(impl->cpus.size()) : options.workers;
+  std::uint64_t llc = topology.caches().l3_bytes != 0 ? topology.caches().l3_bytes
+                                                      : topology.caches().l2_bytes;
+  impl->nt_threshold = options.nt_threshold_bytes != 0
+                           ? options.nt_threshold_bytes
+                           : static_cast<std::size_t>(llc != 0 ? llc * 3 / 4 : 8u << 20);
+  EngineCapabilities& caps = impl->caps;
+  caps.name = "cpu";
+  caps.ops = kAllOps;
+  caps.max_op_bytes = kMaxOpBytes;
+  caps.max_batch = kMaxBatch;
+  caps.preferred_min_bytes = 0;
+  caps.preferred_chunk_bytes = options.min_piece_bytes;
+  caps.node = options.node;
+  caps.is_model = false;
+
+  std::unique_ptr<CpuEngine> engine(new CpuEngine(std::move(impl)));
+  Impl* raw = engine->impl_.get();
+  try {
+    for (int i = 0; i < raw->worker_count; ++i) {
+      raw->threads.emplace_back([raw, i] { raw->WorkerLoop(i); });
+    }
+  } catch (const std::system_error& e) {
+    return Status(StatusCode::kFailed,
+                  fmt::format("could not start CPU engine worker threads: {}", e.what()));
+  }
+  return engine;
+}
+
+CpuEngine::CpuEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CpuEngine::~CpuEngine() {
+  impl_->stopping.store(true, std::memory_order_seq_cst);
+  impl_->generation.fetch_add(1, std::memory_order_seq_cst);
+  FutexWake(&impl_->generation, INT_MAX);
+  for (std::thread& t : impl_->threads) t.join();
+  cpu::Piece piece;
+  while (impl_->queue.TryPop(piece)) impl_->Cancel(piece);
+}
+
+const EngineCapabilities& CpuEngine::capabilities() const { return impl_->caps; }
+
+EngineState CpuEngine::state() const {
+  const Impl& m = *impl_;
+  EngineState s;
+  s.queue_capacity = m.queue.capacity();
+  s.queued = m.queue.size();
+  s.in_flight = m.in_flight.load(std::memory_order_relaxed);
+  s.ops_submitted = m.ops_submitted.load(std::memory_order_relaxed);
+  s.pieces_completed = m.pieces_completed.load(std::memory_order_relaxed);
+  s.bytes_completed = m.bytes_completed.load(std::memory_order_relaxed);
+  s.ops_inline = m.ops_inline.load(std::memory_order_relaxed);
+  s.pieces_failed = m.pieces_failed.load(std::memory_order_relaxed);
+  s.pieces_cancelled = m.pieces_cancelled.load(std::memory_order_relaxed);
+  s.callback_errors = m.callback_errors.load(std::memory_order_relaxed);
+  return s;
+}
+
+CpuIsa CpuEngine::isa() const { return impl_->isa; }
+std::size_t CpuEngine::nt_threshold_bytes() const { return impl_->nt_threshold; }
+int CpuEngine::workers() const { return impl_->worker_count; }
+const CpuEngineOptions& CpuEngine::options() const { return impl_->opts; }
+
+Status CpuEngine::CheckOperation(const Operation& op) const {
+  const MappingCheck mode = impl_->opts.check_mappings;
+  if (mode == MappingCheck::kOff ||
+      (mode == MappingCheck::kHandedOff && op.size <= impl_->opts.inline_max_bytes)) {
+    return Status::Ok();
+  }
+  Status s = CheckMapped("dst", op.dst, op.size);
+  if (s.ok()) s = CheckMapped("src", op.src, op.size);
+  if (s.ok()) s = CheckMapped("src2", op.src2, op.size);
+  return s;
+}
+
+Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {
+  Impl& m = *impl_;
+  detail::OpState* state = submission.state();
+  state->callback_errors = &m.callback_errors;
+  m.ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);
+
+  std::size_t total = 0;
+  for (const Operation& op : ops) total += op.size;
+  const bool inline_run = total <= m.opts.inline_max_bytes || t_worker_of == &m;
+
+  auto make_piece = [&](const Operation& op, std::size_t offset, std::size_t size, bool overlap) {
+    cpu::Piece p;
+    p.state = state;
+    p.kind = op.kind;
+    p.nt = op.kind != OpKind::kCompare && op.size >= m.nt_threshold;
+    p.overlapping = overlap;
+    p.dst = static_cast<char*>(op.dst) + (op.dst != nullptr ? offset : 0);
+    p.src = static_cast<const char*>(op.src) + (op.src != nullptr ? offset : 0);
+    p.src2 = static_cast<const char*>(op.src2) + (op.src2 != nullptr ? offset : 0);
+    p.size = size;
+    p.offset = offset;
+    p.report_base = submission.offset_base();
+    p.pattern = op.pattern;
+    return p;
+  };
+
+  if (inline_run) {
+    m.ops_inline.fetch_add(ops.size(), std::memory_order_relaxed);
+    submission.AddParts(static_cast<std::uint32_t>(ops.size()));
+    m.in_flight.fetch_add(ops.size(), std::memory_order_relaxed);
+    for (const Operation& op : ops) {
+      bool overlap = op.kind == OpKind::kMove && Impl::Overlaps(op);
+      m.Run(make_piece(op, 0, op.size, overlap));
+    }
+    return Status::Ok();
+  }
+
+  std::size_t pieces = 0;
+  for (const Operation& op : ops) {
+    if (op.kind == OpKind::kMove && Impl::Overlaps(op)) {
+      ++pieces;
+    } else {
+      std::size_t piece = m.PieceSize(op.size);
+      pieces += (op.size + piece - 1) / piece;
+    }
+  }
+  submission.AddParts(static_cast<std::uint32_t>(pieces));
+  m.in_flight.fetch_add(pieces, std::memory_order_relaxed);
+  std::size_t pushed = 0;
+  auto push = [&](const cpu::Piece& p) {
+    while (!m.queue.TryPush(p)) {
+      if (m.stopping.load(std::memory_order_acquire)) {
+        m.Cancel(p);
+        return;
+      }
+      m.Wake(INT_MAX);  // full: make sure every worker is draining, then give them the core
+      sched_yield();
+    }
+    if (++pushed % 64 == 0) m.Wake(m.worker_count);
+  };
+  for (const Operation& op : ops) {
+    if (op.kind == OpKind::kMove && Impl::Overlaps(op)) {
+      push(make_piece(op, 0, op.size, true));
+      continue;
+    }
+    std::size_t piece = m.PieceSize(op.size);
+    for (std::size_t off = 0; off < op.size; off += piece) {
+      push(make_piece(op, off, std::min(piece, op.size - off), false));
+    }
+  }
+  m.Wake(static_cast<int>(std::min<std::size_t>(pieces, INT_MAX)));
+  return Status::Ok();
+}
+
+}  // namespace tierflow

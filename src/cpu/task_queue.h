@@ -1,0 +1,66 @@
+// A bounded multi-producer, multi-consumer queue of work pieces for the CPU engine's workers.
+// A mutex guards a fixed ring (no allocation after construction); `size` is mirrored in an
+// atomic so idle workers can poll without taking the lock.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "engine/op_state.h"
+#include "tierflow/operation.h"
+
+namespace tierflow::cpu {
+
+struct Piece {
+  detail::OpState* state = nullptr;
+  OpKind kind = OpKind::kCopy;
+  bool nt = false;
+  bool overlapping = false;  // a move whose ranges overlap: memmove as one piece
+  char* dst = nullptr;
+  const char* src = nullptr;
+  const char* src2 = nullptr;
+  std::size_t size = 0;
+  std::size_t offset = 0;    // of this piece within its operation (fill phase, compare offset)
+  std::uint64_t report_base = 0;  // added to compare differences (Submission::offset_base)
+  std::uint64_t pattern = 0;
+};
+
+class TaskQueue {
+ public:
+  explicit TaskQueue(std::size_t capacity) : ring_(capacity) {}
+
+  // False when full.
+  bool TryPush(const Piece& p) {
+    std::lock_guard lock(mu_);
+    if (count_ == ring_.size()) return false;
+    ring_[(head_ + count_) % ring_.size()] = p;
+    ++count_;
+    size_.store(count_, std::memory_order_seq_cst);
+    return true;
+  }
+  bool TryPop(Piece& out) {
+    if (size_.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard lock(mu_);
+    if (count_ == 0) return false;
+    out = ring_[head_];
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+    size_.store(count_, std::memory_order_seq_cst);
+    return true;
+  }
+  std::size_t size() const { return size_.load(std::memory_order_relaxed); }
+  std::size_t capacity() const { return ring_.size(); }
+  bool empty() const { return size_.load(std::memory_order_seq_cst) == 0; }
+
+ private:
+  std::mutex mu_;
+  std::vector<Piece> ring_;
+  std::size_t head_ = 0;
+  std::size_t count_ = 0;
+  std::atomic<std::size_t> size_{0};
+};
+
+}  // namespace tierflow::cpu

@@ -1,0 +1,112 @@
+#include "tierflow/engine.h"
+
+#include <fmt/format.h>
+
+#include "engine/submission.h"
+
+namespace tierflow {
+namespace {
+
+// x86-64 and arm64 user space with 4-level page tables ends below 2^47; with 5-level paging it
+// reaches 2^56. Addresses at or above that, or in the first page, can never be valid buffers.
+constexpr std::uintptr_t kUserSpaceEnd = std::uintptr_t{1} << 56;
+constexpr std::uintptr_t kFirstValid = 4096;
+
+Status CheckRange(const char* what, const void* p, std::size_t size) {
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (p == nullptr) return Status::Invalid(fmt::format("{} is null", what));
+  if (a < kFirstValid) {
+    return Status::Invalid(fmt::format("{} = {} lies in the first page: not a valid buffer", what, p));
+  }
+  if (a >= kUserSpaceEnd || size > kUserSpaceEnd - a) {
+    return Status::Invalid(
+        fmt::format("{} range [{}, +{}) leaves user space (or wraps around)", what, p, size));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Engine::CheckOperation(const Operation&) const { return Status::Ok(); }
+
+Status Engine::Validate(const Operation& op) const {
+  const EngineCapabilities& caps = capabilities();
+  if (static_cast<unsigned>(op.kind) > static_cast<unsigned>(OpKind::kCompare)) {
+    return Status::Invalid(fmt::format("unknown operation kind {}", static_cast<int>(op.kind)));
+  }
+  if ((caps.ops & OpBit(op.kind)) == 0) {
+    return Status::Unsupported(
+        fmt::format("engine '{}' does not support {}", caps.name, OpKindName(op.kind)));
+  }
+  if (op.size == 0) {
+    return Status::Invalid(fmt::format(
+        "{} of size 0: nothing to do; skip the call for empty ranges", OpKindName(op.kind)));
+  }
+  if (op.size > caps.max_op_bytes) {
+    return Status::Invalid(fmt::format("{} of {} bytes exceeds engine '{}' limit of {} bytes; split it",
+                                       OpKindName(op.kind), op.size, caps.name, caps.max_op_bytes));
+  }
+  Status s;
+  switch (op.kind) {
+    case OpKind::kCopy:
+    case OpKind::kMove:
+      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
+      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
+      if (op.kind == OpKind::kCopy) {
+        auto d = reinterpret_cast<std::uintptr_t>(op.dst);
+        auto r = reinterpret_cast<std::uintptr_t>(op.src);
+        if (d < r + op.size && r < d + op.size) {
+          std::uintptr_t overlap = std::min(d, r) + op.size - std::max(d, r);
+          return Status::Invalid(fmt::format(
+              "copy source and destination overlap by {} bytes; use a move (OpKind::kMove) for "
+              "overlapping ranges", overlap));
+        }
+      }
+      break;
+    case OpKind::kFill:
+      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
+      break;
+    case OpKind::kCompare:
+      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
+      if (!(s = CheckRange("src2", op.src2, op.size)).ok()) return s;
+      break;
+  }
+  return CheckOperation(op);
+}
+
+Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& options) {
+  detail::OpState* state = detail::AcquireOpState();
+  state->callback = std::move(options.callback);
+  detail::Submission submission(state);
+  if (Status s = Enqueue(ops, submission); !s.ok()) {
+    state->callback.Reset();
+    detail::ReleaseOpState(state);  // the in-flight reference
+    detail::ReleaseOpState(state);  // the handle's
+    return s;
+  }
+  detail::CompletePart(state, 0);  // drop the submission guard
+  return Handle(state);
+}
+
+Result<Handle> Engine::Submit(const Operation& op, SubmitOptions options) {
+  if (Status s = Validate(op); !s.ok()) return s;
+  return Start({&op, 1}, options);
+}
+
+Result<Handle> Engine::SubmitBatch(std::span<const Operation> ops, SubmitOptions options) {
+  const EngineCapabilities& caps = capabilities();
+  if (ops.empty()) return Status::Invalid("empty batch: submit at least one operation");
+  if (ops.size() > caps.max_batch) {
+    return Status::Invalid(fmt::format("batch of {} operations exceeds engine '{}' limit of {}; "
+                                       "split it into several batches",
+                                       ops.size(), caps.name, caps.max_batch));
+  }
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (Status s = Validate(ops[i]); !s.ok()) {
+      return Status(s.code(), fmt::format("batch member {}: {}", i, s.message()));
+    }
+  }
+  return Start(ops, options);
+}
+
+}  // namespace tierflow

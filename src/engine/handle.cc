@@ -1,0 +1,263 @@
+#include "tierflow/handle.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <mutex>
+#include <vector>
+
+#include "common/cpu_relax.h"
+#include "engine/op_state.h"
+
+namespace tierflow {
+namespace detail {
+namespace {
+
+// --- OpState pool -------------------------------------------------------------------------
+// Each thread keeps a free list; a state is usually released by the thread that submitted it
+// (the handle owner), so steady-state submit/wait never reaches the allocator. Lists that grow
+// beyond kLocalMax (states released on worker threads) spill to a global list that threads
+// with an empty local list refill from.
+constexpr std::size_t kLocalMax = 256;
+constexpr std::size_t kRefill = 32;
+
+struct GlobalPool {
+  std::mutex mu;
+  OpState* head = nullptr;
+};
+GlobalPool& Global() {
+  static GlobalPool* pool = new GlobalPool;  // never destroyed: threads may exit after main
+  return *pool;
+}
+
+struct LocalPool {
+  OpState* head = nullptr;
+  std::size_t count = 0;
+  ~LocalPool() {  // thread exit: hand the states to the global list
+    if (head == nullptr) return;
+    OpState* tail = head;
+    while (tail->next_free != nullptr) tail = tail->next_free;
+    std::lock_guard lock(Global().mu);
+    tail->next_free = Global().head;
+    Global().head = head;
+  }
+};
+thread_local LocalPool t_pool;
+
+// The operation whose callback this thread is running (to refuse waiting on it).
+thread_local const OpState* t_completing = nullptr;
+
+long Futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val) {
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op | FUTEX_PRIVATE_FLAG, val,
+                 nullptr, nullptr, 0);
+}
+
+void Recycle(OpState* s, bool shared);
+
+void Finalize(OpState* s) {
+  if (s->error_claimed.load(std::memory_order_acquire)) {
+    s->final_status = Status(s->error_code, std::move(s->error_text));
+  }
+  if (s->callback) {
+    Completion c;
+    c.status = s->final_status;
+    c.bytes_completed = s->bytes.load(std::memory_order_relaxed);
+    std::uint64_t diff = s->first_difference.load(std::memory_order_relaxed);
+    c.equal = diff == OpState::kNoDifference;
+    c.first_difference = c.equal ? 0 : diff;
+    const OpState* outer = t_completing;
+    t_completing = s;
+    try {
+      s->callback(c);
+    } catch (...) {
+      if (s->callback_errors != nullptr) s->callback_errors->fetch_add(1, std::memory_order_relaxed);
+    }
+    t_completing = outer;
+    s->callback.Reset();
+  }
+  std::uint32_t old = s->word.fetch_or(OpState::kDone, std::memory_order_acq_rel);
+  if (old & OpState::kWaiter) Futex(&s->word, FUTEX_WAKE, INT_MAX);
+  // The in-flight reference. If it is the last one (the handle went away first), this thread is
+  // usually a worker: return the state to the shared list, where submitting threads refill
+  // from, instead of this thread's own list which no submission would draw from.
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) Recycle(s, /*shared=*/true);
+}
+
+}  // namespace
+
+OpState* AcquireOpState() {
+  LocalPool& pool = t_pool;
+  if (pool.head == nullptr) {
+    std::lock_guard lock(Global().mu);
+    for (std::size_t i = 0; i < kRefill && Global().head != nullptr; ++i) {
+      OpState* s = Global().head;
+      Global().head = s->next_free;
+      s->next_free = pool.head;
+      pool.head = s;
+      ++pool.count;
+    }
+  }
+  OpState* s;
+  if (pool.head != nullptr) {
+    s = pool.head;
+    pool.head = s->next_free;
+    --pool.count;
+  } else {
+    s = new OpState;
+  }
+  s->next_free = nullptr;
+  s->word.store(0, std::memory_order_relaxed);
+  s->refs.store(2, std::memory_order_relaxed);
+  s->parts.store(1, std::memory_order_relaxed);
+  s->bytes.store(0, std::memory_order_relaxed);
+  s->first_difference.store(OpState::kNoDifference, std::memory_order_relaxed);
+  s->error_claimed.store(false, std::memory_order_relaxed);
+  s->error_code = StatusCode::kOk;
+  s->callback_errors = nullptr;
+  return s;
+}
+
+void ReleaseOpState(OpState* s) {
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) Recycle(s, /*shared=*/false);
+}
+
+namespace {
+void Recycle(OpState* s, bool shared) {
+  s->final_status = Status();
+  s->error_text.clear();
+  s->error_text.shrink_to_fit();
+  if (shared) {
+    std::lock_guard lock(Global().mu);
+    s->next_free = Global().head;
+    Global().head = s;
+    return;
+  }
+  LocalPool& pool = t_pool;
+  s->next_free = pool.head;
+  pool.head = s;
+  if (++pool.count > kLocalMax) {
+    // Spill half to the global list.
+    OpState* first = pool.head;
+    OpState* last = first;
+    for (std::size_t i = 1; i < kLocalMax / 2; ++i) last = last->next_free;
+    pool.head = last->next_free;
+    pool.count -= kLocalMax / 2;
+    std::lock_guard lock(Global().mu);
+    last->next_free = Global().head;
+    Global().head = first;
+  }
+}
+}  // namespace
+
+void CompletePart(OpState* s, std::uint64_t bytes, StatusCode code, const char* message,
+                  std::uint64_t first_difference) {
+  if (bytes != 0) s->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (first_difference != OpState::kNoDifference) {
+    std::uint64_t cur = s->first_difference.load(std::memory_order_relaxed);
+    while (first_difference < cur &&
+           !s->first_difference.compare_exchange_weak(cur, first_difference,
+                                                      std::memory_order_relaxed)) {
+    }
+  }
+  if (code != StatusCode::kOk && !s->error_claimed.exchange(true, std::memory_order_acq_rel)) {
+    s->error_code = code;
+    s->error_text = message != nullptr ? message : "";
+  }
+  if (s->parts.fetch_sub(1, std::memory_order_acq_rel) == 1) Finalize(s);
+}
+
+void FailPart(OpState* s, std::uint64_t bytes, StatusCode code, std::string message) {
+  if (!s->error_claimed.exchange(true, std::memory_order_acq_rel)) {
+    s->error_code = code;
+    s->error_text = std::move(message);
+  }
+  CompletePart(s, bytes);
+}
+
+}  // namespace detail
+
+using detail::OpState;
+
+namespace {
+Status EmptyHandle() {
+  return Status::Invalid("empty handle: it was moved from or default-constructed; use the handle "
+                         "returned by Submit");
+}
+}  // namespace
+
+Handle::~Handle() {
+  if (state_ != nullptr) detail::ReleaseOpState(state_);
+}
+
+Handle& Handle::operator=(Handle&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr) detail::ReleaseOpState(state_);
+    state_ = std::exchange(other.state_, nullptr);
+  }
+  return *this;
+}
+
+bool Handle::done() const {
+  return state_ != nullptr && (state_->word.load(std::memory_order_acquire) & OpState::kDone);
+}
+
+Status Handle::status() const {
+  if (state_ == nullptr) return EmptyHandle();
+  if (!done()) return Status(StatusCode::kPending, "operation in flight");
+  return state_->final_status;
+}
+
+std::uint64_t Handle::bytes_completed() const {
+  return state_ == nullptr ? 0 : state_->bytes.load(std::memory_order_relaxed);
+}
+
+Status Handle::Wait(WaitMode mode) const {
+  if (state_ == nullptr) return EmptyHandle();
+  std::atomic<std::uint32_t>& word = state_->word;
+  if (word.load(std::memory_order_acquire) & OpState::kDone) return state_->final_status;
+  if (detail::t_completing == state_) {
+    return Status::Invalid("Wait called from the operation's own completion callback: it would "
+                           "never return; the callback already has the Completion");
+  }
+  switch (mode) {
+    case WaitMode::kSpin:
+      while (!(word.load(std::memory_order_acquire) & OpState::kDone)) CpuRelax();
+      return state_->final_status;
+    case WaitMode::kYield:
+      while (!(word.load(std::memory_order_acquire) & OpState::kDone)) sched_yield();
+      return state_->final_status;
+    case WaitMode::kAdaptive:
+      for (int i = 0; i < 2000; ++i) {
+        if (word.load(std::memory_order_acquire) & OpState::kDone) return state_->final_status;
+        CpuRelax();
+      }
+      [[fallthrough]];
+    case WaitMode::kBlock:
+      break;
+  }
+  for (;;) {
+    std::uint32_t w = word.load(std::memory_order_acquire);
+    if (w & OpState::kDone) return state_->final_status;
+    if (!(w & OpState::kWaiter)) {
+      if (!word.compare_exchange_weak(w, w | OpState::kWaiter, std::memory_order_acq_rel)) continue;
+      w |= OpState::kWaiter;
+    }
+    detail::Futex(&word, FUTEX_WAIT, w);  // returns at once if the word changed meanwhile
+  }
+}
+
+Completion Handle::result() const {
+  Completion c;
+  c.status = status();
+  if (state_ == nullptr || !done()) return c;
+  c.bytes_completed = state_->bytes.load(std::memory_order_relaxed);
+  std::uint64_t diff = state_->first_difference.load(std::memory_order_relaxed);
+  c.equal = diff == OpState::kNoDifference;
+  c.first_difference = c.equal ? 0 : diff;
+  return c;
+}
+
+}  // namespace tierflow

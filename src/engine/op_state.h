@@ -1,0 +1,52 @@
+// The shared state behind a Handle. Internal: engines see it only through Submission.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "tierflow/handle.h"
+#include "tierflow/status.h"
+
+namespace tierflow::detail {
+
+struct OpState {
+  static constexpr std::uint32_t kDone = 1;
+  static constexpr std::uint32_t kWaiter = 2;
+  static constexpr std::uint64_t kNoDifference = ~std::uint64_t{0};
+
+  // Futex word: kDone once complete, kWaiter while a thread sleeps on it.
+  std::atomic<std::uint32_t> word{0};
+  // One reference for the Handle, one for the operation while parts are outstanding.
+  std::atomic<std::uint32_t> refs{0};
+  // Outstanding parts, plus one guard held by the submitter until every part is enqueued.
+  std::atomic<std::uint32_t> parts{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> first_difference{kNoDifference};
+  std::atomic<bool> error_claimed{false};
+
+  // Written by the first part that fails (the one that claimed error_claimed), read after done.
+  StatusCode error_code = StatusCode::kOk;
+  std::string error_text;
+  // Final status, written before kDone is published.
+  Status final_status;
+  CompletionCallback callback;
+  std::atomic<std::uint64_t>* callback_errors = nullptr;  // engine counter for throwing callbacks
+
+  OpState* next_free = nullptr;  // pool link
+};
+
+// A fresh state: refs = 2 (handle + in flight), parts = 1 (the submission guard).
+// Allocation-free in steady state (per-thread free lists).
+OpState* AcquireOpState();
+void ReleaseOpState(OpState* state);
+
+// Records the completion of one part. The last part finalises the operation: computes the
+// final status, runs the callback, publishes kDone, wakes waiters, drops the in-flight ref.
+void CompletePart(OpState* state, std::uint64_t bytes, StatusCode code = StatusCode::kOk,
+                  const char* message = nullptr,
+                  std::uint64_t first_difference = OpState::kNoDifference);
+// Same, with a message that must be built at run time (error paths only).
+void FailPart(OpState* state, std::uint64_t bytes, StatusCode code, std::string message);
+
+}  // namespace tierflow::detail

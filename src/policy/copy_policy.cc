@@ -1,0 +1,195 @@
+#include "tierflow/copy_policy.h"
+
+#include <numaif.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/pattern.h"
+#include "engine/submission.h"
+
+namespace tierflow {
+
+std::string_view PolicyKindName(PolicyKind kind) {
+  switch (kind) {
+    case PolicyKind::kSingle: return "single";
+    case PolicyKind::kPushPull: return "push-pull";
+    case PolicyKind::kSocket: return "socket";
+    case PolicyKind::kBruteForce: return "brute-force";
+  }
+  return "unknown";
+}
+
+Result<PolicyKind> ParsePolicyKind(std::string_view name) {
+  for (PolicyKind k : {PolicyKind::kSingle, PolicyKind::kPushPull, PolicyKind::kSocket,
+                       PolicyKind::kBruteForce}) {
+    if (name == PolicyKindName(k)) return k;
+  }
+  return Status::Invalid(fmt::format(
+      "unknown copy policy '{}': use single, push-pull, socket or brute-force", name));
+}
+
+namespace {
+
+Result<Engine*> EngineFor(const Topology& topology, std::span<Engine* const> engines, int node) {
+  Result<const NumaNode*> n = topology.FindNode(node);
+  if (!n.ok()) return n.status();
+  for (int candidate : {node, (*n)->near_cpu_node}) {
+    for (Engine* e : engines) {
+      if (e != nullptr && e->capabilities().node == candidate) return e;
+    }
+  }
+  return Status::NotFound(fmt::format(
+      "no engine serves NUMA node {} (nor its nearest CPU node {}); create one there or choose "
+      "another policy", node, (*n)->near_cpu_node));
+}
+
+}  // namespace
+
+Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology& topology,
+                                       std::span<Engine* const> engines, int src_node,
+                                       int dst_node, std::size_t size) {
+  if (policy.granularity == 0) return Status::Invalid("copy policy granularity is 0: use e.g. 4096");
+  if (size == 0) return Status::Invalid("copy of size 0: nothing to plan");
+  Result<const NumaNode*> src = topology.FindNode(src_node);
+  if (!src.ok()) return src.status();
+  Result<const NumaNode*> dst = topology.FindNode(dst_node);
+  if (!dst.ok()) return dst.status();
+
+  std::vector<Engine*> chosen;
+  auto add = [&](Engine* e) {
+    if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+  };
+  switch (policy.kind) {
+    case PolicyKind::kSingle: {
+      Result<Engine*> e = EngineFor(topology, engines, policy.engine_node >= 0 ? policy.engine_node : dst_node);
+      if (!e.ok()) return e.status();
+      add(*e);
+      break;
+    }
+    case PolicyKind::kPushPull:
+      for (int node : {src_node, dst_node}) {
+        Result<Engine*> e = EngineFor(topology, engines, node);
+        if (!e.ok()) return e.status();
+        add(*e);
+      }
+      break;
+    case PolicyKind::kSocket: {
+      int package = policy.socket >= 0 ? policy.socket : (*dst)->package;
+      for (Engine* e : engines) {
+        const NumaNode* n = e != nullptr ? topology.node(e->capabilities().node) : nullptr;
+        if (n != nullptr && n->package == package) add(e);
+      }
+      if (chosen.empty()) {
+        return Status::NotFound(fmt::format("no engine sits on socket {}", package));
+      }
+      break;
+    }
+    case PolicyKind::kBruteForce:
+      for (Engine* e : engines) {
+        if (e != nullptr) add(e);
+      }
+      if (chosen.empty()) return Status::Invalid("brute-force policy given no engines");
+      break;
+  }
+
+  std::vector<double> weights;
+  double total = 0;
+  for (Engine* e : chosen) {
+    auto it = policy.weights.find(e->capabilities().node);
+    double w = it == policy.weights.end() ? 1.0 : it->second;
+    if (!(w > 0) || !std::isfinite(w)) {
+      return Status::Invalid(fmt::format("copy policy weight {} for node {}: weights must be > 0",
+                                         w, e->capabilities().node));
+    }
+    weights.push_back(w);
+    total += w;
+  }
+  std::vector<CopyPart> parts;
+  std::size_t offset = 0;
+  double acc = 0;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    acc += weights[i];
+    std::size_t end = size;
+    if (i + 1 < chosen.size()) {
+      auto ideal = static_cast<std::size_t>(static_cast<double>(size) * (acc / total));
+      end = std::min(size, ideal / policy.granularity * policy.granularity);
+      end = std::max(end, offset);
+    }
+    if (end > offset) parts.push_back({chosen[i], offset, end - offset});
+    offset = end;
+  }
+  return parts;
+}
+
+class MultiEngineSubmitter {
+ public:
+  static Result<Handle> Submit(const Operation& op, std::span<const CopyPart> parts,
+                               SubmitOptions& options) {
+    if (parts.empty()) return Status::Invalid("no parts to submit: plan the copy first");
+    if (op.kind == OpKind::kMove) {
+      auto d = reinterpret_cast<std::uintptr_t>(op.dst), s = reinterpret_cast<std::uintptr_t>(op.src);
+      if (d < s + op.size && s < d + op.size) {
+        return Status::Invalid("an overlapping move cannot be split over engines; submit it to one");
+      }
+    }
+    std::size_t expect = 0;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const CopyPart& p = parts[i];
+      if (p.engine == nullptr || p.offset != expect || p.size == 0) {
+        return Status::Invalid(fmt::format(
+            "part {} (offset {}, size {}) does not continue the previous parts at offset {}", i,
+            p.offset, p.size, expect));
+      }
+      expect += p.size;
+    }
+    if (expect != op.size) {
+      return Status::Invalid(fmt::format("parts cover {} bytes, the operation has {}", expect, op.size));
+    }
+    std::vector<Operation> sub(parts.size(), op);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      Operation& o = sub[i];
+      o.size = parts[i].size;
+      if (o.dst != nullptr) o.dst = static_cast<char*>(o.dst) + parts[i].offset;
+      if (o.src != nullptr) o.src = static_cast<const char*>(o.src) + parts[i].offset;
+      if (o.src2 != nullptr) o.src2 = static_cast<const char*>(o.src2) + parts[i].offset;
+      if (o.kind == OpKind::kFill) {
+        o.pattern = RotatePattern(op.pattern, parts[i].offset);
+      }
+      if (Status s = parts[i].engine->Validate(o); !s.ok()) {
+        return Status(s.code(), fmt::format("part {}: {}", i, s.message()));
+      }
+    }
+    detail::OpState* state = detail::AcquireOpState();
+    state->callback = std::move(options.callback);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      detail::Submission submission(state, parts[i].offset);
+      if (Status s = parts[i].engine->Enqueue({&sub[i], 1}, submission); !s.ok()) {
+        // Parts already started run to completion; the handle reports this failure.
+        detail::FailPart(state, 0, s.code(), fmt::format("part {}: {}", i, s.message()));
+        return Handle(state);
+      }
+    }
+    detail::CompletePart(state, 0);
+    return Handle(state);
+  }
+};
+
+Result<Handle> SubmitParts(const Operation& op, std::span<const CopyPart> parts,
+                           SubmitOptions options) {
+  return MultiEngineSubmitter::Submit(op, parts, options);
+}
+
+Result<int> NodeOfAddress(const void* p) {
+  int node = -1;
+  if (get_mempolicy(&node, nullptr, 0, const_cast<void*>(p), MPOL_F_NODE | MPOL_F_ADDR) != 0) {
+    return Status::IoError(fmt::format("cannot find the node of address {}: {}", p, std::strerror(errno)));
+  }
+  return node;
+}
+
+}  // namespace tierflow

@@ -1,0 +1,313 @@
+#include "tierflow/cpu_engine.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cpu/engine_fixture.h"
+#include "tierflow/buffer.h"
+
+namespace tierflow {
+namespace {
+
+using testing::MakeCpuEngine;
+using testing::ThisSystem;
+
+std::vector<unsigned char> Pattern(std::size_t n, unsigned seed) {
+  std::vector<unsigned char> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ (i >> 9));
+  return v;
+}
+
+TEST(CpuEngine, CreateErrors) {
+  Result<Topology> xeon = Topology::FromXmlFile(std::string(TIERFLOW_FIXTURES) + "/xeon-max-9468-snc4-flat.xml");
+  ASSERT_TRUE(xeon.ok());
+  CpuEngineOptions o;
+  o.node = 8;
+  Result<std::unique_ptr<CpuEngine>> hbm = CpuEngine::Create(*xeon, o);
+  ASSERT_FALSE(hbm.ok());
+  EXPECT_NE(hbm.status().message().find("has no CPUs"), std::string::npos);
+  EXPECT_NE(hbm.status().message().find("nearest CPU node 0"), std::string::npos);
+  o.node = 0;
+  Result<std::unique_ptr<CpuEngine>> foreign = CpuEngine::Create(*xeon, o);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("running system"), std::string::npos);
+
+  o = {};
+  o.node = 99;
+  EXPECT_EQ(CpuEngine::Create(ThisSystem(), o).status().code(), StatusCode::kNotFound);
+  o = {};
+  o.workers = -1;
+  EXPECT_EQ(CpuEngine::Create(ThisSystem(), o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.min_piece_bytes = 1000;
+  EXPECT_EQ(CpuEngine::Create(ThisSystem(), o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.queue_capacity = 0;
+  EXPECT_EQ(CpuEngine::Create(ThisSystem(), o).status().code(), StatusCode::kInvalidArgument);
+  if (!__builtin_cpu_supports("avx512f")) {
+    o = {};
+    o.isa = CpuIsa::kAvx512;
+    Result<std::unique_ptr<CpuEngine>> e = CpuEngine::Create(ThisSystem(), o);
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(e.status().message().find("lacks avx512"), std::string::npos);
+  }
+}
+
+TEST(CpuEngine, CapabilitiesAndDefaults) {
+  auto e = MakeCpuEngine();
+  ASSERT_TRUE(e);
+  const EngineCapabilities& c = e->capabilities();
+  EXPECT_EQ(c.name, "cpu");
+  EXPECT_EQ(c.ops, kAllOps);
+  EXPECT_FALSE(c.is_model);
+  EXPECT_EQ(e->workers(), static_cast<int>(ThisSystem().node(0)->cpus.size()));
+  if (ThisSystem().caches().l3_bytes != 0) {
+    EXPECT_EQ(e->nt_threshold_bytes(), ThisSystem().caches().l3_bytes * 3 / 4);
+  }
+}
+
+TEST(CpuEngine, ValidationErrorsNameTheProblem) {
+  auto e = MakeCpuEngine();
+  std::vector<char> a(8192), b(8192);
+  struct Case {
+    Operation op;
+    const char* text;
+  } cases[] = {
+      {Operation::Copy(nullptr, a.data(), 16), "dst is null"},
+      {Operation::Copy(b.data(), nullptr, 16), "src is null"},
+      {Operation::Copy(b.data(), a.data(), 0), "size 0"},
+      {Operation::Copy(a.data() + 10, a.data(), 100), "overlap by 90 bytes"},
+      {Operation::Copy(reinterpret_cast<void*>(16), a.data(), 16), "first page"},
+      {Operation::Copy(reinterpret_cast<void*>(~std::uintptr_t{0} - 100), a.data(), 16), "user space"},
+      {Operation::Copy(b.data(), a.data(), std::size_t{1} << 41), "exceeds engine 'cpu' limit"},
+      {Operation::Compare(a.data(), nullptr, 16), "src2 is null"},
+      {Operation::Fill(nullptr, 1, 16), "dst is null"},
+  };
+  for (const Case& c : cases) {
+    Result<Handle> h = e->Submit(c.op);
+    ASSERT_FALSE(h.ok()) << c.text;
+    EXPECT_NE(h.status().message().find(c.text), std::string::npos) << h.status().message();
+  }
+  Operation bad_kind = Operation::Copy(b.data(), a.data(), 16);
+  bad_kind.kind = static_cast<OpKind>(42);
+  EXPECT_EQ(e->Submit(bad_kind).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->state().ops_submitted, 0u) << "rejected operations are not submitted";
+}
+
+TEST(CpuEngine, UnmappedMemoryIsDetectedBeforeHandOff) {
+  // Everything that maps memory (buffers, worker stacks) is created before the hole is made, so
+  // nothing can reuse its address.
+  auto e = MakeCpuEngine();
+  CpuEngineOptions o;
+  o.check_mappings = MappingCheck::kAll;
+  auto strict = MakeCpuEngine(o);
+  const std::size_t n = 1 << 20;
+  std::vector<char> src(n);
+  void* hole = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(hole, MAP_FAILED);
+  munmap(hole, n);
+  Result<Handle> h = e->Submit(Operation::Copy(hole, src.data(), n));
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("not (entirely) mapped"), std::string::npos);
+  // Small (inline) operations are checked only when asked for.
+  Result<Handle> small = strict->Submit(Operation::Copy(hole, src.data(), 64));
+  ASSERT_FALSE(small.ok());
+}
+
+TEST(CpuEngine, BatchErrors) {
+  auto e = MakeCpuEngine();
+  std::vector<char> a(64), b(64);
+  EXPECT_NE(e->SubmitBatch({}).status().message().find("empty batch"), std::string::npos);
+  std::vector<Operation> ops = {Operation::Copy(b.data(), a.data(), 8), Operation::Copy(b.data(), a.data(), 0)};
+  Result<Handle> h = e->SubmitBatch(ops);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("batch member 1"), std::string::npos);
+  std::vector<Operation> many(e->capabilities().max_batch + 1, Operation::Copy(b.data(), a.data(), 8));
+  EXPECT_NE(e->SubmitBatch(many).status().message().find("exceeds"), std::string::npos);
+}
+
+class CpuEngineOps : public ::testing::TestWithParam<std::size_t> {};  // inline_max_bytes
+
+TEST_P(CpuEngineOps, CopyMoveFillCompare) {
+  CpuEngineOptions o;
+  o.inline_max_bytes = GetParam();
+  o.min_piece_bytes = 64 << 10;
+  auto e = MakeCpuEngine(o);
+  const std::size_t n = (3 << 20) + 123;
+  auto src = Pattern(n, 1);
+  std::vector<unsigned char> dst(n);
+  ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), n))->Wait().ok());
+  EXPECT_EQ(dst, src);
+
+  // Overlapping moves in both directions.
+  std::vector<unsigned char> buf = Pattern(n + 4097, 2), ref = buf;
+  ASSERT_TRUE(e->Submit(Operation::Move(buf.data() + 4097, buf.data(), n))->Wait().ok());
+  std::memmove(ref.data() + 4097, ref.data(), n);
+  EXPECT_EQ(buf, ref);
+  ASSERT_TRUE(e->Submit(Operation::Move(buf.data(), buf.data() + 33, n))->Wait().ok());
+  std::memmove(ref.data(), ref.data() + 33, n);
+  EXPECT_EQ(buf, ref);
+
+  // Fill with an 8-byte pattern from an unaligned start.
+  const std::uint64_t pat = 0x0807060504030201ull;
+  ASSERT_TRUE(e->Submit(Operation::Fill(dst.data() + 3, pat, n - 3))->Wait().ok());
+  for (std::size_t i = 0; i < n - 3; i += 9973) ASSERT_EQ(dst[3 + i], (i % 8) + 1) << i;
+  EXPECT_EQ(dst[n - 1], ((n - 4) % 8) + 1);
+
+  // Compare: equal, then a difference far in.
+  std::vector<unsigned char> a = Pattern(n, 5), b = a;
+  Result<Handle> eq = e->Submit(Operation::Compare(a.data(), b.data(), n));
+  ASSERT_TRUE(eq->Wait().ok());
+  EXPECT_TRUE(eq->result().equal);
+  b[n - 17] ^= 1;
+  b[n - 5] ^= 1;
+  Result<Handle> ne = e->Submit(Operation::Compare(a.data(), b.data(), n));
+  ASSERT_TRUE(ne->Wait().ok());
+  EXPECT_FALSE(ne->result().equal);
+  EXPECT_EQ(ne->result().first_difference, n - 17);
+  EXPECT_EQ(ne->result().bytes_completed, n);
+}
+
+TEST_P(CpuEngineOps, MixedBatch) {
+  CpuEngineOptions o;
+  o.inline_max_bytes = GetParam();
+  auto e = MakeCpuEngine(o);
+  auto src = Pattern(1 << 20, 9);
+  std::vector<unsigned char> d1(1 << 20), d2(4096), d3(100);
+  std::vector<Operation> ops = {Operation::Copy(d1.data(), src.data(), src.size()),
+                                Operation::Fill(d2.data(), 0xababababababababull, d2.size()),
+                                Operation::Copy(d3.data(), src.data() + 7, d3.size())};
+  Result<Handle> h = e->SubmitBatch(ops);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h->Wait().ok());
+  EXPECT_EQ(h->bytes_completed(), src.size() + 4096 + 100);
+  EXPECT_EQ(d1, src);
+  EXPECT_EQ(d2[4095], 0xab);
+  EXPECT_EQ(0, std::memcmp(d3.data(), src.data() + 7, 100));
+  EngineState s = e->state();
+  EXPECT_EQ(s.ops_submitted, 3u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_GE(s.bytes_completed, src.size() + 4196);
+}
+
+INSTANTIATE_TEST_SUITE_P(InlineAndWorkers, CpuEngineOps, ::testing::Values(0, 32 * 1024, 64u << 20));
+
+TEST(CpuEngine, InlineVersusWorkersIsVisibleInState) {
+  auto e = MakeCpuEngine();
+  std::vector<char> a(1 << 20, 1), b(1 << 20);
+  ASSERT_TRUE(e->Submit(Operation::Copy(b.data(), a.data(), 4096))->Wait().ok());
+  EXPECT_EQ(e->state().ops_inline, 1u);
+  ASSERT_TRUE(e->Submit(Operation::Copy(b.data(), a.data(), a.size()))->Wait().ok());
+  EngineState s = e->state();
+  EXPECT_EQ(s.ops_inline, 1u);
+  EXPECT_EQ(s.ops_submitted, 2u);
+  EXPECT_GE(s.pieces_completed, 2u);
+  EXPECT_EQ(s.queue_capacity, 4096u);
+}
+
+TEST(CpuEngine, NonTemporalPathCopiesCorrectly) {
+  CpuEngineOptions o;
+  o.nt_threshold_bytes = 4096;
+  auto e = MakeCpuEngine(o);
+  auto src = Pattern((8 << 20) + 77, 3);
+  std::vector<unsigned char> dst(src.size());
+  ASSERT_TRUE(e->Submit(Operation::Copy(dst.data() + 0, src.data(), src.size()))->Wait().ok());
+  EXPECT_EQ(dst, src);
+}
+
+TEST(CpuEngine, DestroyWithOperationsInFlightCompletesOrCancels) {
+  const std::size_t n = 8 << 20;
+  Result<Buffer> src = Buffer::OnNode(0, n);
+  ASSERT_TRUE(src.ok());
+  std::vector<Result<Buffer>> dsts;
+  std::vector<Handle> handles;
+  std::atomic<int> callbacks{0};
+  {
+    CpuEngineOptions o;
+    o.workers = 1;
+    o.max_piece_bytes = 64 << 10;
+    o.min_piece_bytes = 64 << 10;
+    auto e = MakeCpuEngine(o);
+    for (int i = 0; i < 16; ++i) {
+      dsts.push_back(Buffer::OnNode(0, n));
+      ASSERT_TRUE(dsts.back().ok());
+      SubmitOptions so;
+      so.callback = [&](const Completion&) { callbacks.fetch_add(1); };
+      Result<Handle> h = e->Submit(Operation::Copy(dsts.back()->data(), src->data(), n), std::move(so));
+      ASSERT_TRUE(h.ok());
+      handles.push_back(std::move(*h));
+    }
+  }  // engine destroyed here with most pieces still queued
+  int cancelled = 0;
+  for (Handle& h : handles) {
+    ASSERT_TRUE(h.done()) << "every handle is complete once the engine is gone";
+    Status s = h.Wait();
+    if (s.code() == StatusCode::kCancelled) {
+      ++cancelled;
+      EXPECT_NE(s.message().find("destroyed"), std::string::npos);
+      EXPECT_LT(h.bytes_completed(), n);
+    } else {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(h.bytes_completed(), n);
+    }
+  }
+  EXPECT_EQ(callbacks.load(), 16);
+  EXPECT_GT(cancelled, 0) << "16 x 8 MiB on one worker cannot all finish before destruction";
+}
+
+TEST(CpuEngine, CallbackOnWorkerMaySubmitMore) {
+  auto e = MakeCpuEngine();
+  std::vector<char> a(1 << 20, 3), b(1 << 20), c(1 << 20);
+  std::atomic<bool> second_ok{false};
+  SubmitOptions so;
+  so.callback = [&](const Completion&) {
+    Result<Handle> h = e->Submit(Operation::Copy(c.data(), b.data(), b.size()));
+    second_ok = h.ok() && h->Wait().ok();
+  };
+  Result<Handle> h = e->Submit(Operation::Copy(b.data(), a.data(), a.size()), std::move(so));
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h->Wait().ok());
+  EXPECT_TRUE(second_ok.load());
+  EXPECT_EQ(c, a);
+}
+
+TEST(CpuEngine, ThrowingCallbackOnWorkerIsCounted) {
+  auto e = MakeCpuEngine();
+  std::vector<char> a(1 << 20, 3), b(1 << 20);
+  SubmitOptions so;
+  so.callback = [](const Completion&) { throw 42; };
+  Result<Handle> h = e->Submit(Operation::Copy(b.data(), a.data(), a.size()), std::move(so));
+  ASSERT_TRUE(h->Wait().ok());
+  EXPECT_EQ(e->state().callback_errors, 1u);
+}
+
+TEST(CpuEngine, QueueSmallerThanWork) {
+  CpuEngineOptions o;
+  o.queue_capacity = 2;
+  o.min_piece_bytes = 64 << 10;
+  o.max_piece_bytes = 64 << 10;
+  auto e = MakeCpuEngine(o);
+  auto src = Pattern(4 << 20, 4);
+  std::vector<unsigned char> dst(src.size());
+  ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait().ok());
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(e->state().pieces_completed, 64u);
+}
+
+TEST(CpuIsa, NamesAndDetection) {
+  EXPECT_EQ(*ParseCpuIsa("avx2"), CpuIsa::kAvx2);
+  EXPECT_FALSE(ParseCpuIsa("sse9").ok());
+  CpuIsa isa = DetectCpuIsa();
+  EXPECT_NE(isa, CpuIsa::kAuto);
+}
+
+}  // namespace
+}  // namespace tierflow

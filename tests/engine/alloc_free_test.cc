@@ -1,0 +1,83 @@
+// The steady-state submit path allocates nothing: this binary replaces operator new to count.
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cpu/engine_fixture.h"
+
+namespace {
+std::atomic<long> g_allocations{0};
+}
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace tierflow {
+namespace {
+
+long CountAllocations(const std::function<void()>& body) {
+  long before = g_allocations.load();
+  body();
+  return g_allocations.load() - before;
+}
+
+TEST(AllocationFree, InlineSubmitAndWait) {
+  auto e = testing::MakeCpuEngine();
+  std::vector<char> src(4096, 1), dst(4096);
+  auto loop = [&] {
+    for (int i = 0; i < 5000; ++i) {
+      Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
+      if (!h.ok() || !h->Wait().ok()) std::abort();
+    }
+  };
+  loop();  // warm the handle pool
+  EXPECT_EQ(CountAllocations(loop), 0);
+}
+
+TEST(AllocationFree, HandedOffSubmitAndWait) {
+  CpuEngineOptions o;
+  o.inline_max_bytes = 0;
+  auto e = testing::MakeCpuEngine(o);
+  std::vector<char> src(1 << 20, 1), dst(1 << 20);
+  auto loop = [&] {
+    for (int i = 0; i < 3000; ++i) {
+      Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), i % 2 ? 4096 : src.size()));
+      if (!h.ok() || !h->Wait(i % 3 ? WaitMode::kSpin : WaitMode::kBlock).ok()) std::abort();
+    }
+  };
+  loop();
+  loop();
+  EXPECT_EQ(CountAllocations(loop), 0);
+}
+
+TEST(AllocationFree, BatchWithCallback) {
+  auto e = testing::MakeCpuEngine();
+  std::vector<char> src(64 * 4096, 1), dst(64 * 4096);
+  std::vector<Operation> ops;
+  for (int i = 0; i < 64; ++i) ops.push_back(Operation::Copy(dst.data() + i * 4096, src.data() + i * 4096, 4096));
+  int calls = 0;
+  auto loop = [&] {
+    for (int i = 0; i < 500; ++i) {
+      SubmitOptions so;
+      so.callback = [&calls](const Completion&) { ++calls; };
+      Result<Handle> h = e->SubmitBatch(ops, std::move(so));
+      if (!h.ok() || !h->Wait().ok()) std::abort();
+    }
+  };
+  loop();
+  loop();
+  EXPECT_EQ(CountAllocations(loop), 0);
+  EXPECT_EQ(calls, 1500);
+}
+
+}  // namespace
+}  // namespace tierflow

@@ -1,0 +1,76 @@
+// A test engine that holds every part until the test completes it: lets tests control when
+// and how operations finish (and shows the handle model needs nothing CPU-specific).
+#pragma once
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "engine/submission.h"
+#include "tierflow/engine.h"
+
+namespace tierflow::testing {
+
+class ManualEngine : public Engine {
+ public:
+  explicit ManualEngine(int node = 0) {
+    caps_.name = "manual";
+    caps_.ops = kAllOps;
+    caps_.max_op_bytes = 1 << 30;
+    caps_.max_batch = 8;
+    caps_.node = node;
+  }
+  const EngineCapabilities& capabilities() const override { return caps_; }
+  EngineState state() const override {
+    std::lock_guard lock(mu_);
+    EngineState s;
+    s.in_flight = pending_.size();
+    return s;
+  }
+
+  struct Part {
+    detail::OpState* state;
+    Operation op;
+  };
+  std::size_t pending() const {
+    std::lock_guard lock(mu_);
+    return pending_.size();
+  }
+  // Performs (copy/fill) and completes the oldest pending part with `code`.
+  void CompleteNext(StatusCode code = StatusCode::kOk, const char* msg = nullptr) {
+    Part p;
+    {
+      std::lock_guard lock(mu_);
+      p = pending_.front();
+      pending_.erase(pending_.begin());
+    }
+    if (code == StatusCode::kOk && p.op.kind == OpKind::kCopy) std::memcpy(p.op.dst, p.op.src, p.op.size);
+    if (code == StatusCode::kOk && p.op.kind == OpKind::kFill) {
+      for (std::size_t i = 0; i < p.op.size; ++i) {
+        static_cast<unsigned char*>(p.op.dst)[i] = static_cast<unsigned char>(p.op.pattern >> (8 * (i % 8)));
+      }
+    }
+    detail::CompletePart(p.state, code == StatusCode::kOk ? p.op.size : 0, code, msg);
+  }
+  std::atomic<std::uint64_t> callback_errors{0};
+
+ protected:
+  Status Enqueue(std::span<const Operation> ops, detail::Submission& s) override {
+    if (refuse_) return Status::Unsupported("manual engine refuses");
+    s.state()->callback_errors = &callback_errors;
+    std::lock_guard lock(mu_);
+    s.AddParts(static_cast<std::uint32_t>(ops.size()));
+    for (const Operation& op : ops) pending_.push_back({s.state(), op});
+    return Status::Ok();
+  }
+
+ public:
+  bool refuse_ = false;
+
+ private:
+  EngineCapabilities caps_;
+  mutable std::mutex mu_;
+  std::vector<Part> pending_;
+};
+
+}  // namespace tierflow::testing

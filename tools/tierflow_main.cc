@@ -1,0 +1,139 @@
+// The tierflow command-line tool: `topology`, `bench copy`, `bench submit`.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "bench/bench_util.h"
+#include "bench/copy_bench.h"
+#include "bench/submit_bench.h"
+#include "tools/alloc_counter.h"
+#include "tools/topology_command.h"
+
+namespace {
+
+using tierflow::Result;
+using tierflow::Status;
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+Result<std::vector<int>> ParseIntList(const std::string& what, const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : SplitList(text)) {
+    try {
+      std::size_t used = 0;
+      int v = std::stoi(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return Status::Invalid(fmt::format("{}: '{}' is not an integer (expected e.g. 1,2,4)", what, item));
+    }
+  }
+  return out;
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "tierflow: error: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tierflow: move data between memory tiers with copy engines, and measure it"};
+  app.require_subcommand(1);
+
+  tierflow::tools::TopologyCommandOptions topo_opts;
+  CLI::App* topo = app.add_subcommand("topology", "List the NUMA nodes and their memory tiers");
+  topo->add_flag("--json", topo_opts.json, "Machine-readable output");
+  topo->add_option("--xml", topo_opts.xml, "Read an hwloc XML topology instead of this system");
+  topo->add_option("--tier-config", topo_opts.tier_config, "File of 'NODES KIND' overrides");
+  topo->add_option("--tiers", topo_opts.tiers, "Inline overrides, e.g. 8-15=hbm,16=cxl");
+
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+
+  tierflow::bench::CopyBenchConfig copy_cfg;
+  std::string sizes = "4KiB,64KiB,1MiB,16MiB,64MiB", modes = "single", batches = "16",
+              threads = "0", submitters = "1", policies = "single", src_nodes = "0", dst_nodes = "0";
+  bool as_json = false, as_csv = false, no_flush = false, no_progress = false;
+  CLI::App* copy = bench->add_subcommand("copy", "Copy throughput of an engine against glibc memcpy");
+  copy->add_option("--engine", copy_cfg.engine, "Engine: cpu")->capture_default_str();
+  copy->add_option("--sizes", sizes, "Copy sizes, e.g. 4KiB,1MiB,1GiB")->capture_default_str();
+  copy->add_option("--mode", modes, "Submission modes: single,batch")->capture_default_str();
+  copy->add_option("--batch", batches, "Batch sizes for batch mode")->capture_default_str();
+  copy->add_option("--threads", threads, "Engine worker threads (0 = all CPUs of the node); "
+                   "memcpy is also split over this many")->capture_default_str();
+  copy->add_option("--submitters", submitters, "Submitting threads per engine")->capture_default_str();
+  copy->add_option("--policy", policies, "Copy policies: single,push-pull,socket,brute-force")
+      ->capture_default_str();
+  copy->add_option("--src-node", src_nodes, "Source NUMA nodes")->capture_default_str();
+  copy->add_option("--dst-node", dst_nodes, "Destination NUMA nodes")->capture_default_str();
+  copy->add_option("--reps", copy_cfg.reps, "Timed repetitions")->capture_default_str();
+  copy->add_option("--warmup", copy_cfg.warmup, "Untimed warm-up rounds")->capture_default_str();
+  copy->add_option("--min-round-ms", copy_cfg.min_round_ms,
+                   "Repeat small copies so a round lasts this long")->capture_default_str();
+  copy->add_flag("--no-flush", no_flush, "Do not flush caches before each round");
+  copy->add_flag("--no-progress", no_progress, "No progress bar");
+  auto* j = copy->add_flag("--json", as_json, "JSON output");
+  copy->add_flag("--csv", as_csv, "CSV output")->excludes(j);
+  copy->add_option("--plot", copy_cfg.plot_path, "Also write a PNG plot (matplotlib)");
+
+  tierflow::bench::SubmitBenchConfig submit_cfg;
+  CLI::App* submit = bench->add_subcommand("submit", "Per-operation cost of the library itself");
+  submit->add_option("--engine", submit_cfg.engine, "Engine: cpu")->capture_default_str();
+  submit->add_option("--samples", submit_cfg.samples, "Samples (median reported)")->capture_default_str();
+  submit->add_flag("--json", submit_cfg.json, "JSON output");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (topo->parsed()) {
+    Status s = tierflow::tools::RunTopologyCommand(topo_opts, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (copy->parsed()) {
+    Result<std::vector<std::size_t>> sz = tierflow::bench::ParseSizeList(sizes);
+    if (!sz.ok()) return Fail(sz.status());
+    copy_cfg.sizes = *sz;
+    copy_cfg.modes = SplitList(modes);
+    copy_cfg.policies.clear();
+    for (const std::string& p : SplitList(policies)) {
+      Result<tierflow::PolicyKind> k = tierflow::ParsePolicyKind(p);
+      if (!k.ok()) return Fail(k.status());
+      copy_cfg.policies.push_back(*k);
+    }
+    for (auto [name, text, target] :
+         {std::tuple{"--batch", &batches, &copy_cfg.batch_sizes},
+          std::tuple{"--threads", &threads, &copy_cfg.threads},
+          std::tuple{"--submitters", &submitters, &copy_cfg.submitters},
+          std::tuple{"--src-node", &src_nodes, &copy_cfg.src_nodes},
+          std::tuple{"--dst-node", &dst_nodes, &copy_cfg.dst_nodes}}) {
+      Result<std::vector<int>> v = ParseIntList(name, *text);
+      if (!v.ok()) return Fail(v.status());
+      *target = *v;
+    }
+    copy_cfg.flush = !no_flush;
+    copy_cfg.progress = !no_progress;
+    copy_cfg.format = as_json ? "json" : as_csv ? "csv" : "table";
+    Status s = tierflow::bench::RunCopyBench(copy_cfg, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (submit->parsed()) {
+    Status s = tierflow::bench::RunSubmitBench(submit_cfg, &tierflow::tools::AllocationCount, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
+  return 0;
+}

@@ -1,0 +1,19 @@
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "tierflow/status.h"
+
+namespace tierflow::tools {
+
+struct TopologyCommandOptions {
+  std::string xml;          // empty: this system
+  std::string tier_config;  // extra override file
+  std::string tiers;        // extra inline overrides "8-15=hbm"
+  bool json = false;
+};
+
+Status RunTopologyCommand(const TopologyCommandOptions& options, std::ostream& out);
+
+}  // namespace tierflow::tools
