@@ -27,7 +27,7 @@ enum class WaitMode : std::uint8_t {
   kSpin,      // spin with PAUSE: lowest latency, burns the core
   kYield,     // spin, yielding the core to other threads between checks
   kBlock,     // sleep in the kernel (futex) until completion: no busy waiting
-  kAdaptive,  // spin briefly, then block (the default)
+  kAdaptive,  // spin ~2 us, poll while yielding up to ~250 us, then block (the default)
 };
 
 // The outcome of an operation, as given to callbacks and returned by Handle::result().

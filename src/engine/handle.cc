@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <mutex>
 #include <vector>
@@ -229,12 +230,27 @@ Status Handle::Wait(WaitMode mode) const {
     case WaitMode::kYield:
       while (!(word.load(std::memory_order_acquire) & OpState::kDone)) sched_yield();
       return state_->final_status;
-    case WaitMode::kAdaptive:
-      for (int i = 0; i < 2000; ++i) {
+    case WaitMode::kAdaptive: {
+      // Spin a little, then poll while yielding the core (the engine's workers may need it:
+      // on a small machine they share cores with the caller), and only then sleep. A futex
+      // wake-up costs tens of microseconds when the sleeper's core has gone idle (a halted
+      // vCPU in a VM), which would dominate megabyte-sized copies.
+      using Clock = std::chrono::steady_clock;
+      const auto start = Clock::now();
+      for (unsigned i = 1;; ++i) {
         if (word.load(std::memory_order_acquire) & OpState::kDone) return state_->final_status;
+        if (i % 16 == 0) {
+          auto waited = Clock::now() - start;
+          if (waited >= std::chrono::microseconds(250)) break;
+          if (waited >= std::chrono::microseconds(2)) {
+            sched_yield();
+            continue;
+          }
+        }
         CpuRelax();
       }
       [[fallthrough]];
+    }
     case WaitMode::kBlock:
       break;
   }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what tierflow needs on Debian 12 (only what is missing) and makes the Python venv
+# used for plots and CLI tests. Safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libnuma-dev
+          libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev liburing-dev python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c "import matplotlib, numpy" 2>/dev/null; then
+  echo "setup: creating .venv with matplotlib and numpy"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the build in $1 into a scratch prefix, then configures, builds and runs the consumer
+# project against it (CMake package) and compiles it once more through pkg-config.
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
+cmake -S "$here" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/prefix" >/dev/null
+cmake --build "$scratch/build" >/dev/null
+LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/build/consumer"
+"$scratch/build/consumer_static"
+PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" c++ -std=c++20 "$here/main.cc" -o "$scratch/pc" \
+  $(PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" pkg-config --cflags --libs tierflow)
+LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/pc"
+echo "1 passed, 0 failed"

@@ -1,0 +1,111 @@
+"""End-to-end checks of the tierflow CLI contract (run by ctest with the project's venv).
+
+Usage: cli_test.py PATH/TO/tierflow FIXTURES_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TIERFLOW = None
+FIXTURES = None
+
+
+def run(*args, ok=True):
+    p = subprocess.run([TIERFLOW, *args], capture_output=True, text=True, timeout=600)
+    if ok and p.returncode != 0:
+        raise AssertionError(f"tierflow {' '.join(args)} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+class Topology(unittest.TestCase):
+    def test_json_this_system(self):
+        doc = json.loads(run("topology", "--json").stdout)
+        self.assertTrue(doc["nodes"])
+        for n in doc["nodes"]:
+            for key in ("os_index", "kind", "capacity_bytes", "cpus"):
+                self.assertIn(key, n)
+        self.assertIn(doc["nodes"][0]["kind"], ("dram", "hbm", "cxl", "nvm"))
+
+    def test_xeon_max_fixture(self):
+        doc = json.loads(run("topology", "--json", "--xml",
+                             os.path.join(FIXTURES, "xeon-max-9468-snc4-flat.xml")).stdout)
+        kinds = {n["os_index"]: n["kind"] for n in doc["nodes"]}
+        self.assertEqual([kinds[i] for i in range(16)], ["dram"] * 8 + ["hbm"] * 8)
+        self.assertEqual(doc["nodes"][8]["near_cpu_node"], 0)
+        self.assertEqual(doc["nodes"][8]["cpus"], [])
+        self.assertEqual(doc["nodes"][0]["distances"]["8"], 13)
+
+    def test_table_and_overrides(self):
+        out = run("topology", "--xml", os.path.join(FIXTURES, "cxl-host.xml"), "--tiers", "2=nvm").stdout
+        self.assertIn("override", out)
+        self.assertIn("distances", out)
+
+    def test_bad_inputs(self):
+        p = run("topology", "--xml", "/nonexistent.xml", ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("cannot read hwloc XML", p.stderr)
+        p = run("topology", "--tiers", "0=fast", ok=False)
+        self.assertIn("unknown tier kind", p.stderr)
+
+
+class BenchCopy(unittest.TestCase):
+    def test_json_contract(self):
+        doc = json.loads(run("bench", "copy", "--engine", "cpu", "--sizes", "64KiB,1MiB", "--threads", "2",
+                             "--reps", "3", "--min-round-ms", "2", "--json").stdout)
+        self.assertEqual(len(doc["configs"]), 2)
+        keys = ("engine", "size_bytes", "mode", "batch", "threads", "policy", "src_node", "dst_node",
+                "gbps_median", "gbps_min", "gbps_max")
+        for row in doc["configs"] + doc["baseline"]:
+            for k in keys:
+                self.assertIn(k, row)
+            self.assertGreater(row["gbps_median"], 0)
+            self.assertLessEqual(row["gbps_min"], row["gbps_median"])
+            self.assertLessEqual(row["gbps_median"], row["gbps_max"])
+        self.assertEqual({r["size_bytes"] for r in doc["configs"]}, {65536, 1 << 20})
+        self.assertEqual({r["threads"] for r in doc["baseline"]}, {1, 2})
+        self.assertEqual({r["engine"] for r in doc["baseline"]}, {"memcpy"})
+
+    def test_batch_policies_csv(self):
+        out = run("bench", "copy", "--sizes", "4KiB", "--mode", "single,batch", "--batch", "4",
+                  "--policy", "single,push-pull,socket,brute-force", "--submitters", "1,2",
+                  "--reps", "2", "--min-round-ms", "1", "--csv").stdout.strip().splitlines()
+        self.assertTrue(out[0].startswith("engine,size_bytes"))
+        cpu_rows = [l for l in out[1:] if l.startswith("cpu,")]
+        self.assertEqual(len(cpu_rows), 2 * 4 * 2)
+
+    def test_plot(self):
+        with tempfile.TemporaryDirectory() as d:
+            png = os.path.join(d, "copy.png")
+            run("bench", "copy", "--sizes", "4KiB,64KiB", "--reps", "2", "--min-round-ms", "1", "--plot", png)
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_bad_inputs(self):
+        for args, text in [(("--engine", "gpu"), "unknown engine"),
+                           (("--sizes", "12XB"), "unknown unit"),
+                           (("--sizes", "0"), "out of range"),
+                           (("--sizes", "2GiB"), "out of range"),
+                           (("--policy", "random"), "unknown copy policy"),
+                           (("--threads", "x"), "not an integer"),
+                           (("--src-node", "77"), "node 77"),
+                           (("--mode", "turbo"), "mode 'turbo'")]:
+            p = run("bench", "copy", *args, ok=False)
+            self.assertEqual(p.returncode, 1, args)
+            self.assertIn(text, p.stderr, args)
+
+
+class BenchSubmit(unittest.TestCase):
+    def test_json_contract(self):
+        doc = json.loads(run("bench", "submit", "--engine", "cpu", "--samples", "3", "--json").stdout)
+        self.assertGreater(doc["single_4k_ns_median"], 0)
+        self.assertGreater(doc["batch64_4k_gbps_median"], 0)
+        self.assertEqual(doc["steady_state_allocations"], 0)
+        self.assertFalse(doc["model"])
+
+
+if __name__ == "__main__":
+    TIERFLOW, FIXTURES = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
