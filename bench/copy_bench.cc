@@ -46,60 +46,87 @@ struct Slice {
   std::vector<Operation> ops;            // batch members (one in single mode)
 };
 
-// Runs one configuration: calibrates the inner repeat count, then times `reps` rounds.
-Summary Measure(const CopyBenchConfig& cfg, std::vector<Slice>& slices, bool batch,
-                std::size_t bytes_per_iteration, Buffer& src, Buffer& dst, std::size_t used,
-                long& repeat, Status& error) {
-  std::vector<Status> errors(slices.size());
-  auto first_error = [&] {
+// One configuration to measure: its slices of work and, once measured, its results.
+struct Candidate {
+  Row row;
+  std::vector<Slice> slices;
+  bool batch = false;
+  std::size_t bytes = 0;  // copied per inner iteration
+  std::vector<double> gbps;
+};
+
+class Runner {
+ public:
+  Runner(const CopyBenchConfig& cfg, Buffer& src, Buffer& dst) : cfg_(cfg), src_(src), dst_(dst) {}
+
+  // Seconds of one round of `times` inner iterations (caches flushed first).
+  Result<double> Round(Candidate& c, long times) {
+    std::vector<Status> errors(c.slices.size());
+    auto body = [&](int t) {
+      Slice& s = c.slices[t];
+      for (long i = 0; i < times && errors[t].ok(); ++i) {
+        if (s.engine == nullptr) {
+          for (const Operation& op : s.ops) std::memcpy(op.dst, op.src, op.size);
+          continue;
+        }
+        Result<Handle> h = c.batch ? s.engine->SubmitBatch(s.ops) : s.engine->Submit(s.ops[0]);
+        errors[t] = h.ok() ? h->Wait() : h.status();
+      }
+    };
+    auto flush = [&] {
+      if (cfg_.flush && c.bytes <= kFlushLimit) {
+        FlushCaches(src_.data(), c.bytes);
+        FlushCaches(dst_.data(), c.bytes);
+      }
+    };
+    std::vector<double> t = TimeRounds(static_cast<int>(c.slices.size()), 0, 1, body, flush);
     for (const Status& e : errors) {
       if (!e.ok()) return e;
     }
-    return Status::Ok();
-  };
-  auto run_slice = [&](int t, long times) {
-    Slice& s = slices[t];
-    Status& error = errors[t];
-    for (long i = 0; i < times; ++i) {
-      if (s.engine == nullptr) {
-        for (const Operation& op : s.ops) std::memcpy(op.dst, op.src, op.size);
-        continue;
-      }
-      Result<Handle> h = batch ? s.engine->SubmitBatch(s.ops) : s.engine->Submit(s.ops[0]);
-      if (!h.ok()) {
-        error = h.status();
-        return;
-      }
-      if (Status st = h->Wait(); !st.ok()) {
-        error = st;
-        return;
-      }
-    }
-  };
-  auto flush = [&] {
-    if (cfg.flush && used <= kFlushLimit) {
-      FlushCaches(src.data(), used);
-      FlushCaches(dst.data(), used);
-    }
-  };
-  const int n = static_cast<int>(slices.size());
-  // Calibrate: one untimed round with a single iteration, grown until the round is long enough.
-  repeat = 1;
-  for (int attempt = 0; attempt < 24; ++attempt) {
-    std::vector<double> t = TimeRounds(n, 0, 1, [&](int i) { run_slice(i, repeat); }, flush);
-    if (!(error = first_error()).ok()) return {};
-    double ms = t[0] * 1e3;
-    if (ms >= cfg.min_round_ms || repeat >= (1l << 22)) break;
-    double grow = ms <= 0 ? 64 : std::min(64.0, std::ceil(cfg.min_round_ms / ms * 1.2));
-    repeat = static_cast<long>(static_cast<double>(repeat) * std::max(2.0, grow));
+    return t[0];
   }
-  std::vector<double> secs =
-      TimeRounds(n, cfg.warmup, cfg.reps, [&](int i) { run_slice(i, repeat); }, flush);
-  if (!(error = first_error()).ok()) return {};
-  std::vector<double> gbps;
-  for (double s : secs) gbps.push_back(static_cast<double>(bytes_per_iteration) * repeat / s / 1e9);
-  return Summarize(gbps);
-}
+
+  // Grows the inner repeat count until a round lasts at least min_round_ms.
+  Status Calibrate(Candidate& c) {
+    c.row.repeat = 1;
+    for (int attempt = 0; attempt < 24; ++attempt) {
+      Result<double> t = Round(c, c.row.repeat);
+      if (!t.ok()) return t.status();
+      double ms = *t * 1e3;
+      if (ms >= cfg_.min_round_ms || c.row.repeat >= (1l << 22)) break;
+      double grow = ms <= 0 ? 64 : std::min(64.0, std::ceil(cfg_.min_round_ms / ms * 1.2));
+      c.row.repeat = static_cast<long>(static_cast<double>(c.row.repeat) * std::max(2.0, grow));
+    }
+    return Status::Ok();
+  }
+
+  // Rounds of all candidates are interleaved (A B C A B C ...) so that drifting machine
+  // conditions (other tenants, frequency) affect the engine and its baseline alike.
+  Status Measure(std::vector<Candidate*>& group, Progress& progress) {
+    for (Candidate* c : group) {
+      if (Status s = Calibrate(*c); !s.ok()) return s;
+    }
+    for (int r = 0; r < cfg_.warmup + cfg_.reps; ++r) {
+      for (Candidate* c : group) {
+        Result<double> t = Round(*c, c->row.repeat);
+        if (!t.ok()) return t.status();
+        if (r >= cfg_.warmup) {
+          c->gbps.push_back(static_cast<double>(c->bytes) * c->row.repeat / *t / 1e9);
+        }
+      }
+    }
+    for (Candidate* c : group) {
+      c->row.gbps = Summarize(c->gbps);
+      progress.Step(fmt::format("{} {}", c->row.engine, FormatSize(c->row.size)));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const CopyBenchConfig& cfg_;
+  Buffer& src_;
+  Buffer& dst_;
+};
 
 // Divides [0, size) of each batch member into `parts` slices (offsets in 4 KiB units).
 std::vector<std::pair<std::size_t, std::size_t>> Split(std::size_t size, std::size_t parts) {
@@ -225,25 +252,24 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
       if (!dst.ok()) return dst.status();
       std::memset(src->data(), 0x5a, need);
 
+      std::vector<Candidate> cands;
+      cands.reserve(total_configs);
       // Baseline: glibc memcpy on 1 thread and split over N threads.
       for (int nthreads : base_threads) {
         for (std::size_t size : cfg.sizes) {
-          std::vector<Slice> slices;
+          Candidate c;
           for (auto [off, len] : Split(size, nthreads)) {
-            slices.push_back({nullptr, {Operation::Copy(dst->data() + off, src->data() + off, len)}});
+            c.slices.push_back({nullptr, {Operation::Copy(dst->data() + off, src->data() + off, len)}});
           }
-          Status err;
-          long repeat = 1;
-          Summary s = Measure(cfg, slices, false, size, *src, *dst, size, repeat, err);
-          if (!err.ok()) return err;
-          base.push_back({"memcpy", "single", "split", size, 1, nthreads, 1, src_node, dst_node,
-                          static_cast<int>(slices.size()), repeat, s});
-          progress.Step(fmt::format("memcpy {} x{}", FormatSize(size), nthreads));
+          c.bytes = size;
+          c.row = {"memcpy", "single", "split", size, 1, nthreads, 1, src_node, dst_node,
+                   static_cast<int>(c.slices.size()), 1, {}};
+          cands.push_back(std::move(c));
         }
       }
-
+      // Engines: one per node with CPUs and `threads` workers each, for every --threads value.
+      std::vector<std::vector<std::unique_ptr<CpuEngine>>> engine_sets;
       for (int threads : cfg.threads) {
-        // One engine per node with CPUs, `threads` workers each.
         std::vector<std::unique_ptr<CpuEngine>> engines;
         std::vector<Engine*> engine_ptrs;
         for (const NumaNode& n : topo->nodes()) {
@@ -267,10 +293,9 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
               const std::vector<int> batches = batch ? cfg.batch_sizes : std::vector<int>{1};
               for (int b : batches) {
                 for (std::size_t size : cfg.sizes) {
-                  std::string label = fmt::format("cpu {} {} b{}", FormatSize(size), mode, b);
                   const std::size_t used = size * static_cast<std::size_t>(b);
                   if (used > kMaxRoundBytes) {
-                    progress.Step(label);
+                    progress.Step("skipped");
                     std::fprintf(stderr, "skipped: %s batch of %d x %s exceeds 1 GiB per buffer\n",
                                  mode.c_str(), b, FormatSize(size).c_str());
                     continue;
@@ -278,7 +303,9 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
                   Result<std::vector<CopyPart>> plan =
                       PlanCopy(cp, *topo, engine_ptrs, src_node, dst_node, size);
                   if (!plan.ok()) return plan.status();
-                  std::vector<Slice> slices;
+                  Candidate c;
+                  c.batch = batch;
+                  c.bytes = used;
                   for (const CopyPart& part : *plan) {
                     for (auto [off, len] : Split(part.size, subm)) {
                       Slice s{part.engine, {}};
@@ -287,23 +314,28 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
                         s.ops.push_back(Operation::Copy(dst->data() + base_off,
                                                         src->data() + base_off, len));
                       }
-                      slices.push_back(std::move(s));
+                      c.slices.push_back(std::move(s));
                     }
                   }
-                  Status err;
-                  long repeat = 1;
-                  Summary s = Measure(cfg, slices, batch, used, *src, *dst, used, repeat, err);
-                  if (!err.ok()) return err;
-                  rows.push_back({"cpu", mode, std::string(PolicyKindName(policy)), size, b,
-                                  workers, subm, src_node, dst_node,
-                                  static_cast<int>(slices.size()), repeat, s});
-                  progress.Step(label);
+                  c.row = {"cpu", mode, std::string(PolicyKindName(policy)), size, b, workers,
+                           subm, src_node, dst_node, static_cast<int>(c.slices.size()), 1, {}};
+                  cands.push_back(std::move(c));
                 }
               }
             }
           }
         }
+        engine_sets.push_back(std::move(engines));
       }
+      Runner runner(cfg, *src, *dst);
+      for (std::size_t size : cfg.sizes) {
+        std::vector<Candidate*> group;
+        for (Candidate& c : cands) {
+          if (c.row.size == size) group.push_back(&c);
+        }
+        if (Status s = runner.Measure(group, progress); !s.ok()) return s;
+      }
+      for (Candidate& c : cands) (c.row.engine == "memcpy" ? base : rows).push_back(c.row);
     }
   }
   progress.Finish();
