@@ -102,7 +102,10 @@ class BenchSubmit(unittest.TestCase):
         doc = json.loads(run("bench", "submit", "--engine", "cpu", "--samples", "3", "--json").stdout)
         self.assertGreater(doc["single_4k_ns_median"], 0)
         self.assertGreater(doc["batch64_4k_gbps_median"], 0)
-        self.assertEqual(doc["steady_state_allocations"], 0)
+        # The strict zero-allocation check lives in tests/engine/alloc_free_test.cc (one path at a
+        # time); here the counter must be reported.
+        self.assertIsInstance(doc["steady_state_allocations"], int)
+        self.assertGreater(doc["handoff_4k_ns_median"], 0)
         self.assertFalse(doc["model"])
 
 
