@@ -13,6 +13,28 @@
 
 namespace tierflow::cpu::internal {
 
+// Aligned stores (streaming when kNt) from possibly unaligned loads; advances d, s and n and
+// leaves fewer than V::kWidth bytes.
+template <class V, bool kNt>
+inline void CopyAlignedBody(char*& d, const char*& s, std::size_t& n) {
+  constexpr std::size_t W = V::kWidth;
+  auto put = [](void* p, typename V::Vec v) {
+    if constexpr (kNt) {
+      V::Stream(p, v);
+    } else {
+      V::Store(p, v);
+    }
+  };
+  for (; n >= 4 * W; n -= 4 * W, d += 4 * W, s += 4 * W) {
+    auto a = V::LoadU(s), b = V::LoadU(s + W), c = V::LoadU(s + 2 * W), e = V::LoadU(s + 3 * W);
+    put(d, a);
+    put(d + W, b);
+    put(d + 2 * W, c);
+    put(d + 3 * W, e);
+  }
+  for (; n >= W; n -= W, d += W, s += W) put(d, V::LoadU(s));
+}
+
 template <class V>
 void CopyImpl(void* dst, const void* src, std::size_t n, bool nt) {
   constexpr std::size_t W = V::kWidth;
@@ -32,24 +54,10 @@ void CopyImpl(void* dst, const void* src, std::size_t n, bool nt) {
   s += head;
   n -= head;
   if (nt) {
-    for (; n >= 4 * W; n -= 4 * W, d += 4 * W, s += 4 * W) {
-      auto a = V::LoadU(s), b = V::LoadU(s + W), c = V::LoadU(s + 2 * W), e = V::LoadU(s + 3 * W);
-      V::Stream(d, a);
-      V::Stream(d + W, b);
-      V::Stream(d + 2 * W, c);
-      V::Stream(d + 3 * W, e);
-    }
-    for (; n >= W; n -= W, d += W, s += W) V::Stream(d, V::LoadU(s));
+    CopyAlignedBody<V, true>(d, s, n);
     V::Fence();
   } else {
-    for (; n >= 4 * W; n -= 4 * W, d += 4 * W, s += 4 * W) {
-      auto a = V::LoadU(s), b = V::LoadU(s + W), c = V::LoadU(s + 2 * W), e = V::LoadU(s + 3 * W);
-      V::Store(d, a);
-      V::Store(d + W, b);
-      V::Store(d + 2 * W, c);
-      V::Store(d + 3 * W, e);
-    }
-    for (; n >= W; n -= W, d += W, s += W) V::Store(d, V::LoadU(s));
+    CopyAlignedBody<V, false>(d, s, n);
   }
   if (n != 0) V::StoreU(end - W, last);
 }
