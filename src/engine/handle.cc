@@ -24,6 +24,7 @@ namespace {
 // with an empty local list refill from.
 constexpr std::size_t kLocalMax = 256;
 constexpr std::size_t kRefill = 32;
+constexpr std::size_t kGrow = 16;
 
 struct GlobalPool {
   std::mutex mu;
@@ -101,14 +102,20 @@ OpState* AcquireOpState() {
       ++pool.count;
     }
   }
-  OpState* s;
-  if (pool.head != nullptr) {
-    s = pool.head;
-    pool.head = s->next_free;
-    --pool.count;
-  } else {
-    s = new OpState;
+  if (pool.head == nullptr) {
+    // Grow by a block, not by one: a state whose handle is dropped just before its worker
+    // lets go returns to the shared list a moment late, so a thread needs spares beyond the
+    // operations it has in flight or its next submission would allocate.
+    for (std::size_t i = 0; i < kGrow; ++i) {
+      OpState* fresh = new OpState;
+      fresh->next_free = pool.head;
+      pool.head = fresh;
+      ++pool.count;
+    }
   }
+  OpState* s = pool.head;
+  pool.head = s->next_free;
+  --pool.count;
   s->next_free = nullptr;
   s->word.store(0, std::memory_order_relaxed);
   s->refs.store(2, std::memory_order_relaxed);

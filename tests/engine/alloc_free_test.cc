@@ -2,6 +2,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -55,6 +56,29 @@ TEST(AllocationFree, HandedOffSubmitAndWait) {
     }
   };
   loop();
+  loop();
+  EXPECT_EQ(CountAllocations(loop), 0);
+}
+
+TEST(AllocationFree, HandlesDroppedBeforeCompletion) {
+  // The worker holds the last reference, so states return through the shared list.
+  CpuEngineOptions o;
+  o.inline_max_bytes = 0;
+  auto e = testing::MakeCpuEngine(o);
+  std::vector<char> src(256 << 10, 1), dst(256 << 10);
+  std::atomic<int> done{0};
+  auto loop = [&] {
+    for (int i = 0; i < 2000; ++i) {
+      SubmitOptions so;
+      so.callback = [&done](const Completion&) { done.fetch_add(1, std::memory_order_release); };
+      const int before = done.load();
+      {
+        Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()), std::move(so));
+        if (!h.ok()) std::abort();
+      }
+      while (done.load(std::memory_order_acquire) == before) std::this_thread::yield();
+    }
+  };
   loop();
   EXPECT_EQ(CountAllocations(loop), 0);
 }
