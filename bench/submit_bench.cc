@@ -20,7 +20,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t k4K = 4096;
 
 // Median over `samples` of the per-iteration time of `iters` calls of `fn`, in ns. Heap
-// allocations made inside the timed loops (not by this harness) are added to `*allocs`.
+// allocations made inside the timed loops (not by this harness) are added to `*allocs` unless
+// it is null (warm-up).
 template <typename Fn>
 Summary PerCallNs(int samples, int iters, Fn&& fn, Status& error, std::uint64_t (*count)(),
                   std::uint64_t* allocs) {
@@ -31,7 +32,7 @@ Summary PerCallNs(int samples, int iters, Fn&& fn, Status& error, std::uint64_t 
     auto t0 = Clock::now();
     for (int i = 0; i < iters && error.ok(); ++i) error = fn();
     auto t1 = Clock::now();
-    *allocs += count() - a0;
+    if (allocs != nullptr) *allocs += count() - a0;
     ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / iters);
   }
   return Summarize(std::move(ns));
@@ -95,12 +96,12 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
     return h->Wait(WaitMode::kSpin);
   };
   // Warm up every path (pools, caches, worker wake-up), then measure.
-  std::uint64_t warm_allocs = 0, allocs = 0;
-  PerCallNs(3, 2000, single, err, allocations, &warm_allocs);
-  PerCallNs(3, 200, batched, err, allocations, &warm_allocs);
-  PerCallNs(3, 2000, handed, err, allocations, &warm_allocs);
+  PerCallNs(3, 2000, single, err, allocations, nullptr);
+  PerCallNs(3, 200, batched, err, allocations, nullptr);
+  PerCallNs(3, 2000, handed, err, allocations, nullptr);
   if (!err.ok()) return err;
 
+  std::uint64_t allocs = 0;
   Summary single_ns = PerCallNs(cfg.samples, 20000, single, err, allocations, &allocs);
   Summary handoff_ns = PerCallNs(cfg.samples, 5000, handed, err, allocations, &allocs);
   Summary batch_ns = PerCallNs(cfg.samples, 500, batched, err, allocations, &allocs);
