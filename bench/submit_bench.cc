@@ -64,6 +64,7 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
   CpuEngineOptions handoff_opts = opts;
   handoff_opts.inline_max_bytes = 0;  // every operation goes to a worker
   handoff_opts.check_mappings = MappingCheck::kOff;  // time the hand-off itself
+  handoff_opts.waiter_runs_pieces = false;           // ... and not the waiter doing the copy
   Result<std::unique_ptr<CpuEngine>> handoff = CpuEngine::Create(*topo, handoff_opts);
   if (!handoff.ok()) return handoff.status();
 

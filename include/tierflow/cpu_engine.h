@@ -41,6 +41,9 @@ struct CpuEngineOptions {
   MappingCheck check_mappings = MappingCheck::kHandedOff;
   CpuIsa isa = CpuIsa::kAuto;
   std::uint32_t worker_spin_us = 50;     // an idle worker polls this long before sleeping
+  // A thread waiting on a handle (other than WaitMode::kBlock) runs pieces of that operation
+  // that no worker has started yet. Single operations only; batches are left to the workers.
+  bool waiter_runs_pieces = true;
 };
 
 class CpuEngine final : public Engine {
@@ -66,7 +69,10 @@ class CpuEngine final : public Engine {
 
  private:
   struct Impl;
+  struct SplitWork;
   explicit CpuEngine(std::unique_ptr<Impl> impl);
+  Status EnqueueSplit(const Operation& op, detail::Submission& submission);
+  static bool HelpSplit(detail::OpState* state);
   std::unique_ptr<Impl> impl_;
 };
 

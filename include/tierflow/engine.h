@@ -35,12 +35,13 @@ struct EngineCapabilities {
 // A snapshot of live counters ("visible state").
 struct EngineState {
   std::size_t queue_capacity = 0;  // pieces of work that can wait for a worker
-  std::size_t queued = 0;          // pieces waiting now
+  std::size_t queued = 0;          // queue entries waiting now (pieces, or tickets for split ops)
   std::size_t in_flight = 0;          // pieces queued or running
   std::uint64_t ops_submitted = 0;    // operations accepted (a batch of n counts n)
   std::uint64_t pieces_completed = 0; // pieces of work finished (an operation may be split)
   std::uint64_t bytes_completed = 0;
   std::uint64_t ops_inline = 0;       // operations run on the submitting thread
+  std::uint64_t pieces_by_waiters = 0; // pieces run by a thread waiting on their handle
   std::uint64_t pieces_failed = 0;
   std::uint64_t pieces_cancelled = 0; // dropped because the engine shut down
   std::uint64_t callback_errors = 0;  // callbacks that threw

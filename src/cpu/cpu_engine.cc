@@ -13,6 +13,8 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <new>
+#include <type_traits>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -56,7 +58,73 @@ Status CheckMapped(const char* what, const void* p, std::size_t size) {
 
 }  // namespace
 
+// A single operation cut into equal pieces that workers and the waiting thread take by index.
+// The description lives in the operation's state (OpState::engine_area) and the pieces are
+// handed out through OpState::piece_claims, so taking one needs no queue; the queue only
+// carries tickets that send workers to the operation.
+//
+// piece_claims = [generation:24 | back:20 | front:20]: pieces [front, back) are still untaken.
+// Workers take from the front, the waiting thread from the back, so in a loop of same-sized
+// operations each participant tends to copy the bytes it copied last time (still in its
+// core's cache). The generation changes with every split operation on the state, so a ticket
+// left in the queue after its operation finished (the waiter took the last piece) takes
+// nothing from a later operation on the same state. Even if the 24-bit generation wrapped
+// while a ticket sat in the queue, whoever takes a piece runs it with that operation's own
+// description and engine, so the piece is still done correctly and exactly once.
+struct CpuEngine::SplitWork {
+  Impl* engine = nullptr;
+  OpKind kind = OpKind::kCopy;
+  bool nt = false;
+  char* dst = nullptr;
+  const char* src = nullptr;
+  const char* src2 = nullptr;
+  std::size_t size = 0;
+  std::size_t piece = 0;
+  std::uint64_t pieces = 0;
+  std::uint64_t report_base = 0;
+  std::uint64_t pattern = 0;
+
+  static constexpr int kIndexBits = 20;
+  static constexpr std::uint64_t kMaxPieces = (std::uint64_t{1} << kIndexBits) - 1;
+  static constexpr std::uint64_t kIndexMask = kMaxPieces;
+  static constexpr std::uint32_t kGenerationMask = (1u << 24) - 1;
+
+  static std::uint64_t Pack(std::uint32_t generation, std::uint64_t front, std::uint64_t back) {
+    return std::uint64_t{generation} << (2 * kIndexBits) | back << kIndexBits | front;
+  }
+  static std::uint32_t GenerationOf(std::uint64_t claims) {
+    return static_cast<std::uint32_t>(claims >> (2 * kIndexBits));
+  }
+
+  static SplitWork& Of(detail::OpState* s) {
+    return *std::launder(reinterpret_cast<SplitWork*>(s->engine_area));
+  }
+
+  // Claims one piece of the operation of `generation`; false when none is left (or the state
+  // has moved on to another operation).
+  static bool Take(detail::OpState* s, std::uint32_t generation, bool from_back,
+                   std::uint64_t& index) {
+    std::uint64_t cur = s->piece_claims.load(std::memory_order_acquire);
+    for (;;) {
+      std::uint64_t front = cur & kIndexMask;
+      std::uint64_t back = (cur >> kIndexBits) & kIndexMask;
+      if (GenerationOf(cur) != generation || front >= back) return false;
+      std::uint64_t want = from_back ? Pack(generation, front, back - 1)
+                                     : Pack(generation, front + 1, back);
+      if (s->piece_claims.compare_exchange_weak(cur, want, std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+        index = from_back ? back - 1 : front;
+        return true;
+      }
+    }
+  }
+};
+
 struct CpuEngine::Impl {
+  static_assert(sizeof(SplitWork) <= sizeof(detail::OpState::engine_area));
+  static_assert(alignof(SplitWork) <= alignof(detail::OpState));
+  static_assert(std::is_trivially_destructible_v<SplitWork>);
+
   CpuEngineOptions opts;
   CpuIsa isa = CpuIsa::kBaseline;
   const cpu::Kernels* kernels = nullptr;
@@ -72,8 +140,10 @@ struct CpuEngine::Impl {
   std::atomic<std::uint32_t> sleepers{0};
 
   std::atomic<std::size_t> in_flight{0};
+  // Waiting threads inside RunSplit (see HelpSplit): the destructor waits for them.
+  std::atomic<std::uint32_t> helpers{0};
   std::atomic<std::uint64_t> ops_submitted{0}, pieces_completed{0}, bytes_completed{0},
-      ops_inline{0}, pieces_failed{0}, pieces_cancelled{0}, callback_errors{0};
+      ops_inline{0}, pieces_by_waiters{0}, pieces_failed{0}, pieces_cancelled{0}, callback_errors{0};
 
   explicit Impl(std::size_t queue_capacity) : queue(queue_capacity) {}
 
@@ -117,6 +187,46 @@ struct CpuEngine::Impl {
     detail::CompletePart(p.state, p.size, StatusCode::kOk, nullptr, diff);
   }
 
+  void RunSplit(const SplitWork& w, std::uint64_t index, detail::OpState* state) {
+    cpu::Piece p;
+    p.state = state;
+    p.kind = w.kind;
+    p.nt = w.nt;
+    p.offset = index * w.piece;
+    p.size = std::min(w.piece, w.size - p.offset);
+    p.dst = w.dst != nullptr ? w.dst + p.offset : nullptr;
+    p.src = w.src != nullptr ? w.src + p.offset : nullptr;
+    p.src2 = w.src2 != nullptr ? w.src2 + p.offset : nullptr;
+    p.report_base = w.report_base;
+    p.pattern = w.pattern;
+    Run(p);
+  }
+
+  // A worker popped a ticket: run pieces of its operation while any is left. The piece runs
+  // with the engine recorded in the description (see SplitWork on generations).
+  static void RunTicket(const cpu::Piece& ticket) {
+    std::uint64_t index;
+    while (SplitWork::Take(ticket.state, ticket.generation, /*from_back=*/false, index)) {
+      SplitWork& w = SplitWork::Of(ticket.state);
+      w.engine->RunSplit(w, index, ticket.state);
+    }
+  }
+
+  // Engine shutdown: every piece of the ticket's operation not taken yet is cancelled.
+  void CancelTicket(const cpu::Piece& ticket) {
+    std::uint64_t index;
+    while (SplitWork::Take(ticket.state, ticket.generation, /*from_back=*/false, index)) {
+      SplitWork& w = SplitWork::Of(ticket.state);
+      if (w.engine != this) {  // a wrapped generation: another engine's live operation
+        w.engine->RunSplit(w, index, ticket.state);
+        continue;
+      }
+      cpu::Piece p;
+      p.state = ticket.state;
+      Cancel(p);
+    }
+  }
+
   void Cancel(const cpu::Piece& p) {
     pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
     in_flight.fetch_sub(1, std::memory_order_relaxed);
@@ -137,6 +247,24 @@ namespace {
 thread_local const void* t_worker_of = nullptr;
 }
 
+// OpState::help for split operations. A claimed piece is still counted in the engine's
+// in_flight, so the engine cannot finish its destructor before the piece is done; `helpers`
+// covers the completion that follows (callbacks may count errors in the engine).
+bool CpuEngine::HelpSplit(detail::OpState* state) {
+  // The caller holds the handle, so the state still describes its operation.
+  const std::uint32_t generation =
+      SplitWork::GenerationOf(state->piece_claims.load(std::memory_order_acquire));
+  std::uint64_t index;
+  if (!SplitWork::Take(state, generation, /*from_back=*/true, index)) return false;
+  SplitWork& w = SplitWork::Of(state);
+  Impl* m = w.engine;
+  m->helpers.fetch_add(1, std::memory_order_seq_cst);
+  m->pieces_by_waiters.fetch_add(1, std::memory_order_relaxed);
+  m->RunSplit(w, index, state);
+  m->helpers.fetch_sub(1, std::memory_order_seq_cst);
+  return true;
+}
+
 void CpuEngine::Impl::WorkerLoop(int index) {
   t_worker_of = this;
   if (opts.pin && !cpus.empty()) {
@@ -150,7 +278,11 @@ void CpuEngine::Impl::WorkerLoop(int index) {
   cpu::Piece piece;
   while (!stopping.load(std::memory_order_acquire)) {
     if (queue.TryPop(piece)) {
-      Run(piece);
+      if (piece.ticket) {
+        RunTicket(piece);
+      } else {
+        Run(piece);
+      }
       continue;
     }
     // Poll a while (yielding now and then, so a submitter sharing this core can run), then
@@ -254,7 +386,18 @@ CpuEngine::~CpuEngine() {
   FutexWake(&impl_->generation, INT_MAX);
   for (std::thread& t : impl_->threads) t.join();
   cpu::Piece piece;
-  while (impl_->queue.TryPop(piece)) impl_->Cancel(piece);
+  while (impl_->queue.TryPop(piece)) {
+    if (piece.ticket) {
+      impl_->CancelTicket(piece);
+    } else {
+      impl_->Cancel(piece);
+    }
+  }
+  // Pieces that waiting threads took before the queue was drained are still running.
+  while (impl_->in_flight.load(std::memory_order_seq_cst) != 0 ||
+         impl_->helpers.load(std::memory_order_seq_cst) != 0) {
+    sched_yield();
+  }
 }
 
 const EngineCapabilities& CpuEngine::capabilities() const { return impl_->caps; }
@@ -269,6 +412,7 @@ EngineState CpuEngine::state() const {
   s.pieces_completed = m.pieces_completed.load(std::memory_order_relaxed);
   s.bytes_completed = m.bytes_completed.load(std::memory_order_relaxed);
   s.ops_inline = m.ops_inline.load(std::memory_order_relaxed);
+  s.pieces_by_waiters = m.pieces_by_waiters.load(std::memory_order_relaxed);
   s.pieces_failed = m.pieces_failed.load(std::memory_order_relaxed);
   s.pieces_cancelled = m.pieces_cancelled.load(std::memory_order_relaxed);
   s.callback_errors = m.callback_errors.load(std::memory_order_relaxed);
@@ -329,6 +473,11 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     return Status::Ok();
   }
 
+  if (ops.size() == 1 && submission.exclusive() &&
+      !(ops[0].kind == OpKind::kMove && Impl::Overlaps(ops[0]))) {
+    return EnqueueSplit(ops[0], submission);
+  }
+
   std::size_t pieces = 0;
   for (const Operation& op : ops) {
     if (op.kind == OpKind::kMove && Impl::Overlaps(op)) {
@@ -363,6 +512,54 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     }
   }
   m.Wake(static_cast<int>(std::min<std::size_t>(pieces, INT_MAX)));
+  return Status::Ok();
+}
+
+Status CpuEngine::EnqueueSplit(const Operation& op, detail::Submission& submission) {
+  Impl& m = *impl_;
+  detail::OpState* state = submission.state();
+  SplitWork* w = new (state->engine_area) SplitWork;
+  w->engine = &m;
+  w->kind = op.kind;
+  w->nt = op.kind != OpKind::kCompare && op.size >= m.nt_threshold;
+  w->dst = static_cast<char*>(op.dst);
+  w->src = static_cast<const char*>(op.src);
+  w->src2 = static_cast<const char*>(op.src2);
+  w->size = op.size;
+  w->piece = m.PieceSize(op.size);
+  if (op.size / w->piece >= SplitWork::kMaxPieces) {  // tiny max_piece_bytes, huge operation
+    w->piece = (op.size / SplitWork::kMaxPieces + kPieceAlign) / kPieceAlign * kPieceAlign;
+  }
+  w->pieces = (op.size + w->piece - 1) / w->piece;
+  w->report_base = submission.offset_base();
+  w->pattern = op.pattern;
+  const std::uint32_t generation =
+      (SplitWork::GenerationOf(state->piece_claims.load(std::memory_order_relaxed)) + 1) &
+      SplitWork::kGenerationMask;
+  submission.AddParts(static_cast<std::uint32_t>(w->pieces));
+  m.in_flight.fetch_add(w->pieces, std::memory_order_relaxed);
+  // Publishes the description: whoever claims a piece reads it after this.
+  state->piece_claims.store(SplitWork::Pack(generation, 0, w->pieces), std::memory_order_release);
+  if (m.opts.waiter_runs_pieces) state->help = &CpuEngine::HelpSplit;
+
+  // One ticket per worker that can usefully take part.
+  const auto tickets =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(w->pieces, m.worker_count));
+  cpu::Piece ticket;
+  ticket.state = state;
+  ticket.ticket = true;
+  ticket.generation = generation;
+  for (std::uint32_t i = 0; i < tickets; ++i) {
+    while (!m.queue.TryPush(ticket)) {
+      if (m.stopping.load(std::memory_order_acquire)) {
+        m.CancelTicket(ticket);
+        break;
+      }
+      m.Wake(INT_MAX);
+      sched_yield();
+    }
+  }
+  m.Wake(static_cast<int>(tickets));
   return Status::Ok();
 }
 

@@ -19,6 +19,11 @@ struct Piece {
   OpKind kind = OpKind::kCopy;
   bool nt = false;
   bool overlapping = false;  // a move whose ranges overlap: memmove as one piece
+  // A ticket: no bytes of its own; whoever pops it runs pieces of the operation described in
+  // the state's engine area until none is left (see CpuEngine's SplitWork). `generation` tells
+  // whether that operation is still the one the ticket was issued for.
+  bool ticket = false;
+  std::uint32_t generation = 0;
   char* dst = nullptr;
   const char* src = nullptr;
   const char* src2 = nullptr;

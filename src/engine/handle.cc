@@ -125,6 +125,7 @@ OpState* AcquireOpState() {
   s->error_claimed.store(false, std::memory_order_relaxed);
   s->error_code = StatusCode::kOk;
   s->callback_errors = nullptr;
+  s->help = nullptr;
   return s;
 }
 
@@ -229,6 +230,10 @@ Status Handle::Wait(WaitMode mode) const {
   if (detail::t_completing == state_) {
     return Status::Invalid("Wait called from the operation's own completion callback: it would "
                            "never return; the callback already has the Completion");
+  }
+  if (mode != WaitMode::kBlock && state_->help != nullptr) {
+    while (!(word.load(std::memory_order_acquire) & OpState::kDone) && state_->help(state_)) {
+    }
   }
   switch (mode) {
     case WaitMode::kSpin:

@@ -10,6 +10,8 @@
 
 namespace tierflow::detail {
 
+// States are never freed: they return to a pool (see AcquireOpState), so the atomics of a state
+// stay readable through stale references.
 struct OpState {
   static constexpr std::uint32_t kDone = 1;
   static constexpr std::uint32_t kWaiter = 2;
@@ -32,6 +34,20 @@ struct OpState {
   Status final_status;
   CompletionCallback callback;
   std::atomic<std::uint64_t>* callback_errors = nullptr;  // engine counter for throwing callbacks
+
+  // Set by an engine that lets a waiting thread run not-yet-started parts of this operation
+  // itself (the waiter has nothing better to do, and on a small machine it would otherwise
+  // compete with the engine's workers for a core). Returns false when no part is left to
+  // take. Only an engine that owns the whole operation may set it; it may keep what `help`
+  // needs in `engine_area`, which lives as long as the state.
+  bool (*help)(OpState* state) = nullptr;
+  alignas(64) unsigned char engine_area[128];
+  // For an engine that cuts an operation into numbered pieces and hands them out to whoever
+  // asks (the CPU engine: its workers and the waiting thread). The engine defines the layout;
+  // it must include a generation, because queued references to an operation may outlive it:
+  // states are pooled and never freed, so such a reference reads this word of a later
+  // operation (or of none) and must recognise that it is not its own.
+  std::atomic<std::uint64_t> piece_claims{0};
 
   OpState* next_free = nullptr;  // pool link
 };

@@ -167,7 +167,7 @@ class MultiEngineSubmitter {
     detail::OpState* state = detail::AcquireOpState();
     state->callback = std::move(options.callback);
     for (std::size_t i = 0; i < parts.size(); ++i) {
-      detail::Submission submission(state, parts[i].offset);
+      detail::Submission submission(state, parts[i].offset, /*shared=*/true);
       if (Status s = parts[i].engine->Enqueue({&sub[i], 1}, submission); !s.ok()) {
         // Parts already started run to completion; the handle reports this failure.
         detail::FailPart(state, 0, s.code(), fmt::format("part {}: {}", i, s.message()));

@@ -101,13 +101,20 @@ TEST(Concurrency, SplitCopiesOverTwoEnginesFromManyThreads) {
   EXPECT_EQ(failures.load(), 0);
 }
 
-TEST(Concurrency, EngineDestroyedWhileOtherThreadsWait) {
+class ConcurrencyWaitMode : public ::testing::TestWithParam<WaitMode> {};
+
+// Waiters that run pieces themselves (every mode but kBlock) race with the destructor for the
+// pieces still queued: each piece must run once or be cancelled once, and the destructor must
+// not return while a waiter is still inside a piece.
+TEST_P(ConcurrencyWaitMode, EngineDestroyedWhileOtherThreadsWait) {
+  const WaitMode mode = GetParam();
   for (int round = 0; round < 5; ++round) {
     std::vector<unsigned char> src(16 << 20, 1), dst(16 << 20);
     std::vector<Handle> handles;
     {
       CpuEngineOptions o;
       o.workers = 1;
+      o.min_piece_bytes = o.max_piece_bytes = 1 << 20;
       auto e = MakeCpuEngine(o);
       for (int i = 0; i < 4; ++i) {
         Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
@@ -116,8 +123,11 @@ TEST(Concurrency, EngineDestroyedWhileOtherThreadsWait) {
       }
       std::thread waiter([&] {
         for (Handle& h : handles) {
-          Status s = h.Wait(WaitMode::kBlock);
+          Status s = h.Wait(mode);
           EXPECT_TRUE(s.ok() || s.code() == StatusCode::kCancelled) << s.ToString();
+          if (s.ok()) {
+            EXPECT_EQ(h.bytes_completed(), src.size());
+          }
         }
       });
       e.reset();
@@ -125,6 +135,16 @@ TEST(Concurrency, EngineDestroyedWhileOtherThreadsWait) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, ConcurrencyWaitMode,
+                         ::testing::Values(WaitMode::kBlock, WaitMode::kAdaptive, WaitMode::kSpin),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case WaitMode::kBlock: return std::string("Block");
+                             case WaitMode::kAdaptive: return std::string("Adaptive");
+                             default: return std::string("Spin");
+                           }
+                         });
 
 }  // namespace
 }  // namespace tierflow

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -287,6 +288,82 @@ TEST(CpuEngine, ThrowingCallbackOnWorkerIsCounted) {
   Result<Handle> h = e->Submit(Operation::Copy(b.data(), a.data(), a.size()), std::move(so));
   ASSERT_TRUE(h->Wait().ok());
   EXPECT_EQ(e->state().callback_errors, 1u);
+}
+
+// Keeps the engine's only worker busy inside a completion callback until released.
+class BusyWorker {
+ public:
+  explicit BusyWorker(Engine& e) : src_(1 << 20, 1), dst_(1 << 20) {
+    SubmitOptions so;
+    so.callback = [this](const Completion&) {
+      running_ = true;
+      while (!release_.load()) std::this_thread::yield();
+    };
+    Result<Handle> h = e.Submit(Operation::Copy(dst_.data(), src_.data(), src_.size()), std::move(so));
+    EXPECT_TRUE(h.ok());
+    handle_ = std::move(h).value();
+    while (!running_.load()) std::this_thread::yield();
+  }
+  ~BusyWorker() { Release(); }
+  void Release() {
+    release_ = true;
+    EXPECT_TRUE(handle_.Wait(WaitMode::kBlock).ok());
+  }
+
+ private:
+  std::vector<char> src_, dst_;
+  std::atomic<bool> running_{false}, release_{false};
+  Handle handle_;
+};
+
+TEST(CpuEngine, WaiterRunsPiecesNoWorkerStarted) {
+  CpuEngineOptions o;
+  o.workers = 1;
+  o.min_piece_bytes = o.max_piece_bytes = 64 << 10;
+  auto e = MakeCpuEngine(o);
+  BusyWorker busy(*e);
+  auto src = Pattern((1 << 20) + 4096, 5);
+  std::vector<unsigned char> dst(src.size());
+  Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
+  ASSERT_TRUE(h.ok());
+  // The only worker is stuck in a callback: only the waiter can make progress.
+  ASSERT_TRUE(h->Wait(WaitMode::kSpin).ok());
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(h->bytes_completed(), src.size());
+  EXPECT_EQ(e->state().pieces_by_waiters, 17u);
+}
+
+TEST(CpuEngine, BlockingWaitLeavesPiecesToWorkers) {
+  CpuEngineOptions o;
+  o.workers = 1;
+  auto e = MakeCpuEngine(o);
+  auto busy = std::make_unique<BusyWorker>(*e);
+  std::vector<unsigned char> src(1 << 20, 9), dst(1 << 20);
+  Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
+  ASSERT_TRUE(h.ok());
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    EXPECT_TRUE(h->Wait(WaitMode::kBlock).ok());
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(returned.load()) << "a blocking wait must not run the copy itself";
+  busy.reset();
+  waiter.join();
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(e->state().pieces_by_waiters, 0u);
+}
+
+TEST(CpuEngine, WaiterHelpCanBeTurnedOff) {
+  CpuEngineOptions o;
+  o.waiter_runs_pieces = false;
+  auto e = MakeCpuEngine(o);
+  std::vector<unsigned char> src(4 << 20, 2), dst(4 << 20);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait(WaitMode::kSpin).ok());
+  }
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(e->state().pieces_by_waiters, 0u);
 }
 
 TEST(CpuEngine, QueueSmallerThanWork) {
