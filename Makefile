@@ -39,7 +39,7 @@ test-tsan:
 	  -DTIERFLOW_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target cpu_concurrency_test handle_test
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j $(JOBS) --output-on-failure \
-	  -R '^(Concurrency|Handle)\.'
+	  -R '^(Modes/)?(Concurrency|ConcurrencyWaitMode|Handle)\.'
 
 # cmake --install into a scratch prefix, then build and run a consumer with find_package.
 test-install:

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libnuma-dev
-          libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev liburing-dev python3-venv)
+          libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev liburing-dev libsimde-dev
+          python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
