@@ -62,6 +62,12 @@ int main(int argc, char** argv) {
   topo->add_option("--xml", topo_opts.xml, "Read an hwloc XML topology instead of this system");
   topo->add_option("--tier-config", topo_opts.tier_config, "File of 'NODES KIND' overrides");
   topo->add_option("--tiers", topo_opts.tiers, "Inline overrides, e.g. 8-15=hbm,16=cxl");
+  topo->add_option("--sysfs-root", topo_opts.sysfs_root,
+                   "Read DSA devices from this sysfs tree (DIR/bus/dsa or DIR/sys/bus/dsa) "
+                   "instead of /sys");
+  topo->add_option("--dev-root", topo_opts.dev_root,
+                   "Where the WQ character devices (dsa/wqN.M) are; default: the 'dev' beside "
+                   "the sysfs tree, or /dev");
 
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);

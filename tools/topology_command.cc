@@ -1,11 +1,15 @@
 #include "tools/topology_command.h"
 
+#include <filesystem>
+#include <optional>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "tierflow/buffer.h"
 #include "tierflow/cpu_engine.h"
+#include "tierflow/dsa_inventory.h"
 #include "tierflow/topology.h"
 
 namespace tierflow::tools {
@@ -31,6 +35,84 @@ std::string Bytes(std::uint64_t b) {
   return fmt::format("{} B", b);
 }
 
+// The DSA inventory to show: the given sysfs tree, or this system's.
+Result<DsaInventory> DiscoverDsa(const TopologyCommandOptions& o) {
+  namespace fs = std::filesystem;
+  DsaDiscoveryOptions d;
+  if (!o.sysfs_root.empty()) {
+    fs::path root(o.sysfs_root);
+    if (!fs::is_directory(root)) {
+      return Status::NotFound(fmt::format("--sysfs-root {}: no such directory", o.sysfs_root));
+    }
+    if (!fs::exists(root / "bus" / "dsa") && fs::exists(root / "sys" / "bus" / "dsa")) {
+      root /= "sys";
+    }
+    d.sysfs_root = root.string();
+    fs::path beside = root.parent_path() / "dev";
+    d.dev_root = fs::is_directory(beside) ? beside.string() : "/dev";
+  }
+  if (!o.dev_root.empty()) d.dev_root = o.dev_root;
+  return DsaInventory::Discover(d);
+}
+
+nlohmann::json DsaJson(const DsaInventory& inv) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const DsaDevice& dev : inv.devices()) {
+    nlohmann::json wqs = nlohmann::json::array();
+    for (const DsaWq& w : dev.wqs) {
+      wqs.push_back({{"name", w.name},
+                     {"mode", w.shared ? "shared" : "dedicated"},
+                     {"type", w.type},
+                     {"state", w.state},
+                     {"size", w.size},
+                     {"priority", w.priority},
+                     {"group_id", w.group_id},
+                     {"block_on_fault", w.block_on_fault},
+                     {"max_transfer_size", w.max_transfer_size},
+                     {"max_batch_size", w.max_batch_size},
+                     {"cdev", w.cdev_path},
+                     {"usable", w.usable()},
+                     {"path", DsaSubmitPathName(w.path)},
+                     {"reason", w.reason}});
+    }
+    list.push_back({{"device", dev.name},
+                    {"node", dev.numa_node},
+                    {"state", dev.state},
+                    {"version", dev.version},
+                    {"pasid_enabled", dev.pasid_enabled},
+                    {"max_engines", dev.max_engines},
+                    {"max_batch_size", dev.max_batch_size},
+                    {"max_transfer_size", dev.max_transfer_size},
+                    {"note", dev.note},
+                    {"wqs", wqs}});
+  }
+  return list;
+}
+
+void PrintDsa(const DsaInventory& inv, std::ostream& out) {
+  const DsaCpuFeatures& cpu = inv.cpu();
+  out << fmt::format("\nIntel DSA (CPU: ENQCMD {}, MOVDIR64B {}, WAITPKG {})\n",
+                     cpu.enqcmd ? "yes" : "no", cpu.movdir64b ? "yes" : "no",
+                     cpu.waitpkg ? "yes" : "no");
+  if (inv.devices().empty()) {
+    out << "  " << inv.note() << "\n";
+    return;
+  }
+  out << fmt::format("  {:<7} {:>4} {:<9} {:<7} {:<9} {:>5} {:<8} {:<10} {}\n", "device", "node",
+                     "state", "wq", "mode", "size", "type", "submit", "reason / fix");
+  for (const DsaDevice& dev : inv.devices()) {
+    if (dev.wqs.empty()) {
+      out << fmt::format("  {:<7} {:>4} {:<9} {:<7} {:<9} {:>5} {:<8} {:<10} {}\n", dev.name,
+                         dev.numa_node, dev.state, "-", "-", "-", "-", "none", dev.note);
+    }
+    for (const DsaWq& w : dev.wqs) {
+      out << fmt::format("  {:<7} {:>4} {:<9} {:<7} {:<9} {:>5} {:<8} {:<10} {}\n", dev.name,
+                         dev.numa_node, dev.state, w.name, w.shared ? "shared" : "dedicated",
+                         w.size, w.type, DsaSubmitPathName(w.path), w.reason.empty() ? "-" : w.reason);
+    }
+  }
+}
+
 }  // namespace
 
 Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
@@ -48,6 +130,13 @@ Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
   }
   Result<Topology> topo = Topology::Discover(to);
   if (!topo.ok()) return topo.status();
+  // DSA devices of this system, or of a given sysfs tree; none for a foreign XML topology.
+  std::optional<DsaInventory> dsa;
+  if (topo->is_this_system() || !o.sysfs_root.empty()) {
+    Result<DsaInventory> inv = DiscoverDsa(o);
+    if (!inv.ok()) return inv.status();
+    dsa = std::move(*inv);
+  }
 
   if (o.json) {
     nlohmann::json doc;
@@ -80,6 +169,13 @@ Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
       }
       j["distances"] = dist;
       doc["nodes"].push_back(j);
+    }
+    if (dsa) {
+      doc["dsa"] = DsaJson(*dsa);
+      doc["dsa_note"] = dsa->note();
+      doc["dsa_cpu"] = {{"enqcmd", dsa->cpu().enqcmd},
+                        {"movdir64b", dsa->cpu().movdir64b},
+                        {"waitpkg", dsa->cpu().waitpkg}};
     }
     out << doc.dump(2) << "\n";
     return Status::Ok();
@@ -117,6 +213,7 @@ Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
       out << "\n";
     }
   }
+  if (dsa) PrintDsa(*dsa, out);
   return Status::Ok();
 }
 

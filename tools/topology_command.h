@@ -11,6 +11,8 @@ struct TopologyCommandOptions {
   std::string xml;          // empty: this system
   std::string tier_config;  // extra override file
   std::string tiers;        // extra inline overrides "8-15=hbm"
+  std::string sysfs_root;   // empty: /sys (DSA devices)
+  std::string dev_root;     // empty: beside sysfs_root, or /dev
   bool json = false;
 };
 

@@ -50,6 +50,33 @@ class Topology(unittest.TestCase):
         p = run("topology", "--tiers", "0=fast", ok=False)
         self.assertIn("unknown tier kind", p.stderr)
 
+    def test_dsa_fixture_json_contract(self):
+        for root in ("xeon-max-8swq", "xeon-max-8swq/sys"):
+            doc = json.loads(run("topology", "--json", "--sysfs-root",
+                                 os.path.join(FIXTURES, "dsa", root)).stdout)
+            self.assertEqual(len(doc["dsa"]), 8)
+            dev = doc["dsa"][3]
+            self.assertEqual((dev["device"], dev["node"]), ("dsa6", 3))
+            wq = dev["wqs"][0]
+            for key in ("mode", "size", "usable", "reason"):
+                self.assertIn(key, wq)
+            self.assertEqual((wq["mode"], wq["size"], wq["usable"]), ("shared", 128, True))
+
+    def test_dsa_unusable_reasons(self):
+        doc = json.loads(run("topology", "--json", "--sysfs-root",
+                             os.path.join(FIXTURES, "dsa", "unusable")).stdout)
+        wqs = [w for d in doc["dsa"] for w in d["wqs"]]
+        self.assertEqual(len(wqs), 5)
+        self.assertFalse(any(w["usable"] for w in wqs))
+        self.assertTrue(all(w["reason"] for w in wqs))
+        table = run("topology", "--sysfs-root", os.path.join(FIXTURES, "dsa", "unusable")).stdout
+        self.assertIn("accel-config enable-device dsa0", table)
+        self.assertIn("no work queue configured", table)
+
+    def test_dsa_bad_root(self):
+        p = run("topology", "--sysfs-root", "/nonexistent-sysfs", ok=False)
+        self.assertIn("no such directory", p.stderr)
+
 
 class BenchCopy(unittest.TestCase):
     def test_json_contract(self):
