@@ -28,6 +28,9 @@ struct Operation {
   const void* src2 = nullptr;   // second input of kCompare
   std::size_t size = 0;
   std::uint64_t pattern = 0;    // kFill, little-endian: byte i of dst is byte (i % 8) of pattern
+  // Hint: leave the destination in the last-level cache because it is read soon (DSA: the
+  // cache-control flag; CPU engine: no streaming stores). Off: large copies bypass the cache.
+  bool keep_in_cache = false;
 
   static Operation Copy(void* dst, const void* src, std::size_t size) {
     return {OpKind::kCopy, dst, src, nullptr, size, 0};

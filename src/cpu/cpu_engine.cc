@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "common/mapping.h"
 #include "cpu/kernels.h"
 #include "cpu/task_queue.h"
 #include "engine/submission.h"
@@ -41,19 +42,6 @@ long FutexWait(std::atomic<std::uint32_t>* w, std::uint32_t expected) {
 long FutexWake(std::atomic<std::uint32_t>* w, int n) {
   return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
                  n, nullptr, nullptr, 0);
-}
-
-// msync(MS_ASYNC) only validates the range on Linux: ENOMEM means part of it is not mapped.
-Status CheckMapped(const char* what, const void* p, std::size_t size) {
-  if (p == nullptr) return Status::Ok();
-  auto a = reinterpret_cast<std::uintptr_t>(p);
-  std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-  std::uintptr_t start = a & ~(page - 1);
-  if (msync(reinterpret_cast<void*>(start), a + size - start, MS_ASYNC) != 0 && errno == ENOMEM) {
-    return Status::Invalid(fmt::format(
-        "{} range [{}, +{}) is not (entirely) mapped in this process", what, p, size));
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -450,7 +438,7 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     cpu::Piece p;
     p.state = state;
     p.kind = op.kind;
-    p.nt = op.kind != OpKind::kCompare && op.size >= m.nt_threshold;
+    p.nt = op.kind != OpKind::kCompare && !op.keep_in_cache && op.size >= m.nt_threshold;
     p.overlapping = overlap;
     p.dst = static_cast<char*>(op.dst) + (op.dst != nullptr ? offset : 0);
     p.src = static_cast<const char*>(op.src) + (op.src != nullptr ? offset : 0);
@@ -521,7 +509,7 @@ Status CpuEngine::EnqueueSplit(const Operation& op, detail::Submission& submissi
   SplitWork* w = new (state->engine_area) SplitWork;
   w->engine = &m;
   w->kind = op.kind;
-  w->nt = op.kind != OpKind::kCompare && op.size >= m.nt_threshold;
+  w->nt = op.kind != OpKind::kCompare && !op.keep_in_cache && op.size >= m.nt_threshold;
   w->dst = static_cast<char*>(op.dst);
   w->src = static_cast<const char*>(op.src);
   w->src2 = static_cast<const char*>(op.src2);

@@ -1,0 +1,99 @@
+// The Intel DSA engine, on the Linux idxd user-space ABI (no Intel DML).
+//
+// One engine drives one work queue. Operations become 64-byte descriptors (split above the
+// WQ's max_transfer_size, several operations or pieces travel in batch descriptors), each with
+// its own 32-byte completion record. Shared WQs take ENQCMD with bounded, backed-off retries
+// and then a policy (retry later from the completion thread, or run on the CPU); dedicated WQs
+// take MOVDIR64B with credits, never more than the WQ's size in flight; without a mappable
+// portal descriptors are written to the WQ's file. Page faults (no block-on-fault) are resumed
+// from bytes_completed — touch the page and resubmit the rest — or finished on the CPU.
+//
+// Completion: the submitting thread checks the records once right after submission; a
+// completion thread per engine polls the rest (spinning briefly, then yielding, then sleeping
+// while nothing is in flight) and finishes handles, runs callbacks, and resubmits.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tierflow/dsa_inventory.h"
+#include "tierflow/dsa_model.h"
+#include "tierflow/engine.h"
+
+namespace tierflow {
+
+enum class DsaSwqFullPolicy : std::uint8_t {
+  kRetryLater,  // leave the descriptor to the completion thread, which keeps offering it
+  kCpu,         // run that part of the operation on the submitting thread
+};
+
+enum class DsaFaultPolicy : std::uint8_t {
+  kTouchAndResume,  // touch the faulting page, resubmit the rest (DSA does the work)
+  kFinishOnCpu,     // copy the rest on the CPU
+};
+
+struct DsaEngineOptions {
+  // The WQ to use on hardware: "dsa0/wq0.0", or empty for the first usable WQ of a device on
+  // `node` (-1: any node). Ignored by CreateOnModel.
+  std::string wq;
+  int node = -1;
+  int enqcmd_retries = 16;  // ENQCMD attempts before the policy applies (backoff doubles)
+  DsaSwqFullPolicy on_swq_full = DsaSwqFullPolicy::kRetryLater;
+  DsaFaultPolicy on_fault = DsaFaultPolicy::kTouchAndResume;
+  bool block_on_fault = false;  // set BOF on descriptors (only where the WQ allows it)
+  bool prefault = false;        // touch source and destination pages before submitting
+  bool use_batches = true;      // several descriptors of one submission go as a batch
+  std::uint32_t max_batch = 0;  // 0: the WQ's max_batch_size
+};
+
+struct DsaEngineStats {
+  std::uint64_t ops = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t descriptors = 0;      // data descriptors built (batch members included)
+  std::uint64_t batches = 0;          // batch descriptors submitted
+  std::uint64_t submit_retries = 0;   // ENQCMD/write() answered "retry"
+  std::uint64_t retried_later = 0;    // descriptors left to the completion thread
+  std::uint64_t cpu_fallbacks = 0;    // descriptors run on the CPU because the SWQ stayed full
+  std::uint64_t faults_resumed = 0;   // page faults resumed on the device
+  std::uint64_t faults_on_cpu = 0;    // page faults finished on the CPU
+  std::uint64_t credit_waits = 0;     // dedicated WQ full: submitter waited for a credit
+  std::uint64_t errors = 0;           // descriptors that completed with an error
+  // Descriptors by transfer size: bucket i counts sizes in [2^i, 2^(i+1)).
+  std::array<std::uint64_t, 32> size_histogram{};
+};
+
+class DsaEngine final : public Engine {
+ public:
+  // On hardware. Errors name the cause and fix: no usable WQ (with each WQ's reason), the WQ
+  // file cannot be opened (permissions), the CPU lacks the instruction the WQ needs.
+  static Result<std::unique_ptr<DsaEngine>> Create(const DsaInventory& inventory,
+                                                   const DsaEngineOptions& options = {});
+  // On the software device model, WQ `wq` of it. capabilities().is_model is true.
+  static Result<std::unique_ptr<DsaEngine>> CreateOnModel(std::shared_ptr<DsaDeviceModel> model,
+                                                          int wq = 0,
+                                                          const DsaEngineOptions& options = {});
+  // Waits for descriptors in flight (the device writes into our records); parts never
+  // submitted are cancelled. A device that does not answer within 5 s is reported and its
+  // records are left allocated, so a late write cannot land in freed memory.
+  ~DsaEngine() override;
+
+  const EngineCapabilities& capabilities() const override;
+  EngineState state() const override;
+  DsaEngineStats stats() const;
+  // "dsa0/wq0.0 (shared, ENQCMD)" or "model wq0 (shared, instant)".
+  const std::string& description() const;
+  DsaSubmitPath submit_path() const;
+
+ protected:
+  Status CheckOperation(const Operation& op) const override;
+  Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) override;
+
+ private:
+  struct Impl;
+  explicit DsaEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tierflow

@@ -1,0 +1,412 @@
+#include "tierflow/dsa_model.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/cpu_relax.h"
+#include "dsa/descriptor.h"
+
+namespace tierflow {
+
+using dsa::Addr;
+using dsa::Ptr;
+
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+// Flags a user-space descriptor may carry (the rest are reserved or privileged here).
+constexpr std::uint32_t kAllowedFlags =
+    IDXD_OP_FLAG_FENCE | IDXD_OP_FLAG_BOF | IDXD_OP_FLAG_CRAV | IDXD_OP_FLAG_RCR |
+    IDXD_OP_FLAG_CC | IDXD_OP_FLAG_ADDR1_TCS | IDXD_OP_FLAG_ADDR2_TCS | IDXD_OP_FLAG_ADDR3_TCS |
+    IDXD_OP_FLAG_CR_TCS | IDXD_OP_FLAG_STORD | IDXD_OP_FLAG_DRDBK;
+
+struct Queued {
+  dsa_hw_desc desc;
+  std::uint64_t seq;
+};
+
+// What one descriptor's execution produced, before it is written to its record.
+struct Outcome {
+  std::uint8_t status = DSA_COMP_SUCCESS;
+  std::uint8_t result = 0;
+  std::uint32_t bytes_completed = 0;
+  std::uint64_t fault_addr = 0;
+  std::uint32_t invalid_flags = 0;
+};
+
+}  // namespace
+
+struct DsaDeviceModel::Impl {
+  DsaModelConfig cfg;
+
+  mutable std::mutex mu;  // queues, faults, errors, counters
+  std::condition_variable work_cv, drain_cv;
+  std::vector<std::deque<Queued>> queues;
+  std::vector<std::uint32_t> occupancy;  // queued + executing, per WQ
+  std::set<std::uint64_t> fault_pages;
+  int error_count = 0;
+  std::uint8_t error_status = 0;
+  Counters counters;
+  std::vector<std::string> caller_errors;
+  std::uint64_t next_seq = 0;
+  std::size_t executing = 0;
+  bool stopping = false;
+  std::atomic<std::uint32_t> delay_ns{0};
+  std::vector<std::thread> engines;
+
+  // --- faults ------------------------------------------------------------------------------
+  // First injected page overlapping [p, p+n) at or after p, as an offset from p; n if none.
+  std::uint64_t FirstFault(std::uint64_t p, std::uint64_t n) {
+    auto it = fault_pages.lower_bound(p & ~(kPage - 1));
+    if (it == fault_pages.end() || *it >= p + n) return n;
+    return *it <= p ? 0 : *it - p;
+  }
+  // Offset from p of the end of the last injected page overlapping [p, p+n); 0 if none.
+  std::uint64_t LastFaultEnd(std::uint64_t p, std::uint64_t n) {
+    auto it = fault_pages.lower_bound(p + n);
+    if (it == fault_pages.begin()) return 0;
+    --it;
+    if (*it + kPage <= p) return 0;
+    return std::min(n, *it + kPage - p);
+  }
+  void Resolve(std::uint64_t addr) { fault_pages.erase(addr & ~(kPage - 1)); }
+  void ResolveAll(std::uint64_t p, std::uint64_t n) {
+    auto it = fault_pages.lower_bound(p & ~(kPage - 1));
+    while (it != fault_pages.end() && *it < p + n) it = fault_pages.erase(it);
+  }
+
+  // --- execution ---------------------------------------------------------------------------
+  Outcome Validate(const dsa_hw_desc& d, const DsaModelWqConfig& wq) {
+    Outcome o;
+    if (d.priv) {
+      o.status = DSA_COMP_PRIV_BAD;
+      return o;
+    }
+    if (d.rsvd != 0 || d.rsvd1 != 0) {
+      o.status = DSA_COMP_NOZERO_RESERVE;
+      return o;
+    }
+    std::uint32_t bad = d.flags & ~kAllowedFlags;
+    if ((d.flags & IDXD_OP_FLAG_BOF) && !wq.block_on_fault) bad |= IDXD_OP_FLAG_BOF;
+    if (bad != 0) {
+      o.status = DSA_COMP_INVALID_FLAGS;
+      o.invalid_flags = bad;
+      return o;
+    }
+    if (d.opcode >= 64 || ((cfg.op_cap >> d.opcode) & 1) == 0) {
+      o.status = DSA_COMP_BAD_OPCODE;
+      return o;
+    }
+    return o;
+  }
+
+  Outcome ExecuteData(const dsa_hw_desc& d) {
+    Outcome o;
+    const std::uint64_t n = d.xfer_size;
+    if (n == 0 || n > cfg.max_transfer_size) {
+      o.status = DSA_COMP_XFER_ERANGE;
+      return o;
+    }
+    const bool bof = (d.flags & IDXD_OP_FLAG_BOF) != 0;
+    auto fault = [&](std::uint64_t done, std::uint64_t addr, bool write, bool descending) {
+      Resolve(addr);
+      ++counters.page_faults;
+      o.status = static_cast<std::uint8_t>(DSA_COMP_PAGE_FAULT_NOBOF |
+                                           (write ? DSA_COMP_STATUS_WRITE : 0));
+      o.bytes_completed = static_cast<std::uint32_t>(done);
+      o.fault_addr = addr;
+      o.result = descending ? 1 : 0;
+    };
+    switch (d.opcode) {
+      case DSA_OPCODE_MEMMOVE: {
+        const std::uint64_t s = d.src_addr, t = d.dst_addr;
+        if (bof) {
+          counters.faults_blocked += !fault_pages.empty();
+          ResolveAll(s, n);
+          ResolveAll(t, n);
+        }
+        const bool descending = t > s && t < s + n;  // overlap with dst above src
+        if (!descending) {
+          std::uint64_t fs = FirstFault(s, n), ft = FirstFault(t, n);
+          std::uint64_t f = std::min(fs, ft);
+          std::memmove(Ptr(t), Ptr(s), f);
+          if (f < n) return fault(f, fs <= ft ? s + f : t + f, fs > ft, false), o;
+        } else {
+          std::uint64_t es = LastFaultEnd(s, n), et = LastFaultEnd(t, n);
+          std::uint64_t e = std::max(es, et);  // bytes [e, n) can be moved from the end
+          std::memmove(Ptr(t + e), Ptr(s + e), n - e);
+          if (e > 0) return fault(n - e, es >= et ? s + e - 1 : t + e - 1, es < et, true), o;
+        }
+        o.bytes_completed = static_cast<std::uint32_t>(n);
+        return o;
+      }
+      case DSA_OPCODE_MEMFILL: {
+        const std::uint64_t t = d.dst_addr;
+        if (bof) ResolveAll(t, n);
+        std::uint64_t f = FirstFault(t, n);
+        auto* out = Ptr<unsigned char>(t);
+        for (std::uint64_t i = 0; i < f; ++i) {
+          out[i] = static_cast<unsigned char>(d.pattern >> (8 * (i % 8)));
+        }
+        if (f < n) return fault(f, t + f, true, false), o;
+        o.bytes_completed = static_cast<std::uint32_t>(n);
+        return o;
+      }
+      case DSA_OPCODE_COMPARE: {
+        const std::uint64_t a = d.src_addr, b = d.src2_addr;
+        if (bof) {
+          ResolveAll(a, n);
+          ResolveAll(b, n);
+        }
+        std::uint64_t fa = FirstFault(a, n), fb = FirstFault(b, n);
+        std::uint64_t f = std::min(fa, fb);
+        const auto* x = Ptr<const unsigned char>(a);
+        const auto* y = Ptr<const unsigned char>(b);
+        for (std::uint64_t i = 0; i < f; ++i) {
+          if (x[i] != y[i]) {
+            o.result = 1;  // different; bytes_completed is the offset of the first difference
+            o.bytes_completed = static_cast<std::uint32_t>(i);
+            return o;
+          }
+        }
+        if (f < n) return fault(f, fa <= fb ? a + f : b + f, false, false), o;
+        o.bytes_completed = static_cast<std::uint32_t>(n);
+        return o;
+      }
+      case DSA_OPCODE_NOOP:
+      case DSA_OPCODE_DRAIN:
+        return o;
+      default:
+        // In op_cap but not modelled: say so rather than pretend.
+        o.status = DSA_COMP_BAD_OPCODE;
+        return o;
+    }
+  }
+
+  void Write(const dsa_hw_desc& d, const Outcome& o) {
+    if (!(d.flags & IDXD_OP_FLAG_CRAV)) return;
+    if (o.status == DSA_COMP_SUCCESS && !(d.flags & IDXD_OP_FLAG_RCR)) return;
+    auto* r = Ptr<dsa_completion_record>(d.completion_addr);
+    r->result = o.result;
+    r->bytes_completed = o.bytes_completed;
+    r->fault_addr = o.fault_addr;
+    r->invalid_flags = o.invalid_flags;
+    dsa::PublishStatus(*r, o.status);
+  }
+
+  // Executes one non-batch descriptor and writes its record. Caller holds `mu`.
+  Outcome ExecuteOne(const dsa_hw_desc& d, const DsaModelWqConfig& wq) {
+    ++counters.executed;
+    Outcome o = Validate(d, wq);
+    if (o.status == DSA_COMP_SUCCESS && error_count > 0) {
+      --error_count;
+      ++counters.injected_errors;
+      o.status = error_status;
+    } else if (o.status == DSA_COMP_SUCCESS) {
+      if (d.opcode == DSA_OPCODE_BATCH) {
+        o.status = DSA_COMP_BAD_OPCODE;  // no batch inside a batch
+      } else {
+        o = ExecuteData(d);
+      }
+    }
+    Write(d, o);
+    return o;
+  }
+
+  Outcome ExecuteBatch(const dsa_hw_desc& b, const DsaModelWqConfig& wq) {
+    Outcome o = Validate(b, wq);
+    if (o.status != DSA_COMP_SUCCESS) {
+      Write(b, o);
+      return o;
+    }
+    ++counters.batches;
+    if (b.desc_count < 2 || b.desc_count > cfg.max_batch_size) {
+      o.status = DSA_COMP_DESC_CNT_ERANGE;
+    } else if (b.desc_list_addr % 64 != 0) {
+      o.status = DSA_COMP_DESCLIST_ALIGN;
+    } else {
+      const auto* list = Ptr<const dsa_hw_desc>(b.desc_list_addr);
+      bool failed = false;
+      std::uint32_t processed = 0;
+      for (std::uint32_t i = 0; i < b.desc_count; ++i) {
+        dsa_hw_desc d;
+        std::memcpy(&d, &list[i], sizeof d);
+        if ((d.flags & IDXD_OP_FLAG_FENCE) && failed) break;  // fence: abort after a failure
+        Outcome m = ExecuteOne(d, wq);
+        ++processed;
+        if ((m.status & DSA_COMP_STATUS_MASK) != DSA_COMP_SUCCESS) failed = true;
+      }
+      o.status = failed ? DSA_COMP_BATCH_FAIL : DSA_COMP_SUCCESS;
+      o.bytes_completed = processed;  // descs_completed shares the field
+    }
+    Write(b, o);
+    return o;
+  }
+
+  // Caller holds `mu`: the model executes one descriptor at a time (it models semantics,
+  // not speed); slowness is modelled by the engine delay, spent outside the lock.
+  void Execute(const dsa_hw_desc& d, int wq) {
+    if (d.opcode == DSA_OPCODE_BATCH) {
+      ExecuteBatch(d, cfg.wqs[wq]);
+    } else {
+      ExecuteOne(d, cfg.wqs[wq]);
+    }
+  }
+
+  void EngineLoop() {
+    std::unique_lock lock(mu);
+    std::size_t rr = 0;
+    for (;;) {
+      work_cv.wait(lock, [&] {
+        return stopping || std::any_of(queues.begin(), queues.end(),
+                                       [](const auto& q) { return !q.empty(); });
+      });
+      if (stopping) return;
+      int wq = -1;
+      for (std::size_t k = 0; k < queues.size(); ++k) {
+        std::size_t i = (rr + k) % queues.size();
+        if (!queues[i].empty()) {
+          wq = static_cast<int>(i);
+          break;
+        }
+      }
+      rr = static_cast<std::size_t>(wq) + 1;
+      Queued q = queues[wq].front();
+      queues[wq].pop_front();
+      if (q.desc.opcode == DSA_OPCODE_DRAIN) {
+        // Waits for every descriptor submitted before it (all popped already: FIFO).
+        drain_cv.wait(lock, [&] { return executing == 0 || stopping; });
+      }
+      ++executing;
+      if (std::uint32_t delay = delay_ns.load(std::memory_order_relaxed); delay != 0) {
+        lock.unlock();  // a slow engine: the portal keeps accepting (and refusing) meanwhile
+        auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(delay);
+        while (std::chrono::steady_clock::now() < until) CpuRelax();
+        lock.lock();
+      }
+      Execute(q.desc, wq);
+      --executing;
+      --occupancy[wq];
+      drain_cv.notify_all();
+    }
+  }
+};
+
+Result<std::shared_ptr<DsaDeviceModel>> DsaDeviceModel::Create(const DsaModelConfig& config) {
+  if (config.wqs.empty()) return Status::Invalid("DSA model without work queues: give at least one");
+  for (std::size_t i = 0; i < config.wqs.size(); ++i) {
+    if (config.wqs[i].size == 0 || config.wqs[i].size > 128) {
+      return Status::Invalid(fmt::format("DSA model WQ {} has size {}: use 1..128", i,
+                                         config.wqs[i].size));
+    }
+  }
+  if (!config.instant && (config.engines < 1 || config.engines > 4)) {
+    return Status::Invalid(fmt::format("DSA model with {} engines: a DSA has 1..4", config.engines));
+  }
+  if (config.max_batch_size < 2 || config.max_batch_size > 1024) {
+    return Status::Invalid(fmt::format("max_batch_size {}: use 2..1024", config.max_batch_size));
+  }
+  if (config.max_transfer_size == 0 || config.max_transfer_size > (std::uint64_t{1} << 31)) {
+    return Status::Invalid(fmt::format("max_transfer_size {}: use 1..2 GiB", config.max_transfer_size));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = config;
+  impl->queues.resize(config.wqs.size());
+  impl->occupancy.assign(config.wqs.size(), 0);
+  impl->delay_ns = config.engine_delay_ns;
+  std::shared_ptr<DsaDeviceModel> model(new DsaDeviceModel(std::move(impl)));
+  if (!config.instant) {
+    Impl* m = model->impl_.get();
+    for (int i = 0; i < config.engines; ++i) m->engines.emplace_back([m] { m->EngineLoop(); });
+  }
+  return model;
+}
+
+DsaDeviceModel::DsaDeviceModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DsaDeviceModel::~DsaDeviceModel() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->work_cv.notify_all();
+  impl_->drain_cv.notify_all();
+  for (std::thread& t : impl_->engines) t.join();
+}
+
+DsaEnqueueResult DsaDeviceModel::Enqueue(int wq, const void* descriptor) {
+  Impl& m = *impl_;
+  dsa_hw_desc d;
+  std::memcpy(&d, descriptor, sizeof d);
+  std::unique_lock lock(m.mu);
+  if (wq < 0 || static_cast<std::size_t>(wq) >= m.queues.size()) {
+    m.caller_errors.push_back(fmt::format("descriptor sent to WQ {}, which does not exist", wq));
+    return DsaEnqueueResult::kAccepted;  // a posted write to nowhere: lost
+  }
+  const DsaModelWqConfig& c = m.cfg.wqs[wq];
+  if (m.occupancy[wq] >= c.size) {
+    if (c.shared) {
+      ++m.counters.swq_retries;
+      return DsaEnqueueResult::kRetry;
+    }
+    ++m.counters.dwq_overflows;
+    m.caller_errors.push_back(fmt::format(
+        "dedicated WQ {} overflowed: a {} descriptor was submitted with {} already in flight "
+        "(size {}); the hardware drops it silently and it never completes",
+        wq, dsa::OpcodeName(d.opcode), m.occupancy[wq], c.size));
+    return DsaEnqueueResult::kAccepted;
+  }
+  ++m.counters.descriptors;
+  if (m.cfg.instant) {
+    m.Execute(d, wq);
+    return DsaEnqueueResult::kAccepted;
+  }
+  ++m.occupancy[wq];
+  m.queues[wq].push_back({d, m.next_seq++});
+  lock.unlock();
+  m.work_cv.notify_one();
+  return DsaEnqueueResult::kAccepted;
+}
+
+void DsaDeviceModel::InjectPageFault(const void* addr) {
+  std::lock_guard lock(impl_->mu);
+  impl_->fault_pages.insert(Addr(addr) & ~(kPage - 1));
+}
+
+void DsaDeviceModel::InjectError(std::uint8_t status, int count) {
+  std::lock_guard lock(impl_->mu);
+  impl_->error_status = status;
+  impl_->error_count = count;
+}
+
+void DsaDeviceModel::SetEngineDelay(std::uint32_t ns) { impl_->delay_ns = ns; }
+
+DsaDeviceModel::Counters DsaDeviceModel::counters() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->counters;
+}
+
+std::vector<std::string> DsaDeviceModel::caller_errors() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->caller_errors;
+}
+
+const DsaModelConfig& DsaDeviceModel::config() const { return impl_->cfg; }
+
+std::uint32_t DsaDeviceModel::occupancy(int wq) const {
+  std::lock_guard lock(impl_->mu);
+  return wq >= 0 && static_cast<std::size_t>(wq) < impl_->occupancy.size() ? impl_->occupancy[wq] : 0;
+}
+
+}  // namespace tierflow

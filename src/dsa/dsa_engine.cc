@@ -1,0 +1,801 @@
+#include "tierflow/dsa_engine.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/cpu_relax.h"
+#include "common/mapping.h"
+#include "common/pattern.h"
+#include "cpu/kernels.h"
+#include "dsa/descriptor.h"
+#include "dsa/portal.h"
+#include "engine/submission.h"
+
+namespace tierflow {
+namespace {
+
+constexpr std::uint64_t kMaxOpBytes = std::uint64_t{1} << 40;
+constexpr std::size_t kMaxOpsPerSubmit = 4096;
+constexpr int kMaxFaultsWithoutProgress = 8;
+
+long FutexWait(std::atomic<std::uint32_t>* w, std::uint32_t expected) {
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
+                 expected, nullptr, nullptr, 0);
+}
+long FutexWake(std::atomic<std::uint32_t>* w) {
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
+                 1, nullptr, nullptr, 0);
+}
+
+// One data descriptor's share of an operation.
+struct Piece {
+  enum State : std::uint8_t { kUnsubmitted, kInBatch, kSubmitted, kDone };
+  OpKind kind = OpKind::kCopy;
+  State state = kUnsubmitted;
+  bool holds_credit = false;  // submitted on its own to a dedicated WQ
+  bool keep_in_cache = false;
+  int faults_here = 0;        // consecutive faults without progress
+  char* dst = nullptr;
+  const char* src = nullptr;
+  const char* src2 = nullptr;
+  std::uint64_t size = 0;
+  std::uint64_t offset = 0;   // within its operation: fill phase, compare report
+  std::uint64_t report_base = 0;
+  std::uint64_t pattern = 0;
+};
+
+// A batch descriptor over pieces [first, first + count).
+struct Group {
+  dsa::Descriptor desc;
+  dsa::Record rec;
+  std::uint32_t first = 0, count = 0;
+  bool in_flight = false;
+};
+
+// Everything one submission needs until it completes. Pooled: the vectors keep their capacity,
+// so a warm engine does not allocate per submission.
+struct Job {
+  detail::OpState* state = nullptr;
+  std::vector<Piece> pieces;
+  std::vector<dsa::Descriptor> descs;  // descs[i] encodes pieces[i] (contiguous: batch lists)
+  std::vector<dsa::Record> recs;
+  std::vector<Group> groups;
+  std::atomic<bool> busy{false};       // someone is advancing this job
+  std::uint64_t bytes = 0;
+  std::uint64_t first_difference = detail::OpState::kNoDifference;
+  StatusCode error_code = StatusCode::kOk;
+  std::string error_text;
+  std::uint32_t open = 0;              // pieces not done
+  std::uint32_t groups_in_flight = 0;
+  // An overlapping move cut into pieces: they must run one after the other, in list order
+  // (from the end when the destination lies above the source).
+  bool ordered = false;
+  Job* prev = nullptr;
+  Job* next = nullptr;
+  Job* finished_next = nullptr;
+};
+
+unsigned Log2(std::uint64_t v) { return v == 0 ? 0 : 63 - static_cast<unsigned>(__builtin_clzll(v)); }
+
+}  // namespace
+
+struct DsaEngine::Impl {
+  DsaEngineOptions opts;
+  EngineCapabilities caps;
+  std::string description;
+  std::unique_ptr<dsa::Portal> portal;
+  std::shared_ptr<DsaDeviceModel> model;  // keeps the model alive while we submit to it
+  bool shared = true;
+  std::uint32_t wq_size = 0;
+  std::uint64_t max_xfer = 0;
+  std::uint32_t max_batch = 0;
+  bool bof_allowed = false;
+  const cpu::Kernels* kernels = nullptr;
+
+  // In-flight jobs (intrusive list) and the pool.
+  std::mutex list_mu;
+  Job* head = nullptr;
+  std::atomic<std::size_t> jobs_in_flight{0};
+  std::mutex pool_mu;
+  std::vector<std::unique_ptr<Job>> all_jobs;
+  std::vector<Job*> free_jobs;
+
+  std::atomic<std::uint32_t> credits_used{0};
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> draining{false};
+  std::atomic<std::uint32_t> wake_word{0};
+  std::atomic<std::uint32_t> poller_sleeping{0};
+  std::thread poller;
+
+  // Statistics.
+  std::atomic<std::uint64_t> ops_submitted{0}, ops_done{0}, bytes_done{0}, descriptors{0},
+      descriptors_done{0}, batches{0}, submit_retries{0}, retried_later{0}, cpu_fallbacks{0},
+      faults_resumed{0}, faults_on_cpu{0}, credit_waits{0}, errors{0}, callback_errors{0},
+      cancelled{0};
+  std::array<std::atomic<std::uint64_t>, 32> histogram{};
+
+  // --- pool and list ---------------------------------------------------------------------
+  Job* GetJob() {
+    std::lock_guard lock(pool_mu);
+    if (free_jobs.empty()) {
+      all_jobs.push_back(std::make_unique<Job>());
+      return all_jobs.back().get();
+    }
+    Job* j = free_jobs.back();
+    free_jobs.pop_back();
+    return j;
+  }
+  void PutJob(Job* j) {
+    std::lock_guard lock(pool_mu);
+    free_jobs.push_back(j);
+  }
+  void Link(Job* j) {
+    std::lock_guard lock(list_mu);
+    j->prev = nullptr;
+    j->next = head;
+    if (head != nullptr) head->prev = j;
+    head = j;
+    jobs_in_flight.fetch_add(1, std::memory_order_relaxed);
+  }
+  void UnlinkLocked(Job* j) {
+    if (j->prev != nullptr) j->prev->next = j->next;
+    else head = j->next;
+    if (j->next != nullptr) j->next->prev = j->prev;
+    j->prev = j->next = nullptr;
+    jobs_in_flight.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // --- credits (dedicated WQ) --------------------------------------------------------------
+  bool TryCredit() {
+    if (shared) return true;
+    std::uint32_t used = credits_used.load(std::memory_order_relaxed);
+    while (used < wq_size) {
+      if (credits_used.compare_exchange_weak(used, used + 1, std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  }
+  void ReleaseCredit() {
+    if (!shared) credits_used.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  // --- descriptors -------------------------------------------------------------------------
+  void Encode(Job& j, std::uint32_t i) {
+    Piece& p = j.pieces[i];
+    dsa::Record* rec = &j.recs[i];
+    dsa::ClearRecord(*rec);
+    std::uint32_t flags = (p.keep_in_cache ? IDXD_OP_FLAG_CC : 0) |
+                          (opts.block_on_fault && bof_allowed ? IDXD_OP_FLAG_BOF : 0);
+    dsa_hw_desc& d = j.descs[i].d;
+    const auto size = static_cast<std::uint32_t>(p.size);
+    switch (p.kind) {
+      case OpKind::kCopy:
+      case OpKind::kMove:
+        dsa::EncodeMemmove(d, p.dst, p.src, size, flags, rec);
+        break;
+      case OpKind::kFill:
+        dsa::EncodeFill(d, p.dst, RotatePattern(p.pattern, p.offset), size, flags, rec);
+        break;
+      case OpKind::kCompare:
+        dsa::EncodeCompare(d, p.src, p.src2, size, flags, rec);
+        break;
+    }
+  }
+
+  // Offers a top-level descriptor, retrying a shared WQ up to opts.enqcmd_retries times with
+  // doubling PAUSE backoff. On a dedicated WQ a credit must be held (taken here).
+  dsa::Offer Offer(const dsa_hw_desc& d, int retries) {
+    for (int attempt = 0;; ++attempt) {
+      dsa::Offer o = portal->Submit(d);
+      if (o != dsa::Offer::kRetry) return o;
+      submit_retries.fetch_add(1, std::memory_order_relaxed);
+      if (attempt >= retries) return o;
+      for (int k = 0; k < (1 << std::min(attempt, 10)); ++k) CpuRelax();
+    }
+  }
+
+  // Runs piece i on the CPU (SWQ stayed full with the CPU policy, or a fault with kFinishOnCpu).
+  void RunOnCpu(Job& j, std::uint32_t i) {
+    Piece& p = j.pieces[i];
+    switch (p.kind) {
+      case OpKind::kCopy:
+        kernels->copy(p.dst, p.src, p.size, false);
+        break;
+      case OpKind::kMove:
+        std::memmove(p.dst, p.src, p.size);
+        break;
+      case OpKind::kFill:
+        kernels->fill(p.dst, p.pattern, p.offset, p.size, false);
+        break;
+      case OpKind::kCompare: {
+        std::size_t at = cpu::FirstDifference(p.src, p.src2, p.size);
+        if (at < p.size) {
+          j.first_difference = std::min<std::uint64_t>(j.first_difference, p.report_base + p.offset + at);
+        }
+        break;
+      }
+    }
+    Done(j, i, p.size);
+  }
+
+  void Done(Job& j, std::uint32_t i, std::uint64_t bytes) {
+    j.pieces[i].state = Piece::kDone;
+    j.bytes += bytes;
+    --j.open;
+    descriptors_done.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void Fail(Job& j, std::uint32_t i, StatusCode code, std::string text) {
+    errors.fetch_add(1, std::memory_order_relaxed);
+    if (j.error_code == StatusCode::kOk) {
+      j.error_code = code;
+      j.error_text = std::move(text);
+    }
+    Done(j, i, 0);
+  }
+
+  // A dedicated WQ is full: the credits come back as records complete, including those of
+  // the job being submitted (which only this thread may advance now).
+  void WaitForCredit(Job& j) {
+    while (!TryCredit()) {
+      credit_waits.fetch_add(1, std::memory_order_relaxed);
+      Reap(j);
+      PollAll();
+      if (!TryCredit()) sched_yield();
+      else return;
+    }
+  }
+
+  // Submits piece i on its own. `blocking`: the submitting thread may wait for a DWQ credit
+  // and applies the SWQ-full policy; otherwise (completion thread) one try, else later.
+  void SubmitPiece(Job& j, std::uint32_t i, bool blocking) {
+    Piece& p = j.pieces[i];
+    if (!TryCredit()) {
+      if (!blocking) return;  // stays unsubmitted; a later round retries
+      WaitForCredit(j);
+    }
+    dsa::Offer o = Offer(j.descs[i].d, blocking ? opts.enqcmd_retries : 0);
+    if (o == dsa::Offer::kAccepted) {
+      p.state = Piece::kSubmitted;
+      p.holds_credit = !shared;
+      return;
+    }
+    ReleaseCredit();
+    if (o == dsa::Offer::kFailed) {
+      return Fail(j, i, StatusCode::kIoError, portal->last_error());
+    }
+    if (opts.on_swq_full == DsaSwqFullPolicy::kCpu) {
+      cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      return RunOnCpu(j, i);
+    }
+    if (blocking) retried_later.fetch_add(1, std::memory_order_relaxed);
+    p.state = Piece::kUnsubmitted;
+  }
+
+  void SubmitGroup(Job& j, Group& g) {
+    dsa::ClearRecord(g.rec);
+    dsa::EncodeBatch(g.desc.d, &j.descs[g.first], g.count, 0, &g.rec);
+    if (!TryCredit()) WaitForCredit(j);
+    dsa::Offer o = Offer(g.desc.d, opts.enqcmd_retries);
+    if (o == dsa::Offer::kAccepted) {
+      g.in_flight = true;
+      ++j.groups_in_flight;
+      batches.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    ReleaseCredit();
+    // Not accepted: the members go on their own (later, or on the CPU by policy).
+    for (std::uint32_t i = g.first; i < g.first + g.count; ++i) {
+      j.pieces[i].state = Piece::kUnsubmitted;
+      if (o == dsa::Offer::kFailed) {
+        Fail(j, i, StatusCode::kIoError, portal->last_error());
+      } else if (opts.on_swq_full == DsaSwqFullPolicy::kCpu) {
+        cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+        RunOnCpu(j, i);
+      } else {
+        retried_later.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Touches the page the device faulted on, so that the next attempt finds it mapped. The
+  // page's protection is checked first: touching an unmapped or read-only page would crash.
+  bool TouchFaultPage(Job& j, std::uint32_t i, std::uint64_t addr, bool write) {
+    PageAccess a = QueryPageAccess(dsa::Ptr(addr));
+    if (!a.mapped || !a.readable || (write && !a.writable)) {
+      Fail(j, i, StatusCode::kInvalidArgument,
+           fmt::format("DSA {}: the device faulted on {} 0x{:x}, which is {} in this process: "
+                       "pass buffers that are mapped {}",
+                       OpKindName(j.pieces[i].kind), write ? "writing" : "reading", addr,
+                       !a.mapped ? "not mapped" : write && !a.writable ? "read-only" : "not readable",
+                       write ? "read-write" : "readable"));
+      return false;
+    }
+    auto* byte = dsa::Ptr<unsigned char>(addr);
+    if (write) {
+      __atomic_fetch_or(byte, 0, __ATOMIC_RELAXED);  // a write that changes nothing
+    } else {
+      (void)*static_cast<volatile unsigned char*>(byte);
+    }
+    return true;
+  }
+
+  // A finished record of piece i.
+  void Process(Job& j, std::uint32_t i, std::uint8_t raw) {
+    Piece& p = j.pieces[i];
+    const dsa_completion_record& r = j.recs[i].r;
+    const unsigned status = raw & DSA_COMP_STATUS_MASK;
+    if (p.holds_credit) {
+      p.holds_credit = false;
+      ReleaseCredit();
+    }
+    if (status == DSA_COMP_SUCCESS) {
+      if (p.kind == OpKind::kCompare && r.result != 0) {
+        j.first_difference = std::min<std::uint64_t>(
+            j.first_difference, p.report_base + p.offset + r.bytes_completed);
+      }
+      return Done(j, i, p.size);
+    }
+    if (status == DSA_COMP_PAGE_FAULT_NOBOF) {
+      const std::uint64_t done = std::min<std::uint64_t>(r.bytes_completed, p.size);
+      const bool descending = p.kind == OpKind::kMove && (r.result & 1) != 0;
+      // Progress: ascending work advances the start; descending work shrinks from the end.
+      if (!descending) {
+        if (p.dst != nullptr) p.dst += done;
+        if (p.src != nullptr) p.src += done;
+        if (p.src2 != nullptr) p.src2 += done;
+        p.offset += done;
+      }
+      p.size -= done;
+      j.bytes += done;
+      p.faults_here = done == 0 ? p.faults_here + 1 : 0;
+      if (p.size == 0) return Done(j, i, 0);
+      if (opts.on_fault == DsaFaultPolicy::kFinishOnCpu) {
+        faults_on_cpu.fetch_add(1, std::memory_order_relaxed);
+        return RunOnCpu(j, i);
+      }
+      if (p.faults_here > kMaxFaultsWithoutProgress) {
+        return Fail(j, i, StatusCode::kFailed,
+                    fmt::format("DSA {}: the page at 0x{:x} keeps faulting after being touched "
+                                "{} times; prefault the buffer (DsaEngineOptions::prefault)",
+                                OpKindName(p.kind), r.fault_addr, kMaxFaultsWithoutProgress));
+      }
+      if (!TouchFaultPage(j, i, r.fault_addr, (raw & DSA_COMP_STATUS_WRITE) != 0)) return;
+      faults_resumed.fetch_add(1, std::memory_order_relaxed);
+      Encode(j, i);
+      p.state = Piece::kUnsubmitted;
+      return;
+    }
+    Status s = dsa::RecordError(r, j.descs[i].d.opcode);
+    Fail(j, i, s.code(), s.message());
+  }
+
+  // Processes the job's finished records (batches, then pieces); submits nothing.
+  void Reap(Job& j) {
+    for (Group& g : j.groups) {
+      if (!g.in_flight) continue;
+      std::uint8_t st = dsa::LoadStatus(g.rec.r);
+      if (st == 0) continue;
+      g.in_flight = false;
+      --j.groups_in_flight;
+      ReleaseCredit();
+      for (std::uint32_t i = g.first; i < g.first + g.count; ++i) {
+        if (j.pieces[i].state != Piece::kInBatch) continue;
+        // Members the batch did not process (fence after a failure, batch refused) go alone.
+        j.pieces[i].state = dsa::LoadStatus(j.recs[i].r) == 0 ? Piece::kUnsubmitted
+                                                               : Piece::kSubmitted;
+      }
+    }
+    for (std::uint32_t i = 0; i < j.pieces.size(); ++i) {
+      if (j.pieces[i].state == Piece::kSubmitted) {
+        std::uint8_t st = dsa::LoadStatus(j.recs[i].r);
+        if (st != 0) Process(j, i, st);
+      }
+    }
+  }
+
+  // Reaps, then resumes and resubmits; true when the job is complete.
+  bool Advance(Job& j) {
+    Reap(j);
+    const bool drain = draining.load(std::memory_order_relaxed);
+    bool ordered_busy = j.ordered && std::any_of(j.pieces.begin(), j.pieces.end(), [](const Piece& p) {
+      return p.state == Piece::kSubmitted || p.state == Piece::kInBatch;
+    });
+    for (std::uint32_t i = 0; i < j.pieces.size(); ++i) {
+      Piece& p = j.pieces[i];
+      if (p.state == Piece::kUnsubmitted && (!ordered_busy || drain)) {
+        if (drain) {
+          cancelled.fetch_add(1, std::memory_order_relaxed);
+          if (j.error_code == StatusCode::kOk) {
+            j.error_code = StatusCode::kCancelled;
+            j.error_text = "the DSA engine was destroyed before this part of the operation "
+                           "was submitted";
+          }
+          Done(j, i, 0);
+        } else {
+          SubmitPiece(j, i, /*blocking=*/false);
+          if (j.ordered && p.state != Piece::kDone) ordered_busy = true;
+        }
+      }
+    }
+    return j.open == 0 && j.groups_in_flight == 0;
+  }
+
+  void Finish(Job* j) {
+    detail::OpState* state = j->state;
+    const std::uint64_t bytes = j->bytes;
+    ops_done.fetch_add(1, std::memory_order_relaxed);
+    bytes_done.fetch_add(bytes, std::memory_order_relaxed);
+    StatusCode code = j->error_code;
+    std::string text = std::move(j->error_text);
+    std::uint64_t diff = j->first_difference;
+    j->error_text.clear();
+    j->state = nullptr;
+    PutJob(j);
+    if (code != StatusCode::kOk) {
+      detail::FailPart(state, bytes, code, std::move(text));
+    } else {
+      detail::CompletePart(state, bytes, StatusCode::kOk, nullptr, diff);
+    }
+  }
+
+  // Advances every in-flight job nobody else is advancing; finishes the complete ones (outside
+  // the list lock: callbacks may submit more). True when any job finished.
+  bool PollAll() {
+    Job* finished = nullptr;
+    {
+      std::lock_guard lock(list_mu);
+      for (Job* j = head; j != nullptr;) {
+        Job* next = j->next;
+        if (!j->busy.exchange(true, std::memory_order_acquire)) {
+          if (Advance(*j)) {
+            UnlinkLocked(j);
+            j->finished_next = finished;
+            finished = j;
+          } else {
+            j->busy.store(false, std::memory_order_release);
+          }
+        }
+        j = next;
+      }
+    }
+    bool any = finished != nullptr;
+    while (finished != nullptr) {
+      Job* j = finished;
+      finished = j->finished_next;
+      Finish(j);
+    }
+    return any;
+  }
+
+  void Wake() {
+    wake_word.fetch_add(1, std::memory_order_seq_cst);
+    if (poller_sleeping.load(std::memory_order_seq_cst) != 0) FutexWake(&wake_word);
+  }
+
+  // The completion thread: polls while work is in flight (spin, then yield, then short
+  // sleeps), sleeps on a futex when nothing is.
+  void PollerLoop() {
+    int idle = 0;
+    while (!stopping.load(std::memory_order_acquire)) {
+      if (jobs_in_flight.load(std::memory_order_acquire) == 0) {
+        std::uint32_t w = wake_word.load(std::memory_order_seq_cst);
+        poller_sleeping.store(1, std::memory_order_seq_cst);
+        if (jobs_in_flight.load(std::memory_order_seq_cst) == 0 &&
+            !stopping.load(std::memory_order_seq_cst)) {
+          FutexWait(&wake_word, w);
+        }
+        poller_sleeping.store(0, std::memory_order_seq_cst);
+        idle = 0;
+        continue;
+      }
+      if (PollAll()) {
+        idle = 0;
+        continue;
+      }
+      ++idle;
+      if (idle < 256) {
+        CpuRelax();
+      } else if (idle < 4096) {
+        sched_yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+  }
+};
+
+Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& inventory,
+                                                     const DsaEngineOptions& options) {
+  const DsaWq* chosen = nullptr;
+  std::string tried;
+  for (const DsaDevice& d : inventory.devices()) {
+    for (const DsaWq& w : d.wqs) {
+      std::string full = d.name + "/" + w.name;
+      if (!options.wq.empty() && options.wq != full) continue;
+      if (options.wq.empty() && options.node >= 0 && d.numa_node != options.node) continue;
+      if (!w.usable()) {
+        tried += fmt::format("\n  {}: {}", full, w.reason);
+        continue;
+      }
+      if (chosen == nullptr || (chosen->path == DsaSubmitPath::kWrite &&
+                                w.path != DsaSubmitPath::kWrite)) {
+        chosen = &w;
+      }
+    }
+  }
+  if (chosen == nullptr) {
+    if (inventory.devices().empty()) {
+      return Status::Unsupported(fmt::format("no DSA engine: {}; the device model "
+                                             "(DsaEngine::CreateOnModel, --engine dsa-model) "
+                                             "runs the same code in software",
+                                             inventory.note()));
+    }
+    std::string which = !options.wq.empty() ? options.wq
+                        : options.node >= 0 ? fmt::format("node {}", options.node)
+                                            : std::string("any device");
+    return Status::Unsupported(fmt::format("no usable DSA work queue for {}{}", which,
+                                           tried.empty() ? std::string(" (no WQ matches)") : tried));
+  }
+  Result<std::unique_ptr<dsa::Portal>> portal = dsa::OpenHardwarePortal(*chosen, inventory.cpu());
+  if (!portal.ok()) return portal.status();
+  const DsaDevice* dev = inventory.FindDevice(chosen->device);
+  auto impl = std::make_unique<Impl>();
+  impl->opts = options;
+  impl->shared = chosen->shared;
+  impl->wq_size = chosen->size;
+  impl->max_xfer = chosen->max_transfer_size;
+  impl->max_batch = chosen->max_batch_size;
+  impl->bof_allowed = chosen->block_on_fault;
+  impl->caps.name = "dsa";
+  impl->caps.node = dev != nullptr ? dev->numa_node : -1;
+  impl->caps.is_model = false;
+  impl->description = fmt::format("{}/{} ({}, {})", chosen->device, chosen->name,
+                                  chosen->shared ? "shared" : "dedicated",
+                                  DsaSubmitPathName((*portal)->path()));
+  if (!(*portal)->note.empty()) impl->description += "; " + (*portal)->note;
+  impl->portal = std::move(*portal);
+  std::unique_ptr<DsaEngine> e(new DsaEngine(std::move(impl)));
+  return e;
+}
+
+Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaDeviceModel> model,
+                                                            int wq, const DsaEngineOptions& options) {
+  if (model == nullptr) return Status::Invalid("CreateOnModel: the model is null");
+  const DsaModelConfig& c = model->config();
+  if (wq < 0 || static_cast<std::size_t>(wq) >= c.wqs.size()) {
+    return Status::NotFound(fmt::format("the DSA model has {} WQ(s); WQ {} does not exist",
+                                        c.wqs.size(), wq));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->opts = options;
+  impl->shared = c.wqs[wq].shared;
+  impl->wq_size = c.wqs[wq].size;
+  impl->max_xfer = c.max_transfer_size;
+  impl->max_batch = c.max_batch_size;
+  impl->bof_allowed = c.wqs[wq].block_on_fault;
+  impl->caps.name = "dsa-model";
+  impl->caps.node = c.numa_node;
+  impl->caps.is_model = true;
+  impl->description = fmt::format("device model, wq{} ({}, {}{})", wq,
+                                  impl->shared ? "shared" : "dedicated",
+                                  impl->shared ? "ENQCMD semantics" : "MOVDIR64B semantics",
+                                  c.instant ? ", instant completion" : "");
+  impl->portal = dsa::ModelPortal(model, wq);
+  impl->model = std::move(model);
+  std::unique_ptr<DsaEngine> e(new DsaEngine(std::move(impl)));
+  return e;
+}
+
+DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  Impl& m = *impl_;
+  if (m.opts.max_batch != 0) m.max_batch = std::min(m.max_batch, m.opts.max_batch);
+  m.kernels = &cpu::KernelsFor(DetectCpuIsa());
+  m.caps.ops = kAllOps;
+  m.caps.max_op_bytes = kMaxOpBytes;
+  m.caps.max_batch = kMaxOpsPerSubmit;
+  m.caps.preferred_min_bytes = 16 * 1024;
+  m.caps.preferred_chunk_bytes = m.max_xfer;
+  Impl* raw = impl_.get();
+  m.poller = std::thread([raw] { raw->PollerLoop(); });
+}
+
+DsaEngine::~DsaEngine() {
+  Impl& m = *impl_;
+  m.stopping.store(true, std::memory_order_seq_cst);
+  m.wake_word.fetch_add(1, std::memory_order_seq_cst);
+  FutexWake(&m.wake_word);
+  m.poller.join();
+  // The device may still write into our records: wait for what it holds, cancel the rest.
+  m.draining.store(true);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (m.jobs_in_flight.load() != 0 && std::chrono::steady_clock::now() < deadline) {
+    if (!m.PollAll()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  std::lock_guard lock(m.list_mu);
+  while (Job* j = m.head) {
+    m.UnlinkLocked(j);
+    // Leave the job's memory allocated: the device may still write into its records.
+    for (auto& owned : m.all_jobs) {
+      if (owned.get() == j) (void)owned.release();
+    }
+    detail::FailPart(j->state, j->bytes, StatusCode::kFailed,
+                     fmt::format("the DSA ({}) did not complete this operation within 5 s of "
+                                 "the engine's destruction; its completion records were left "
+                                 "allocated", m.description));
+  }
+}
+
+const EngineCapabilities& DsaEngine::capabilities() const { return impl_->caps; }
+const std::string& DsaEngine::description() const { return impl_->description; }
+DsaSubmitPath DsaEngine::submit_path() const { return impl_->portal->path(); }
+
+EngineState DsaEngine::state() const {
+  const Impl& m = *impl_;
+  EngineState s;
+  s.queue_capacity = m.wq_size;
+  s.in_flight = m.jobs_in_flight.load(std::memory_order_relaxed);
+  s.ops_submitted = m.ops_submitted.load(std::memory_order_relaxed);
+  s.pieces_completed = m.descriptors_done.load(std::memory_order_relaxed);
+  s.bytes_completed = m.bytes_done.load(std::memory_order_relaxed);
+  s.pieces_failed = m.errors.load(std::memory_order_relaxed);
+  s.pieces_cancelled = m.cancelled.load(std::memory_order_relaxed);
+  s.callback_errors = m.callback_errors.load(std::memory_order_relaxed);
+  return s;
+}
+
+DsaEngineStats DsaEngine::stats() const {
+  const Impl& m = *impl_;
+  DsaEngineStats s;
+  s.ops = m.ops_done.load(std::memory_order_relaxed);
+  s.bytes = m.bytes_done.load(std::memory_order_relaxed);
+  s.descriptors = m.descriptors.load(std::memory_order_relaxed);
+  s.batches = m.batches.load(std::memory_order_relaxed);
+  s.submit_retries = m.submit_retries.load(std::memory_order_relaxed);
+  s.retried_later = m.retried_later.load(std::memory_order_relaxed);
+  s.cpu_fallbacks = m.cpu_fallbacks.load(std::memory_order_relaxed);
+  s.faults_resumed = m.faults_resumed.load(std::memory_order_relaxed);
+  s.faults_on_cpu = m.faults_on_cpu.load(std::memory_order_relaxed);
+  s.credit_waits = m.credit_waits.load(std::memory_order_relaxed);
+  s.errors = m.errors.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < s.size_histogram.size(); ++i) {
+    s.size_histogram[i] = m.histogram[i].load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+Status DsaEngine::CheckOperation(const Operation& op) const {
+  // The device would fault on an unmapped range and the resume would then fail: say it now.
+  Status s = CheckMapped("dst", op.dst, op.size);
+  if (s.ok()) s = CheckMapped("src", op.src, op.size);
+  if (s.ok()) s = CheckMapped("src2", op.src2, op.size);
+  return s;
+}
+
+Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {
+  Impl& m = *impl_;
+  if (m.stopping.load(std::memory_order_relaxed)) {
+    return Status(StatusCode::kCancelled, "the DSA engine is being destroyed");
+  }
+  auto overlapping_big_move = [&](const Operation& op) {
+    const auto d = reinterpret_cast<std::uintptr_t>(op.dst);
+    const auto s = reinterpret_cast<std::uintptr_t>(op.src);
+    return op.kind == OpKind::kMove && op.size > m.max_xfer && d < s + op.size && s < d + op.size;
+  };
+  if (ops.size() > 1) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (overlapping_big_move(ops[i])) {
+        return Status::Invalid(fmt::format(
+            "batch member {}: an overlapping move larger than the WQ's max_transfer_size ({} "
+            "bytes) must be cut into pieces that run in order; submit it on its own",
+            i, m.max_xfer));
+      }
+    }
+  }
+  detail::OpState* state = submission.state();
+  state->callback_errors = &m.callback_errors;
+  Job* j = m.GetJob();
+  j->busy.store(true, std::memory_order_relaxed);
+  j->state = state;
+  j->bytes = 0;
+  j->first_difference = detail::OpState::kNoDifference;
+  j->error_code = StatusCode::kOk;
+  j->pieces.clear();
+  j->groups.clear();
+  j->groups_in_flight = 0;
+  j->ordered = false;
+  for (const Operation& op : ops) {
+    if (m.opts.prefault) {
+      const std::size_t page = 4096;
+      for (std::size_t o = 0; o < op.size; o += page) {
+        if (op.src != nullptr) (void)static_cast<const volatile char*>(op.src)[o];
+        if (op.src2 != nullptr) (void)static_cast<const volatile char*>(op.src2)[o];
+        if (op.dst != nullptr) __atomic_fetch_or(static_cast<unsigned char*>(op.dst) + o, 0, __ATOMIC_RELAXED);
+      }
+    }
+    for (std::uint64_t off = 0; off < op.size; off += m.max_xfer) {
+      Piece p;
+      p.kind = op.kind;
+      p.keep_in_cache = op.keep_in_cache;
+      p.size = std::min<std::uint64_t>(m.max_xfer, op.size - off);
+      p.offset = off;
+      p.dst = op.dst != nullptr ? static_cast<char*>(op.dst) + off : nullptr;
+      p.src = op.src != nullptr ? static_cast<const char*>(op.src) + off : nullptr;
+      p.src2 = op.src2 != nullptr ? static_cast<const char*>(op.src2) + off : nullptr;
+      p.pattern = op.pattern;
+      p.report_base = submission.offset_base();
+      j->pieces.push_back(p);
+      m.histogram[std::min<unsigned>(Log2(p.size), 31)].fetch_add(1, std::memory_order_relaxed);
+    }
+    if (overlapping_big_move(op)) {
+      // Pieces of an overlapping move would overwrite source bytes other pieces still need:
+      // run them in order, from the end when moving up. (The only operation of this job.)
+      j->ordered = true;
+      if (op.dst > op.src) std::reverse(j->pieces.begin(), j->pieces.end());
+    }
+  }
+  const auto n = static_cast<std::uint32_t>(j->pieces.size());
+  j->descs.resize(n);
+  j->recs.resize(n);
+  for (std::uint32_t i = 0; i < n; ++i) m.Encode(*j, i);
+  if (j->ordered) {
+    // One fenced batch when it fits (the device keeps the order); otherwise one at a time.
+    if (m.opts.use_batches && m.portal->accepts_batches() && n <= m.max_batch) {
+      Group& g = j->groups.emplace_back();
+      g.first = 0;
+      g.count = n;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        j->pieces[i].state = Piece::kInBatch;
+        if (i > 0) j->descs[i].d.flags |= IDXD_OP_FLAG_FENCE;
+      }
+    }
+  } else if (m.opts.use_batches && n >= 2 && m.portal->accepts_batches()) {
+    for (std::uint32_t first = 0; first < n; first += m.max_batch) {
+      std::uint32_t count = std::min(m.max_batch, n - first);
+      if (count < 2) break;  // a lone last piece goes on its own
+      Group& g = j->groups.emplace_back();
+      g.first = first;
+      g.count = count;
+      for (std::uint32_t i = first; i < first + count; ++i) j->pieces[i].state = Piece::kInBatch;
+    }
+  }
+  j->open = n;
+  m.ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);
+  m.descriptors.fetch_add(n, std::memory_order_relaxed);
+  submission.AddParts(1);
+  m.Link(j);
+
+  for (Group& g : j->groups) m.SubmitGroup(*j, g);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (j->pieces[i].state == Piece::kUnsubmitted) {
+      m.SubmitPiece(*j, i, /*blocking=*/true);
+      if (j->ordered && j->pieces[i].state != Piece::kDone) break;  // the rest follow in order
+    }
+  }
+  // Check once: small operations on an idle device (or the instant model) are done already.
+  if (m.Advance(*j)) {
+    {
+      std::lock_guard lock(m.list_mu);
+      m.UnlinkLocked(j);
+    }
+    m.Finish(j);
+    return Status::Ok();
+  }
+  j->busy.store(false, std::memory_order_release);
+  m.Wake();
+  return Status::Ok();
+}
+
+}  // namespace tierflow

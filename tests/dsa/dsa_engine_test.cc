@@ -1,0 +1,446 @@
+// The DSA engine on the device model: every submission, completion and resume path.
+#include "tierflow/dsa_engine.h"
+
+#include <linux/idxd.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tierflow/buffer.h"
+
+namespace tierflow {
+namespace {
+
+std::vector<unsigned char> Bytes(std::size_t n, unsigned seed) {
+  std::vector<unsigned char> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+
+std::shared_ptr<DsaDeviceModel> Model(DsaModelConfig c = {}) {
+  Result<std::shared_ptr<DsaDeviceModel>> m = DsaDeviceModel::Create(c);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? *m : nullptr;
+}
+
+std::unique_ptr<DsaEngine> Engine(std::shared_ptr<DsaDeviceModel> m, DsaEngineOptions o = {},
+                                  int wq = 0) {
+  Result<std::unique_ptr<DsaEngine>> e = DsaEngine::CreateOnModel(std::move(m), wq, o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+Handle Take(Result<Handle> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : Handle();
+}
+
+DsaModelConfig Config(bool instant, std::uint64_t max_xfer = 2u << 20) {
+  DsaModelConfig c;
+  c.instant = instant;
+  c.max_transfer_size = max_xfer;
+  return c;
+}
+
+class DsaOps : public ::testing::TestWithParam<bool> {};  // instant or threaded model
+
+TEST_P(DsaOps, CopyMoveFillCompareAcrossSplitsAndBatches) {
+  auto model = Model(Config(GetParam(), 64 << 10));
+  auto e = Engine(model);
+  ASSERT_TRUE(e->capabilities().is_model);
+  EXPECT_EQ(e->capabilities().name, "dsa-model");
+  for (std::size_t n : {std::size_t{1}, std::size_t{4095}, std::size_t{64} << 10,
+                        (std::size_t{1} << 20) + 333, std::size_t{3} << 20}) {
+    auto src = Bytes(n, 1);
+    std::vector<unsigned char> dst(n);
+    ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), n))->Wait().ok()) << n;
+    EXPECT_EQ(dst, src) << n;
+
+    std::vector<unsigned char> f(n + 16, 0), ref(n + 16, 0);
+    ASSERT_TRUE(e->Submit(Operation::Fill(f.data() + 3, 0x0102030405060708ull, n))->Wait().ok());
+    for (std::size_t i = 0; i < n; ++i) ref[3 + i] = static_cast<unsigned char>(0x0102030405060708ull >> (8 * (i % 8)));
+    EXPECT_EQ(f, ref) << n;
+
+    Result<Handle> eq = e->Submit(Operation::Compare(src.data(), dst.data(), n));
+    ASSERT_TRUE(eq->Wait().ok());
+    EXPECT_TRUE(eq->result().equal);
+    dst[n - 1] ^= 1;
+    Result<Handle> ne = e->Submit(Operation::Compare(src.data(), dst.data(), n));
+    ASSERT_TRUE(ne->Wait().ok());
+    EXPECT_FALSE(ne->result().equal);
+    EXPECT_EQ(ne->result().first_difference, n - 1) << n;
+  }
+  // Overlapping moves both ways.
+  auto buf = Bytes(300000, 2);
+  auto ref = buf;
+  std::memmove(ref.data() + 1000, ref.data(), 250000);
+  ASSERT_TRUE(e->Submit(Operation::Move(buf.data() + 1000, buf.data(), 250000))->Wait().ok());
+  EXPECT_EQ(buf, ref);
+  std::memmove(ref.data(), ref.data() + 777, 250000);
+  ASSERT_TRUE(e->Submit(Operation::Move(buf.data(), buf.data() + 777, 250000))->Wait().ok());
+  EXPECT_EQ(buf, ref);
+  DsaEngineStats s = e->stats();
+  EXPECT_GT(s.batches, 0u) << "a 3 MiB copy in 64 KiB pieces travels in batches";
+  EXPECT_EQ(s.errors, 0u);
+  EXPECT_TRUE(model->caller_errors().empty());
+}
+
+TEST_P(DsaOps, BatchOfOperationsWithCallback) {
+  auto e = Engine(Model(Config(GetParam())));
+  std::vector<std::vector<unsigned char>> src, dst;
+  std::vector<Operation> ops;
+  for (int i = 0; i < 40; ++i) {
+    src.push_back(Bytes(4096 + i, i));
+    dst.emplace_back(4096 + i);
+    ops.push_back(Operation::Copy(dst.back().data(), src.back().data(), src.back().size()));
+  }
+  std::atomic<int> calls{0};
+  SubmitOptions so;
+  so.callback = [&](const Completion& c) {
+    EXPECT_TRUE(c.status.ok());
+    calls.fetch_add(1);
+  };
+  Result<Handle> h = e->SubmitBatch(ops, std::move(so));
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h->Wait(WaitMode::kBlock).ok());
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(src, dst);
+  EXPECT_EQ(e->stats().batches, 2u) << "40 descriptors in batches of at most 32";
+}
+
+INSTANTIATE_TEST_SUITE_P(Model, DsaOps, ::testing::Values(true, false),
+                         [](const auto& i) { return i.param ? "instant" : "threaded"; });
+
+TEST(DsaEngine, SharedWqFullRetriesThenRetriesLater) {
+  DsaModelConfig c = Config(false);
+  c.wqs[0].size = 2;
+  c.engine_delay_ns = 200000;  // a slow device: the WQ fills up
+  auto model = Model(c);
+  DsaEngineOptions o;
+  o.enqcmd_retries = 2;
+  auto e = Engine(model, o);
+  std::vector<std::vector<unsigned char>> src, dst;
+  std::vector<Handle> hs;
+  for (int i = 0; i < 12; ++i) {
+    src.push_back(Bytes(8192, i));
+    dst.emplace_back(8192);
+    hs.push_back(Take(e->Submit(Operation::Copy(dst.back().data(), src.back().data(), 8192))));
+  }
+  for (Handle& h : hs) ASSERT_TRUE(h.Wait().ok());
+  EXPECT_EQ(src, dst);
+  DsaEngineStats s = e->stats();
+  EXPECT_GT(s.submit_retries, 0u);
+  EXPECT_GT(s.retried_later, 0u);
+  EXPECT_EQ(s.cpu_fallbacks, 0u);
+  EXPECT_GT(model->counters().swq_retries, 0u);
+}
+
+TEST(DsaEngine, SharedWqFullFallsBackToCpu) {
+  DsaModelConfig c = Config(false);
+  c.wqs[0].size = 1;
+  c.engine_delay_ns = 300000;
+  auto model = Model(c);
+  DsaEngineOptions o;
+  o.enqcmd_retries = 1;
+  o.on_swq_full = DsaSwqFullPolicy::kCpu;
+  auto e = Engine(model, o);
+  std::vector<std::vector<unsigned char>> src, dst;
+  std::vector<Handle> hs;
+  for (int i = 0; i < 8; ++i) {
+    src.push_back(Bytes(4096, 10 + i));
+    dst.emplace_back(4096);
+    hs.push_back(Take(e->Submit(Operation::Copy(dst.back().data(), src.back().data(), 4096))));
+  }
+  for (Handle& h : hs) ASSERT_TRUE(h.Wait().ok());
+  EXPECT_EQ(src, dst);
+  EXPECT_GT(e->stats().cpu_fallbacks, 0u);
+}
+
+TEST(DsaEngine, DedicatedWqNeverExceedsItsCredits) {
+  DsaModelConfig c = Config(false, 16 << 10);
+  c.wqs[0].shared = false;
+  c.wqs[0].size = 2;
+  c.engine_delay_ns = 50000;
+  auto model = Model(c);
+  DsaEngineOptions o;
+  o.use_batches = false;  // every piece its own descriptor: 32 descriptors through 2 credits
+  auto e = Engine(model, o);
+  EXPECT_NE(e->description().find("dedicated"), std::string::npos);
+  auto src = Bytes(512 << 10, 3);
+  std::vector<unsigned char> dst(src.size());
+  ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait().ok());
+  EXPECT_EQ(dst, src);
+  EXPECT_GT(e->stats().credit_waits, 0u);
+  EXPECT_EQ(model->counters().dwq_overflows, 0u);
+  EXPECT_TRUE(model->caller_errors().empty()) << model->caller_errors()[0];
+}
+
+TEST(DsaEngine, ModelReportsDedicatedWqOverflowAsCallerBug) {
+  DsaModelConfig c = Config(false);
+  c.wqs[0].shared = false;
+  c.wqs[0].size = 1;
+  c.engine_delay_ns = 1000000;
+  auto model = Model(c);
+  dsa_completion_record rec[3]{};
+  alignas(64) dsa_hw_desc d{};
+  d.opcode = DSA_OPCODE_NOOP;
+  for (auto& r : rec) {
+    d.flags = IDXD_OP_FLAG_CRAV | IDXD_OP_FLAG_RCR;
+    d.completion_addr = reinterpret_cast<std::uintptr_t>(&r);
+    model->Enqueue(0, &d);
+  }
+  EXPECT_GE(model->counters().dwq_overflows, 1u);
+  ASSERT_FALSE(model->caller_errors().empty());
+  EXPECT_NE(model->caller_errors()[0].find("overflowed"), std::string::npos);
+}
+
+class DsaFaults : public ::testing::TestWithParam<bool> {};  // instant or threaded
+
+TEST_P(DsaFaults, CopyResumesAfterReadAndWriteFaults) {
+  auto model = Model(Config(GetParam()));
+  auto e = Engine(model);
+  Result<Buffer> src = Buffer::OnNode(0, 1 << 20), dst = Buffer::OnNode(0, 1 << 20);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  auto data = Bytes(src->size(), 5);
+  std::memcpy(src->data(), data.data(), data.size());
+  model->InjectPageFault(reinterpret_cast<char*>(src->data()) + 300000);  // read fault
+  model->InjectPageFault(reinterpret_cast<char*>(dst->data()) + 700000);  // write fault
+  Result<Handle> h = e->Submit(Operation::Copy(dst->data(), src->data(), src->size()));
+  ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
+  EXPECT_EQ(h->bytes_completed(), src->size());
+  EXPECT_EQ(std::memcmp(dst->data(), src->data(), src->size()), 0);
+  EXPECT_EQ(e->stats().faults_resumed, 2u);
+  EXPECT_EQ(model->counters().page_faults, 2u);
+}
+
+TEST_P(DsaFaults, DescendingMoveResumesFromTheEnd) {
+  auto model = Model(Config(GetParam()));
+  auto e = Engine(model);
+  Result<Buffer> b = Buffer::OnNode(0, 1 << 20);
+  ASSERT_TRUE(b.ok());
+  auto data = Bytes(b->size(), 6);
+  std::memcpy(b->data(), data.data(), data.size());
+  auto* p = reinterpret_cast<unsigned char*>(b->data());
+  const std::size_t n = 900000, shift = 5000;
+  std::memmove(data.data() + shift, data.data(), n);
+  model->InjectPageFault(p + 200000);  // hit while moving down from the end
+  Result<Handle> h = e->Submit(Operation::Move(p + shift, p, n));
+  ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
+  EXPECT_EQ(std::memcmp(p, data.data(), data.size()), 0);
+  EXPECT_GE(e->stats().faults_resumed, 1u);
+}
+
+TEST_P(DsaFaults, BatchMemberFaultIsResumedAlone) {
+  auto model = Model(Config(GetParam()));
+  auto e = Engine(model);
+  Result<Buffer> src = Buffer::OnNode(0, 64 << 10), dst = Buffer::OnNode(0, 64 << 10);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  std::memset(src->data(), 0x5a, src->size());
+  std::vector<Operation> ops;
+  for (int i = 0; i < 8; ++i) {
+    ops.push_back(Operation::Copy(reinterpret_cast<char*>(dst->data()) + i * 8192,
+                                  reinterpret_cast<char*>(src->data()) + i * 8192, 8192));
+  }
+  model->InjectPageFault(reinterpret_cast<char*>(dst->data()) + 3 * 8192 + 4096);
+  Result<Handle> h = e->SubmitBatch(ops);
+  ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
+  EXPECT_EQ(std::memcmp(dst->data(), src->data(), src->size()), 0);
+  EXPECT_EQ(e->stats().faults_resumed, 1u);
+  EXPECT_EQ(e->stats().batches, 1u);
+}
+
+TEST_P(DsaFaults, FinishOnCpuPolicy) {
+  auto model = Model(Config(GetParam()));
+  DsaEngineOptions o;
+  o.on_fault = DsaFaultPolicy::kFinishOnCpu;
+  auto e = Engine(model, o);
+  Result<Buffer> src = Buffer::OnNode(0, 256 << 10), dst = Buffer::OnNode(0, 256 << 10);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  std::memset(src->data(), 0x33, src->size());
+  model->InjectPageFault(reinterpret_cast<char*>(dst->data()) + 100000);
+  Result<Handle> h = e->Submit(Operation::Copy(dst->data(), src->data(), src->size()));
+  ASSERT_TRUE(h->Wait().ok());
+  EXPECT_EQ(std::memcmp(dst->data(), src->data(), src->size()), 0);
+  EXPECT_EQ(e->stats().faults_on_cpu, 1u);
+  EXPECT_EQ(e->stats().faults_resumed, 0u);
+}
+
+TEST_P(DsaFaults, BlockOnFaultOnlyWhereTheWqAllowsIt) {
+  DsaModelConfig c = Config(GetParam());
+  c.wqs[0].block_on_fault = true;
+  c.wqs.push_back(DsaModelWqConfig{});  // wq1: block_on_fault = 0
+  auto model = Model(c);
+  DsaEngineOptions o;
+  o.block_on_fault = true;
+  auto bof = Engine(model, o, 0);
+  auto plain = Engine(model, o, 1);
+  Result<Buffer> src = Buffer::OnNode(0, 64 << 10), dst = Buffer::OnNode(0, 64 << 10);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  model->InjectPageFault(dst->data());
+  ASSERT_TRUE(bof->Submit(Operation::Copy(dst->data(), src->data(), src->size()))->Wait().ok());
+  EXPECT_EQ(bof->stats().faults_resumed, 0u) << "the device waited the fault out";
+  EXPECT_EQ(model->counters().faults_blocked, 1u);
+  model->InjectPageFault(dst->data());
+  ASSERT_TRUE(plain->Submit(Operation::Copy(dst->data(), src->data(), src->size()))->Wait().ok());
+  EXPECT_EQ(plain->stats().faults_resumed, 1u) << "BOF not set on a WQ without block_on_fault";
+}
+
+INSTANTIATE_TEST_SUITE_P(Model, DsaFaults, ::testing::Values(true, false),
+                         [](const auto& i) { return i.param ? "instant" : "threaded"; });
+
+TEST(DsaEngine, OverlappingMovesAcrossPiecesKeepTheirOrder) {
+  for (bool batches : {true, false}) {
+    auto model = Model(Config(false, 16 << 10));
+    DsaEngineOptions o;
+    o.use_batches = batches;
+    auto e = Engine(model, o);
+    auto buf = Bytes(200000, 9);
+    auto ref = buf;
+    std::memmove(ref.data() + 5000, ref.data(), 150000);
+    model->InjectPageFault(buf.data() + 100000);  // a fault in the middle of the chain
+    ASSERT_TRUE(e->Submit(Operation::Move(buf.data() + 5000, buf.data(), 150000))->Wait().ok());
+    EXPECT_EQ(buf, ref) << "batches=" << batches;
+    std::memmove(ref.data(), ref.data() + 3000, 150000);
+    ASSERT_TRUE(e->Submit(Operation::Move(buf.data(), buf.data() + 3000, 150000))->Wait().ok());
+    EXPECT_EQ(buf, ref) << "batches=" << batches;
+  }
+  auto e = Engine(Model(Config(true, 16 << 10)));
+  std::vector<unsigned char> b(100000);
+  std::vector<Operation> ops = {Operation::Move(b.data() + 10, b.data(), 50000),
+                                Operation::Fill(b.data(), 0, 10)};
+  Result<Handle> h = e->SubmitBatch(ops);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("submit it on its own"), std::string::npos);
+}
+
+TEST(DsaEngine, DescriptorErrorsNameTheCause) {
+  auto model = Model(Config(true));
+  auto e = Engine(model);
+  std::vector<char> a(4096, 1), b(4096);
+  model->InjectError(DSA_COMP_XFER_ERANGE);
+  Result<Handle> h = e->Submit(Operation::Copy(b.data(), a.data(), a.size()));
+  Status s = h->Wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("transfer size out of range"), std::string::npos) << s.message();
+  model->InjectError(DSA_COMP_TRANSLATION_FAIL);
+  s = e->Submit(Operation::Fill(b.data(), 1, b.size()))->Wait();
+  EXPECT_NE(s.message().find("memfill: address translation failed"), std::string::npos) << s.message();
+  EXPECT_EQ(e->stats().errors, 2u);
+  ASSERT_TRUE(e->Submit(Operation::Copy(b.data(), a.data(), a.size()))->Wait().ok()) << "recovers";
+}
+
+TEST(DsaEngine, FaultOnReadOnlyDestinationIsAnErrorNotACrash) {
+  auto model = Model(Config(true));
+  auto e = Engine(model);
+  Result<Buffer> src = Buffer::OnNode(0, 8192);
+  ASSERT_TRUE(src.ok());
+  // The model faults on the first page; the engine must not touch a page it cannot write.
+  void* ro = mmap(nullptr, 8192, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  model->InjectPageFault(ro);
+  Status s = e->Submit(Operation::Copy(ro, src->data(), 8192))->Wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("read-only"), std::string::npos) << s.message();
+  munmap(ro, 8192);
+}
+
+TEST(DsaEngine, DestroyedWithWorkInFlight) {
+  DsaModelConfig c = Config(false, 16 << 10);
+  c.engine_delay_ns = 100000;
+  c.wqs[0].size = 4;
+  auto model = Model(c);
+  std::vector<unsigned char> src(1 << 20, 7), dst(1 << 20);
+  std::vector<Handle> hs;
+  {
+    DsaEngineOptions o;
+    o.use_batches = false;
+    o.enqcmd_retries = 0;
+    auto e = Engine(model, o);
+    for (int i = 0; i < 4; ++i) {
+      hs.push_back(Take(e->Submit(Operation::Copy(dst.data() + i * 65536, src.data(), 65536))));
+    }
+  }
+  for (Handle& h : hs) {
+    ASSERT_TRUE(h.done());
+    Status s = h.Wait();
+    EXPECT_TRUE(s.ok() || s.code() == StatusCode::kCancelled) << s.ToString();
+  }
+}
+
+TEST(DsaEngine, ManyThreadsOneEngine) {
+  DsaModelConfig c = Config(false, 32 << 10);
+  c.engines = 2;
+  c.wqs[0].size = 8;
+  auto e = Engine(Model(c));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto src = Bytes(100000 + t, t);
+      std::vector<unsigned char> dst(src.size());
+      for (int i = 0; i < 30; ++i) {
+        Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
+        if (!h.ok() || !h->Wait(i % 2 ? WaitMode::kBlock : WaitMode::kAdaptive).ok() || dst != src) {
+          failures.fetch_add(1);
+        }
+        std::fill(dst.begin(), dst.end(), 0);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(DsaEngine, CreateOnHardwareExplainsWhyNot) {
+  DsaDiscoveryOptions o;
+  o.sysfs_root = std::string(TIERFLOW_FIXTURES) + "/dsa/unusable/sys";
+  o.dev_root = std::string(TIERFLOW_FIXTURES) + "/dsa/unusable/dev";
+  Result<DsaInventory> inv = DsaInventory::Discover(o);
+  ASSERT_TRUE(inv.ok());
+  Result<std::unique_ptr<DsaEngine>> e = DsaEngine::Create(*inv);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("dsa2/wq2.0: wq2.0 has type 'kernel'"), std::string::npos)
+      << e.status().message();
+
+  o.sysfs_root = std::string(TIERFLOW_FIXTURES) + "/dsa/xeon-max-8swq/sys";
+  o.dev_root = std::string(TIERFLOW_FIXTURES) + "/dsa/xeon-max-8swq/dev";
+  inv = DsaInventory::Discover(o);
+  ASSERT_TRUE(inv.ok());
+  DsaEngineOptions eo;
+  eo.node = 5;
+  e = DsaEngine::Create(*inv, eo);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("not a character device"), std::string::npos)
+      << e.status().message();
+
+  o.sysfs_root = "/nonexistent";
+  inv = DsaInventory::Discover(o);
+  e = DsaEngine::Create(*inv);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("device model"), std::string::npos);
+}
+
+TEST(DsaEngine, ModelConfigErrors) {
+  DsaModelConfig c;
+  c.wqs.clear();
+  EXPECT_FALSE(DsaDeviceModel::Create(c).ok());
+  c.wqs = {DsaModelWqConfig{true, 0, false}};
+  EXPECT_NE(DsaDeviceModel::Create(c).status().message().find("size 0"), std::string::npos);
+  c.wqs = {DsaModelWqConfig{}};
+  c.engines = 9;
+  EXPECT_FALSE(DsaDeviceModel::Create(c).ok());
+  auto m = Model();
+  EXPECT_FALSE(DsaEngine::CreateOnModel(m, 3).ok());
+  EXPECT_FALSE(DsaEngine::CreateOnModel(nullptr, 0).ok());
+}
+
+}  // namespace
+}  // namespace tierflow
