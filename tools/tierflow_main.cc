@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
 
   tierflow::bench::SubmitBenchConfig submit_cfg;
   CLI::App* submit = bench->add_subcommand("submit", "Per-operation cost of the library itself");
-  submit->add_option("--engine", submit_cfg.engine, "Engine: cpu")->capture_default_str();
+  submit->add_option("--engine", submit_cfg.engine, "Engine: cpu, dsa-model (the DSA device model)")->capture_default_str();
   submit->add_option("--samples", submit_cfg.samples, "Samples (median reported)")->capture_default_str();
   submit->add_flag("--json", submit_cfg.json, "JSON output");
 

@@ -45,6 +45,9 @@ struct DsaEngineOptions {
   bool block_on_fault = false;  // set BOF on descriptors (only where the WQ allows it)
   bool prefault = false;        // touch source and destination pages before submitting
   bool use_batches = true;      // several descriptors of one submission go as a batch
+  // Check with msync that ranges are mapped before submitting (two system calls per
+  // operation). Off: an unmapped range is reported when the device faults on it.
+  bool check_mappings = false;
   std::uint32_t max_batch = 0;  // 0: the WQ's max_batch_size
 };
 

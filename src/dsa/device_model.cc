@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "common/mapping.h"
 #include "dsa/descriptor.h"
 
 namespace tierflow {
@@ -111,12 +112,38 @@ struct DsaDeviceModel::Impl {
     return o;
   }
 
+  // Address translation, as the IOMMU would do it: the first page of [p, p+n) that is not
+  // mapped in this process (n if all are). Two cheap system calls when all is well.
+  static std::uint64_t FirstUnmapped(std::uint64_t p, std::uint64_t n) {
+    if (p == 0 || CheckMapped("", Ptr(p), n).ok()) return n;
+    for (std::uint64_t page = p & ~(kPage - 1); page < p + n; page += kPage) {
+      if (!CheckMapped("", Ptr(page), 1).ok()) return page <= p ? 0 : page - p;
+    }
+    return n;
+  }
+
   Outcome ExecuteData(const dsa_hw_desc& d) {
     Outcome o;
     const std::uint64_t n = d.xfer_size;
     if (n == 0 || n > cfg.max_transfer_size) {
       o.status = DSA_COMP_XFER_ERANGE;
       return o;
+    }
+    if (d.opcode == DSA_OPCODE_MEMMOVE || d.opcode == DSA_OPCODE_MEMFILL ||
+        d.opcode == DSA_OPCODE_COMPARE) {
+      // An unmapped page faults like an injected one, but touching cannot fix it.
+      const std::uint64_t a = d.opcode == DSA_OPCODE_MEMFILL ? 0 : d.src_addr;
+      const std::uint64_t b = d.dst_addr;  // src2 for compare
+      std::uint64_t fa = FirstUnmapped(a, n), fb = FirstUnmapped(b, n);
+      if (fa < n || fb < n) {
+        ++counters.page_faults;
+        const bool write = fb < fa && d.opcode != DSA_OPCODE_COMPARE;
+        o.status = static_cast<std::uint8_t>(DSA_COMP_PAGE_FAULT_NOBOF |
+                                             (write ? DSA_COMP_STATUS_WRITE : 0));
+        o.fault_addr = fa <= fb ? a + fa : b + fb;
+        o.bytes_completed = 0;  // conservative: nothing done (the engine resumes from here)
+        return o;
+      }
     }
     const bool bof = (d.flags & IDXD_OP_FLAG_BOF) != 0;
     auto fault = [&](std::uint64_t done, std::uint64_t addr, bool write, bool descending) {

@@ -677,7 +677,9 @@ DsaEngineStats DsaEngine::stats() const {
 }
 
 Status DsaEngine::CheckOperation(const Operation& op) const {
-  // The device would fault on an unmapped range and the resume would then fail: say it now.
+  // Without the check an unmapped range still ends in a clear error: the device reports a
+  // page fault there, and the resume finds the page unmapped (TouchFaultPage).
+  if (!impl_->opts.check_mappings) return Status::Ok();
   Status s = CheckMapped("dst", op.dst, op.size);
   if (s.ok()) s = CheckMapped("src", op.src, op.size);
   if (s.ok()) s = CheckMapped("src2", op.src2, op.size);
@@ -775,8 +777,9 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   m.ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);
   m.descriptors.fetch_add(n, std::memory_order_relaxed);
   submission.AddParts(1);
-  m.Link(j);
 
+  // The job becomes visible to the completion thread only if it is still running after the
+  // check below; until then this thread alone advances it (WaitForCredit reaps it too).
   for (Group& g : j->groups) m.SubmitGroup(*j, g);
   for (std::uint32_t i = 0; i < n; ++i) {
     if (j->pieces[i].state == Piece::kUnsubmitted) {
@@ -786,13 +789,10 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   }
   // Check once: small operations on an idle device (or the instant model) are done already.
   if (m.Advance(*j)) {
-    {
-      std::lock_guard lock(m.list_mu);
-      m.UnlinkLocked(j);
-    }
     m.Finish(j);
     return Status::Ok();
   }
+  m.Link(j);
   j->busy.store(false, std::memory_order_release);
   m.Wake();
   return Status::Ok();

@@ -21,7 +21,7 @@ Raw Words(const dsa_hw_desc& d) {
 TEST(DsaDescriptor, MemmoveLayout) {
   Record rec;
   Descriptor desc;
-  char src[64], dst[64];
+  char src[64] = {}, dst[64] = {};
   EncodeMemmove(desc.d, dst, src, 4096, IDXD_OP_FLAG_CC, &rec);
   Raw r = Words(desc.d);
   // Word 0: pasid:20 rsvd:11 priv:1 | flags:24 opcode:8.
@@ -40,7 +40,7 @@ TEST(DsaDescriptor, MemmoveLayout) {
 TEST(DsaDescriptor, FillCompareBatchDrainLayout) {
   Record rec;
   Descriptor d;
-  char a[64], b[64];
+  char a[64] = {}, b[64] = {};
   EncodeFill(d.d, a, 0x1122334455667788ull, 100, 0, &rec);
   Raw r = Words(d.d);
   EXPECT_EQ(r.w[0] >> 56, static_cast<unsigned>(DSA_OPCODE_MEMFILL));
