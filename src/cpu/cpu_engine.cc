@@ -418,10 +418,7 @@ Status CpuEngine::CheckOperation(const Operation& op) const {
       (mode == MappingCheck::kHandedOff && op.size <= impl_->opts.inline_max_bytes)) {
     return Status::Ok();
   }
-  Status s = CheckMapped("dst", op.dst, op.size);
-  if (s.ok()) s = CheckMapped("src", op.src, op.size);
-  if (s.ok()) s = CheckMapped("src2", op.src2, op.size);
-  return s;
+  return CheckMapped(op);
 }
 
 Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {

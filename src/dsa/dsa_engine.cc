@@ -679,11 +679,7 @@ DsaEngineStats DsaEngine::stats() const {
 Status DsaEngine::CheckOperation(const Operation& op) const {
   // Without the check an unmapped range still ends in a clear error: the device reports a
   // page fault there, and the resume finds the page unmapped (TouchFaultPage).
-  if (!impl_->opts.check_mappings) return Status::Ok();
-  Status s = CheckMapped("dst", op.dst, op.size);
-  if (s.ok()) s = CheckMapped("src", op.src, op.size);
-  if (s.ok()) s = CheckMapped("src2", op.src2, op.size);
-  return s;
+  return impl_->opts.check_mappings ? CheckMapped(op) : Status::Ok();
 }
 
 Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {
