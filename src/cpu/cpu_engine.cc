@@ -196,6 +196,14 @@ struct CpuEngine::Impl {
     std::uint64_t index;
     while (SplitWork::Take(ticket.state, ticket.generation, /*from_back=*/false, index)) {
       SplitWork& w = SplitWork::Of(ticket.state);
+      if (w.engine->stopping.load(std::memory_order_relaxed)) {
+        // Shutting down: the rest of this operation is cancelled, piece by piece, as the
+        // destructor does for tickets still queued.
+        cpu::Piece p;
+        p.state = ticket.state;
+        w.engine->Cancel(p);
+        continue;
+      }
       w.engine->RunSplit(w, index, ticket.state);
     }
   }

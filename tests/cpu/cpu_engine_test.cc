@@ -240,9 +240,11 @@ TEST(CpuEngine, DestroyWithOperationsInFlightCompletesOrCancels) {
     for (int i = 0; i < 16; ++i) {
       dsts.push_back(Buffer::OnNode(0, n));
       ASSERT_TRUE(dsts.back().ok());
+    }
+    for (int i = 0; i < 16; ++i) {
       SubmitOptions so;
       so.callback = [&](const Completion&) { callbacks.fetch_add(1); };
-      Result<Handle> h = e->Submit(Operation::Copy(dsts.back()->data(), src->data(), n), std::move(so));
+      Result<Handle> h = e->Submit(Operation::Copy(dsts[i]->data(), src->data(), n), std::move(so));
       ASSERT_TRUE(h.ok());
       handles.push_back(std::move(*h));
     }
