@@ -71,6 +71,10 @@ class DsaDeviceModel {
   // The next `count` descriptors (batch members included) complete with `status`.
   void InjectError(std::uint8_t status, int count = 1);
   void SetEngineDelay(std::uint32_t ns);
+  // Paused engines take no descriptor from the WQs (which fill up); Resume lets them go on.
+  // For deterministic tests of full queues. No effect in instant mode.
+  void Pause();
+  void Resume();
 
   Counters counters() const;
   // Misuse detected at the portal (DWQ overflow, malformed submission), one line each.

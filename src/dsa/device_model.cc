@@ -63,6 +63,7 @@ struct DsaDeviceModel::Impl {
   std::uint64_t next_seq = 0;
   std::size_t executing = 0;
   bool stopping = false;
+  bool paused = false;
   std::atomic<std::uint32_t> delay_ns{0};
   std::vector<std::thread> engines;
 
@@ -296,8 +297,8 @@ struct DsaDeviceModel::Impl {
     std::size_t rr = 0;
     for (;;) {
       work_cv.wait(lock, [&] {
-        return stopping || std::any_of(queues.begin(), queues.end(),
-                                       [](const auto& q) { return !q.empty(); });
+        return stopping || (!paused && std::any_of(queues.begin(), queues.end(),
+                                                   [](const auto& q) { return !q.empty(); }));
       });
       if (stopping) return;
       int wq = -1;
@@ -418,6 +419,19 @@ void DsaDeviceModel::InjectError(std::uint8_t status, int count) {
 }
 
 void DsaDeviceModel::SetEngineDelay(std::uint32_t ns) { impl_->delay_ns = ns; }
+
+void DsaDeviceModel::Pause() {
+  std::lock_guard lock(impl_->mu);
+  impl_->paused = true;
+}
+
+void DsaDeviceModel::Resume() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->paused = false;
+  }
+  impl_->work_cv.notify_all();
+}
 
 DsaDeviceModel::Counters DsaDeviceModel::counters() const {
   std::lock_guard lock(impl_->mu);
