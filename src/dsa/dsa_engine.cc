@@ -702,6 +702,24 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
       }
     }
   }
+  if (m.opts.prefault) {
+    // Prefaulting writes to the destination: refuse ranges that cannot take it (slow check,
+    // but prefaulting touches every page anyway).
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Operation& op = ops[i];
+      if (Status s = CheckMapped(op); !s.ok()) return s;
+      if (op.dst == nullptr) continue;
+      // First and last page: a range within one mapping has one protection.
+      for (const char* p : {static_cast<const char*>(op.dst),
+                            static_cast<const char*>(op.dst) + op.size - 1}) {
+        if (!QueryPageAccess(p).writable) {
+          return Status::Invalid(fmt::format(
+              "operation {}: dst page at {} is read-only; prefaulting (and the copy) would write "
+              "to it", i, static_cast<const void*>(p)));
+        }
+      }
+    }
+  }
   detail::OpState* state = submission.state();
   state->callback_errors = &m.callback_errors;
   Job* j = m.GetJob();

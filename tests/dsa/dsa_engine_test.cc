@@ -356,6 +356,12 @@ TEST(DsaEngine, FaultOnReadOnlyDestinationIsAnErrorNotACrash) {
   Status s = e->Submit(Operation::Copy(ro, src->data(), 8192))->Wait();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("read-only"), std::string::npos) << s.message();
+  DsaEngineOptions o;
+  o.prefault = true;
+  auto pre = Engine(model, o);
+  Result<Handle> h = pre->Submit(Operation::Copy(ro, src->data(), 8192));
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("read-only"), std::string::npos) << h.status().message();
   munmap(ro, 8192);
 }
 
