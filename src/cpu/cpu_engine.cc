@@ -1,10 +1,8 @@
 #include "tierflow/cpu_engine.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "common/futex.h"
 #include "common/mapping.h"
 #include "cpu/kernels.h"
 #include "cpu/task_queue.h"
@@ -35,14 +34,6 @@ constexpr std::uint64_t kMaxOpBytes = std::uint64_t{1} << 40;  // 1 TiB
 constexpr std::size_t kMaxBatch = 65536;
 constexpr std::size_t kPieceAlign = 4096;
 
-long FutexWait(std::atomic<std::uint32_t>* w, std::uint32_t expected) {
-  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
-                 expected, nullptr, nullptr, 0);
-}
-long FutexWake(std::atomic<std::uint32_t>* w, int n) {
-  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
-                 n, nullptr, nullptr, 0);
-}
 
 }  // namespace
 
@@ -124,8 +115,7 @@ struct CpuEngine::Impl {
   std::vector<std::thread> threads;
 
   std::atomic<bool> stopping{false};
-  std::atomic<std::uint32_t> generation{0};
-  std::atomic<std::uint32_t> sleepers{0};
+  WakeWord idle;  // where workers sleep
 
   std::atomic<std::size_t> in_flight{0};
   // Waiting threads inside RunSplit (see HelpSplit): the destructor waits for them.
@@ -230,10 +220,7 @@ struct CpuEngine::Impl {
                          "the CPU engine was destroyed before this part of the operation ran");
   }
 
-  void Wake(int n) {
-    generation.fetch_add(1, std::memory_order_seq_cst);
-    if (sleepers.load(std::memory_order_seq_cst) != 0) FutexWake(&generation, n);
-  }
+  void Wake(int n) { idle.Wake(n); }
 
   void WorkerLoop(int index);
 };
@@ -282,7 +269,7 @@ void CpuEngine::Impl::WorkerLoop(int index) {
       continue;
     }
     // Poll a while (yielding now and then, so a submitter sharing this core can run), then
-    // sleep on the generation counter.
+    // sleep until woken.
     bool work = false;
     const auto deadline = Clock::now() + spin;
     for (unsigned i = 1;; ++i) {
@@ -298,10 +285,7 @@ void CpuEngine::Impl::WorkerLoop(int index) {
       }
     }
     if (work) continue;
-    std::uint32_t g = generation.load(std::memory_order_seq_cst);
-    sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (queue.empty() && !stopping.load(std::memory_order_seq_cst)) FutexWait(&generation, g);
-    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    idle.SleepUnless([&] { return !queue.empty() || stopping.load(std::memory_order_seq_cst); });
   }
 }
 
@@ -378,8 +362,7 @@ CpuEngine::CpuEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 CpuEngine::~CpuEngine() {
   impl_->stopping.store(true, std::memory_order_seq_cst);
-  impl_->generation.fetch_add(1, std::memory_order_seq_cst);
-  FutexWake(&impl_->generation, INT_MAX);
+  impl_->idle.Wake();
   for (std::thread& t : impl_->threads) t.join();
   cpu::Piece piece;
   while (impl_->queue.TryPop(piece)) {

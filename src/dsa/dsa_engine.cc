@@ -1,14 +1,11 @@
 #include "tierflow/dsa_engine.h"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -17,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "common/futex.h"
 #include "common/mapping.h"
 #include "common/pattern.h"
 #include "cpu/kernels.h"
@@ -31,14 +29,6 @@ constexpr std::uint64_t kMaxOpBytes = std::uint64_t{1} << 40;
 constexpr std::size_t kMaxOpsPerSubmit = 4096;
 constexpr int kMaxFaultsWithoutProgress = 8;
 
-long FutexWait(std::atomic<std::uint32_t>* w, std::uint32_t expected) {
-  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
-                 expected, nullptr, nullptr, 0);
-}
-long FutexWake(std::atomic<std::uint32_t>* w) {
-  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
-                 1, nullptr, nullptr, 0);
-}
 
 // One data descriptor's share of an operation.
 struct Piece {
@@ -116,8 +106,7 @@ struct DsaEngine::Impl {
   std::atomic<std::uint32_t> credits_used{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> draining{false};
-  std::atomic<std::uint32_t> wake_word{0};
-  std::atomic<std::uint32_t> poller_sleeping{0};
+  WakeWord idle;  // where the completion thread sleeps while nothing is in flight
   std::thread poller;
 
   // Statistics.
@@ -480,35 +469,27 @@ struct DsaEngine::Impl {
     return any;
   }
 
-  void Wake() {
-    wake_word.fetch_add(1, std::memory_order_seq_cst);
-    if (poller_sleeping.load(std::memory_order_seq_cst) != 0) FutexWake(&wake_word);
-  }
-
   // The completion thread: polls while work is in flight (spin, then yield, then short
   // sleeps), sleeps on a futex when nothing is.
   void PollerLoop() {
-    int idle = 0;
+    int fruitless = 0;  // polls in a row that finished nothing
     while (!stopping.load(std::memory_order_acquire)) {
       if (jobs_in_flight.load(std::memory_order_acquire) == 0) {
-        std::uint32_t w = wake_word.load(std::memory_order_seq_cst);
-        poller_sleeping.store(1, std::memory_order_seq_cst);
-        if (jobs_in_flight.load(std::memory_order_seq_cst) == 0 &&
-            !stopping.load(std::memory_order_seq_cst)) {
-          FutexWait(&wake_word, w);
-        }
-        poller_sleeping.store(0, std::memory_order_seq_cst);
-        idle = 0;
+        idle.SleepUnless([&] {
+          return jobs_in_flight.load(std::memory_order_seq_cst) != 0 ||
+                 stopping.load(std::memory_order_seq_cst);
+        });
+        fruitless = 0;
         continue;
       }
       if (PollAll()) {
-        idle = 0;
+        fruitless = 0;
         continue;
       }
-      ++idle;
-      if (idle < 256) {
+      ++fruitless;
+      if (fruitless < 256) {
         CpuRelax();
-      } else if (idle < 4096) {
+      } else if (fruitless < 4096) {
         sched_yield();
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -615,8 +596,7 @@ DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
 DsaEngine::~DsaEngine() {
   Impl& m = *impl_;
   m.stopping.store(true, std::memory_order_seq_cst);
-  m.wake_word.fetch_add(1, std::memory_order_seq_cst);
-  FutexWake(&m.wake_word);
+  m.idle.Wake();
   m.poller.join();
   // The device may still write into our records: wait for what it holds, cancel the rest.
   m.draining.store(true);
@@ -808,7 +788,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   }
   m.Link(j);
   j->busy.store(false, std::memory_order_release);
-  m.Wake();
+  m.idle.Wake(1);
   return Status::Ok();
 }
 

@@ -1,8 +1,6 @@
 #include "tierflow/handle.h"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "common/cpu_relax.h"
+#include "common/futex.h"
 #include "engine/op_state.h"
 
 namespace tierflow {
@@ -52,10 +51,6 @@ thread_local LocalPool t_pool;
 // The operation whose callback this thread is running (to refuse waiting on it).
 thread_local const OpState* t_completing = nullptr;
 
-long Futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val) {
-  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op | FUTEX_PRIVATE_FLAG, val,
-                 nullptr, nullptr, 0);
-}
 
 void Recycle(OpState* s, bool shared);
 
@@ -81,7 +76,7 @@ void Finalize(OpState* s) {
     s->callback.Reset();
   }
   std::uint32_t old = s->word.fetch_or(OpState::kDone, std::memory_order_acq_rel);
-  if (old & OpState::kWaiter) Futex(&s->word, FUTEX_WAKE, INT_MAX);
+  if (old & OpState::kWaiter) FutexWake(&s->word, INT_MAX);
   // The in-flight reference. If it is the last one (the handle went away first), this thread is
   // usually a worker: return the state to the shared list, where submitting threads refill
   // from, instead of this thread's own list which no submission would draw from.
@@ -273,7 +268,7 @@ Status Handle::Wait(WaitMode mode) const {
       if (!word.compare_exchange_weak(w, w | OpState::kWaiter, std::memory_order_acq_rel)) continue;
       w |= OpState::kWaiter;
     }
-    detail::Futex(&word, FUTEX_WAIT, w);  // returns at once if the word changed meanwhile
+    FutexWait(&word, w);  // returns at once if the word changed meanwhile
   }
 }
 
