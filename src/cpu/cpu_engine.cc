@@ -139,26 +139,9 @@ struct CpuEngine::Impl {
 
   void Run(const cpu::Piece& p) {
     std::uint64_t diff = detail::OpState::kNoDifference;
-    switch (p.kind) {
-      case OpKind::kCopy:
-        kernels->copy(p.dst, p.src, p.size, p.nt);
-        break;
-      case OpKind::kMove:
-        if (p.overlapping) {
-          std::memmove(p.dst, p.src, p.size);
-        } else {
-          kernels->copy(p.dst, p.src, p.size, p.nt);
-        }
-        break;
-      case OpKind::kFill:
-        kernels->fill(p.dst, p.pattern, p.offset, p.size, p.nt);
-        break;
-      case OpKind::kCompare: {
-        std::size_t at = cpu::FirstDifference(p.src, p.src2, p.size);
-        if (at < p.size) diff = p.report_base + p.offset + at;
-        break;
-      }
-    }
+    std::size_t at = cpu::RunPiece(*kernels, p.kind, p.dst, p.src, p.src2, p.size, p.pattern,
+                                   p.offset, p.nt, p.overlapping);
+    if (at < p.size) diff = p.report_base + p.offset + at;
     pieces_completed.fetch_add(1, std::memory_order_relaxed);
     bytes_completed.fetch_add(p.size, std::memory_order_relaxed);
     in_flight.fetch_sub(1, std::memory_order_relaxed);

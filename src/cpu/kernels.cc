@@ -32,6 +32,29 @@ const Kernels& KernelsFor(CpuIsa isa) {
   }
 }
 
+std::size_t RunPiece(const Kernels& k, OpKind kind, char* dst, const char* src, const char* src2,
+                     std::size_t n, std::uint64_t pattern, std::size_t phase, bool nt,
+                     bool overlapping) {
+  switch (kind) {
+    case OpKind::kCopy:
+      k.copy(dst, src, n, nt);
+      return n;
+    case OpKind::kMove:
+      if (overlapping) {
+        std::memmove(dst, src, n);
+      } else {
+        k.copy(dst, src, n, nt);
+      }
+      return n;
+    case OpKind::kFill:
+      k.fill(dst, pattern, phase, n, nt);
+      return n;
+    case OpKind::kCompare:
+      return FirstDifference(src, src2, n);
+  }
+  return n;
+}
+
 std::size_t FirstDifference(const void* a, const void* b, std::size_t n) {
   auto* x = static_cast<const unsigned char*>(a);
   auto* y = static_cast<const unsigned char*>(b);

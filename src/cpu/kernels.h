@@ -22,6 +22,14 @@ const Kernels& KernelsFor(CpuIsa isa);  // isa must be supported and not kAuto
 // Offset of the first differing byte, or n when equal.
 std::size_t FirstDifference(const void* a, const void* b, std::size_t n);
 
+// One piece of an operation, run on this thread: the CPU engine's workers and the DSA
+// engine's CPU fallback share it. `phase`: offset of the piece within its operation (fill
+// pattern). `overlapping`: a move whose ranges may overlap (memmove). Returns the offset of
+// the first difference for a compare, n otherwise.
+std::size_t RunPiece(const Kernels& k, OpKind kind, char* dst, const char* src, const char* src2,
+                     std::size_t n, std::uint64_t pattern, std::size_t phase, bool nt,
+                     bool overlapping);
+
 namespace internal {
 extern const Kernels kBaselineKernels;
 extern const Kernels kAvx2Kernels;

@@ -198,23 +198,11 @@ struct DsaEngine::Impl {
   // Runs piece i on the CPU (SWQ stayed full with the CPU policy, or a fault with kFinishOnCpu).
   void RunOnCpu(Job& j, std::uint32_t i) {
     Piece& p = j.pieces[i];
-    switch (p.kind) {
-      case OpKind::kCopy:
-        kernels->copy(p.dst, p.src, p.size, false);
-        break;
-      case OpKind::kMove:
-        std::memmove(p.dst, p.src, p.size);
-        break;
-      case OpKind::kFill:
-        kernels->fill(p.dst, p.pattern, p.offset, p.size, false);
-        break;
-      case OpKind::kCompare: {
-        std::size_t at = cpu::FirstDifference(p.src, p.src2, p.size);
-        if (at < p.size) {
-          j.first_difference = std::min<std::uint64_t>(j.first_difference, p.report_base + p.offset + at);
-        }
-        break;
-      }
+    // Moves are memmoves: a piece of an overlapping move overlaps itself.
+    std::size_t at = cpu::RunPiece(*kernels, p.kind, p.dst, p.src, p.src2, p.size, p.pattern,
+                                   p.offset, /*nt=*/false, /*overlapping=*/p.kind == OpKind::kMove);
+    if (at < p.size) {
+      j.first_difference = std::min<std::uint64_t>(j.first_difference, p.report_base + p.offset + at);
     }
     Done(j, i, p.size);
   }
