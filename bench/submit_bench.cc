@@ -40,6 +40,11 @@ Summary PerCallNs(int samples, int iters, Fn&& fn, Status& error, std::uint64_t 
   return Summarize(std::move(ns));
 }
 
+// A submission's outcome once waited for.
+Status Waited(Result<Handle> h, WaitMode mode = WaitMode::kAdaptive) {
+  return h.ok() ? h->Wait(mode) : h.status();
+}
+
 // The DSA engine's own cost per descriptor, on the device model in instant-completion mode:
 // the model executes each descriptor inside the hand-over. The model's own time (address
 // translation, execution, record writing) is measured alone, by handing it prebuilt
@@ -61,16 +66,8 @@ Status RunDsaModelSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allo
     batch.push_back(Operation::Copy(dst.data() + i * kBytes, src.data() + i * kBytes, kBytes));
   }
   Status err;
-  auto single = [&]() -> Status {
-    Result<Handle> h = (*engine)->Submit(batch[0]);
-    if (!h.ok()) return h.status();
-    return h->Wait();
-  };
-  auto batched = [&]() -> Status {
-    Result<Handle> h = (*engine)->SubmitBatch(batch);
-    if (!h.ok()) return h.status();
-    return h->Wait();
-  };
+  auto single = [&] { return Waited((*engine)->Submit(batch[0])); };
+  auto batched = [&] { return Waited((*engine)->SubmitBatch(batch)); };
   PerCallNs(3, 2000, single, err, allocations, nullptr);
   PerCallNs(3, 200, batched, err, allocations, nullptr);
   if (!err.ok()) return err;
@@ -194,21 +191,9 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
   const Operation one = Operation::Copy(dst->data(), src->data(), k4K);
 
   Status err;
-  auto single = [&]() -> Status {
-    Result<Handle> h = (*engine)->Submit(one);
-    if (!h.ok()) return h.status();
-    return h->Wait();
-  };
-  auto batched = [&]() -> Status {
-    Result<Handle> h = (*engine)->SubmitBatch(batch);
-    if (!h.ok()) return h.status();
-    return h->Wait();
-  };
-  auto handed = [&]() -> Status {
-    Result<Handle> h = (*handoff)->Submit(one);
-    if (!h.ok()) return h.status();
-    return h->Wait(WaitMode::kSpin);
-  };
+  auto single = [&] { return Waited((*engine)->Submit(one)); };
+  auto batched = [&] { return Waited((*engine)->SubmitBatch(batch)); };
+  auto handed = [&] { return Waited((*handoff)->Submit(one), WaitMode::kSpin); };
   // Warm up every path (pools, caches, worker wake-up), then measure.
   PerCallNs(3, 2000, single, err, allocations, nullptr);
   PerCallNs(3, 200, batched, err, allocations, nullptr);

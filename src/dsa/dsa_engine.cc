@@ -675,7 +675,9 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     // but prefaulting touches every page anyway).
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const Operation& op = ops[i];
-      if (Status s = CheckMapped(op); !s.ok()) return s;
+      if (!m.opts.check_mappings) {  // otherwise CheckOperation has done it
+        if (Status s = CheckMapped(op); !s.ok()) return s;
+      }
       if (op.dst == nullptr) continue;
       // First and last page: a range within one mapping has one protection.
       for (const char* p : {static_cast<const char*>(op.dst),

@@ -225,22 +225,15 @@ void Judge(const DsaDevice& dev, DsaWq& wq, const DsaCpuFeatures& cpu) {
                           "idxd user driver (accel-config enable-wq {}; modprobe idxd)",
                           wq.cdev_path, wq.name, where));
   }
-  if (wq.shared) {
-    if (cpu.enqcmd) {
-      wq.path = DsaSubmitPath::kEnqcmd;
-    } else {
-      wq.path = DsaSubmitPath::kWrite;
-      wq.reason = "this CPU lacks ENQCMD, so descriptors go through write() on the WQ file "
-                  "(a system call each; batch descriptors are refused there)";
-    }
+  // Shared WQs take ENQCMD, dedicated ones MOVDIR64B; without it the kernel submits for us.
+  const bool has_instruction = wq.shared ? cpu.enqcmd : cpu.movdir64b;
+  if (has_instruction) {
+    wq.path = wq.shared ? DsaSubmitPath::kEnqcmd : DsaSubmitPath::kMovdir64b;
   } else {
-    if (cpu.movdir64b) {
-      wq.path = DsaSubmitPath::kMovdir64b;
-    } else {
-      wq.path = DsaSubmitPath::kWrite;
-      wq.reason = "this CPU lacks MOVDIR64B, so descriptors go through write() on the WQ file "
-                  "(a system call each; batch descriptors are refused there)";
-    }
+    wq.path = DsaSubmitPath::kWrite;
+    wq.reason = fmt::format("this CPU lacks {}, so descriptors go through write() on the WQ file "
+                            "(a system call each; batch descriptors are refused there)",
+                            wq.shared ? "ENQCMD" : "MOVDIR64B");
   }
 }
 

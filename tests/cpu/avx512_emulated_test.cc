@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "random_bytes.h"
+
 namespace {
 long g_misaligned_stores = 0;
 long g_aligned_stores = 0;
@@ -35,12 +37,7 @@ inline void CountedFence() { ++g_fences; }
 namespace tierflow::cpu::internal {
 namespace {
 
-std::vector<unsigned char> Bytes(std::size_t n, unsigned seed) {
-  std::vector<unsigned char> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<unsigned char>(rng());
-  return v;
-}
+using tierflow::testing::RandomBytes;
 
 unsigned char PatternByte(std::uint64_t pattern, std::size_t phase, std::size_t i) {
   return static_cast<unsigned char>(pattern >> (8 * ((phase + i) % 8)));
@@ -51,7 +48,7 @@ struct Counters {
 };
 
 TEST(Avx512Emulated, CopyEverySmallSizeAndAlignment) {
-  auto src = Bytes(1024, 1);
+  auto src = RandomBytes(1024, 1);
   std::vector<unsigned char> dst(1200), ref(1200);
   Counters before;
   for (bool nt : {false, true}) {
@@ -96,7 +93,7 @@ TEST(Avx512Emulated, FillEverySmallSizePhaseAndAlignment) {
 TEST(Avx512Emulated, RandomLargeCopiesAndFills) {
   std::mt19937_64 rng(42);
   const std::size_t cap = 4 << 20;
-  auto src = Bytes(cap + 4096, 2);
+  auto src = RandomBytes(cap + 4096, 2);
   std::vector<unsigned char> dst(cap + 4096);
   Counters before;
   for (int i = 0; i < 60; ++i) {

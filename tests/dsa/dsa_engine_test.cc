@@ -13,17 +13,14 @@
 
 #include <gtest/gtest.h>
 
+#include "random_bytes.h"
+
 #include "tierflow/buffer.h"
 
 namespace tierflow {
 namespace {
 
-std::vector<unsigned char> Bytes(std::size_t n, unsigned seed) {
-  std::vector<unsigned char> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<unsigned char>(rng());
-  return v;
-}
+using tierflow::testing::RandomBytes;
 
 std::shared_ptr<DsaDeviceModel> Model(DsaModelConfig c = {}) {
   Result<std::shared_ptr<DsaDeviceModel>> m = DsaDeviceModel::Create(c);
@@ -59,7 +56,7 @@ TEST_P(DsaOps, CopyMoveFillCompareAcrossSplitsAndBatches) {
   EXPECT_EQ(e->capabilities().name, "dsa-model");
   for (std::size_t n : {std::size_t{1}, std::size_t{4095}, std::size_t{64} << 10,
                         (std::size_t{1} << 20) + 333, std::size_t{3} << 20}) {
-    auto src = Bytes(n, 1);
+    auto src = RandomBytes(n, 1);
     std::vector<unsigned char> dst(n);
     ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), n))->Wait().ok()) << n;
     EXPECT_EQ(dst, src) << n;
@@ -79,7 +76,7 @@ TEST_P(DsaOps, CopyMoveFillCompareAcrossSplitsAndBatches) {
     EXPECT_EQ(ne->result().first_difference, n - 1) << n;
   }
   // Overlapping moves both ways.
-  auto buf = Bytes(300000, 2);
+  auto buf = RandomBytes(300000, 2);
   auto ref = buf;
   std::memmove(ref.data() + 1000, ref.data(), 250000);
   ASSERT_TRUE(e->Submit(Operation::Move(buf.data() + 1000, buf.data(), 250000))->Wait().ok());
@@ -98,7 +95,7 @@ TEST_P(DsaOps, BatchOfOperationsWithCallback) {
   std::vector<std::vector<unsigned char>> src, dst;
   std::vector<Operation> ops;
   for (int i = 0; i < 40; ++i) {
-    src.push_back(Bytes(4096 + i, i));
+    src.push_back(RandomBytes(4096 + i, i));
     dst.emplace_back(4096 + i);
     ops.push_back(Operation::Copy(dst.back().data(), src.back().data(), src.back().size()));
   }
@@ -128,7 +125,7 @@ TEST(DsaEngine, SharedWqFullRetriesThenRetriesLater) {
   auto e = Engine(model, o);
   std::vector<std::vector<unsigned char>> src, dst;
   for (int i = 0; i < 12; ++i) {
-    src.push_back(Bytes(8192, i));
+    src.push_back(RandomBytes(8192, i));
     dst.emplace_back(8192);
   }
   model->Pause();  // the device takes nothing: the WQ is full after 2
@@ -156,7 +153,7 @@ TEST(DsaEngine, SharedWqFullFallsBackToCpu) {
   auto e = Engine(model, o);
   std::vector<std::vector<unsigned char>> src, dst;
   for (int i = 0; i < 8; ++i) {
-    src.push_back(Bytes(4096, 10 + i));
+    src.push_back(RandomBytes(4096, 10 + i));
     dst.emplace_back(4096);
   }
   model->Pause();
@@ -181,7 +178,7 @@ TEST(DsaEngine, DedicatedWqNeverExceedsItsCredits) {
   o.use_batches = false;  // every piece its own descriptor: 32 descriptors through 2 credits
   auto e = Engine(model, o);
   EXPECT_NE(e->description().find("dedicated"), std::string::npos);
-  auto src = Bytes(512 << 10, 3);
+  auto src = RandomBytes(512 << 10, 3);
   std::vector<unsigned char> dst(src.size());
   ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait().ok());
   EXPECT_EQ(dst, src);
@@ -216,7 +213,7 @@ TEST_P(DsaFaults, CopyResumesAfterReadAndWriteFaults) {
   auto e = Engine(model);
   Result<Buffer> src = Buffer::OnNode(0, 1 << 20), dst = Buffer::OnNode(0, 1 << 20);
   ASSERT_TRUE(src.ok() && dst.ok());
-  auto data = Bytes(src->size(), 5);
+  auto data = RandomBytes(src->size(), 5);
   std::memcpy(src->data(), data.data(), data.size());
   model->InjectPageFault(reinterpret_cast<char*>(src->data()) + 300000);  // read fault
   model->InjectPageFault(reinterpret_cast<char*>(dst->data()) + 700000);  // write fault
@@ -233,7 +230,7 @@ TEST_P(DsaFaults, DescendingMoveResumesFromTheEnd) {
   auto e = Engine(model);
   Result<Buffer> b = Buffer::OnNode(0, 1 << 20);
   ASSERT_TRUE(b.ok());
-  auto data = Bytes(b->size(), 6);
+  auto data = RandomBytes(b->size(), 6);
   std::memcpy(b->data(), data.data(), data.size());
   auto* p = reinterpret_cast<unsigned char*>(b->data());
   const std::size_t n = 900000, shift = 5000;
@@ -309,7 +306,7 @@ TEST(DsaEngine, OverlappingMovesAcrossPiecesKeepTheirOrder) {
     DsaEngineOptions o;
     o.use_batches = batches;
     auto e = Engine(model, o);
-    auto buf = Bytes(200000, 9);
+    auto buf = RandomBytes(200000, 9);
     auto ref = buf;
     std::memmove(ref.data() + 5000, ref.data(), 150000);
     model->InjectPageFault(buf.data() + 100000);  // a fault in the middle of the chain
@@ -397,7 +394,7 @@ TEST(DsaEngine, ManyThreadsOneEngine) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      auto src = Bytes(100000 + t, t);
+      auto src = RandomBytes(100000 + t, t);
       std::vector<unsigned char> dst(src.size());
       for (int i = 0; i < 30; ++i) {
         Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
