@@ -24,6 +24,7 @@
 #include "common/mapping.h"
 #include "cpu/kernels.h"
 #include "cpu/task_queue.h"
+#include "engine/overlap.h"
 #include "engine/submission.h"
 
 namespace tierflow {
@@ -129,12 +130,6 @@ struct CpuEngine::Impl {
     std::size_t per_worker = (size + worker_count - 1) / worker_count;
     per_worker = (per_worker + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
     return std::clamp(per_worker, opts.min_piece_bytes, opts.max_piece_bytes);
-  }
-
-  static bool Overlaps(const Operation& op) {
-    auto d = reinterpret_cast<std::uintptr_t>(op.dst);
-    auto s = reinterpret_cast<std::uintptr_t>(op.src);
-    return d < s + op.size && s < d + op.size;
   }
 
   void Run(const cpu::Piece& p) {
@@ -426,20 +421,20 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     submission.AddParts(static_cast<std::uint32_t>(ops.size()));
     m.in_flight.fetch_add(ops.size(), std::memory_order_relaxed);
     for (const Operation& op : ops) {
-      bool overlap = op.kind == OpKind::kMove && Impl::Overlaps(op);
+      bool overlap = detail::IsOverlappingMove(op);
       m.Run(make_piece(op, 0, op.size, overlap));
     }
     return Status::Ok();
   }
 
   if (ops.size() == 1 && submission.exclusive() &&
-      !(ops[0].kind == OpKind::kMove && Impl::Overlaps(ops[0]))) {
+      !(detail::IsOverlappingMove(ops[0]))) {
     return EnqueueSplit(ops[0], submission);
   }
 
   std::size_t pieces = 0;
   for (const Operation& op : ops) {
-    if (op.kind == OpKind::kMove && Impl::Overlaps(op)) {
+    if (detail::IsOverlappingMove(op)) {
       ++pieces;
     } else {
       std::size_t piece = m.PieceSize(op.size);
@@ -461,7 +456,7 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     if (++pushed % 64 == 0) m.Wake(m.worker_count);
   };
   for (const Operation& op : ops) {
-    if (op.kind == OpKind::kMove && Impl::Overlaps(op)) {
+    if (detail::IsOverlappingMove(op)) {
       push(make_piece(op, 0, op.size, true));
       continue;
     }

@@ -20,6 +20,7 @@
 #include "cpu/kernels.h"
 #include "dsa/descriptor.h"
 #include "dsa/portal.h"
+#include "engine/overlap.h"
 #include "engine/submission.h"
 
 namespace tierflow {
@@ -656,9 +657,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     return Status(StatusCode::kCancelled, "the DSA engine is being destroyed");
   }
   auto overlapping_big_move = [&](const Operation& op) {
-    const auto d = reinterpret_cast<std::uintptr_t>(op.dst);
-    const auto s = reinterpret_cast<std::uintptr_t>(op.src);
-    return op.kind == OpKind::kMove && op.size > m.max_xfer && d < s + op.size && s < d + op.size;
+    return op.size > m.max_xfer && detail::IsOverlappingMove(op);
   };
   if (ops.size() > 1) {
     for (std::size_t i = 0; i < ops.size(); ++i) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/overlap.h"
 #include "engine/submission.h"
 
 namespace tierflow {
@@ -52,15 +53,13 @@ Status Engine::Validate(const Operation& op) const {
     case OpKind::kMove:
       if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
       if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
-      if (op.kind == OpKind::kCopy) {
+      if (op.kind == OpKind::kCopy && detail::DstSrcOverlap(op)) {
         auto d = reinterpret_cast<std::uintptr_t>(op.dst);
         auto r = reinterpret_cast<std::uintptr_t>(op.src);
-        if (d < r + op.size && r < d + op.size) {
-          std::uintptr_t overlap = std::min(d, r) + op.size - std::max(d, r);
-          return Status::Invalid(fmt::format(
-              "copy source and destination overlap by {} bytes; use a move (OpKind::kMove) for "
-              "overlapping ranges", overlap));
-        }
+        std::uintptr_t overlap = std::min(d, r) + op.size - std::max(d, r);
+        return Status::Invalid(fmt::format(
+            "copy source and destination overlap by {} bytes; use a move (OpKind::kMove) for "
+            "overlapping ranges", overlap));
       }
       break;
     case OpKind::kFill:
