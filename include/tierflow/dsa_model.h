@@ -34,6 +34,12 @@ struct DsaModelConfig {
   std::uint32_t max_batch_size = 32;
   std::uint32_t engine_delay_ns = 0;  // extra time per descriptor: a slow engine
   int numa_node = 0;
+  // Check every address against this process' mappings before touching it, as the IOMMU
+  // does (an unmapped page faults instead of crashing the model). Off: addresses are trusted,
+  // like a device whose IOTLB already holds them; injected faults still happen. The
+  // library-cost benchmark turns it off so that two msync calls per range do not drown the
+  // cost it measures.
+  bool translate_addresses = true;
   std::uint64_t op_cap = 0x1003f03ffull;  // opcodes 0..0x3f supported (DSA 1.0's set)
 };
 

@@ -115,8 +115,8 @@ struct DsaDeviceModel::Impl {
 
   // Address translation, as the IOMMU would do it: the first page of [p, p+n) that is not
   // mapped in this process (n if all are). Two cheap system calls when all is well.
-  static std::uint64_t FirstUnmapped(std::uint64_t p, std::uint64_t n) {
-    if (p == 0 || CheckMapped("", Ptr(p), n).ok()) return n;
+  std::uint64_t FirstUnmapped(std::uint64_t p, std::uint64_t n) const {
+    if (p == 0 || !cfg.translate_addresses || CheckMapped("", Ptr(p), n).ok()) return n;
     for (std::uint64_t page = p & ~(kPage - 1); page < p + n; page += kPage) {
       if (!CheckMapped("", Ptr(page), 1).ok()) return page <= p ? 0 : page - p;
     }

@@ -70,6 +70,7 @@ struct Job {
   StatusCode error_code = StatusCode::kOk;
   std::string error_text;
   std::uint32_t open = 0;              // pieces not done
+  std::uint32_t done_unreported = 0;   // pieces done since the last statistics update
   std::uint32_t groups_in_flight = 0;
   // An overlapping move cut into pieces: they must run one after the other, in list order
   // (from the end when the destination lies above the source).
@@ -103,6 +104,7 @@ struct DsaEngine::Impl {
   std::mutex pool_mu;
   std::vector<std::unique_ptr<Job>> all_jobs;
   std::vector<Job*> free_jobs;
+  std::atomic<Job*> spare{nullptr};
 
   std::atomic<std::uint32_t> credits_used{0};
   std::atomic<bool> stopping{false};
@@ -118,7 +120,10 @@ struct DsaEngine::Impl {
   std::array<std::atomic<std::uint64_t>, 32> histogram{};
 
   // --- pool and list ---------------------------------------------------------------------
+  // One job parked in `spare` serves the common submit-complete-submit cycle with one atomic
+  // exchange each way; the locked free list holds the rest.
   Job* GetJob() {
+    if (Job* j = spare.exchange(nullptr, std::memory_order_acquire)) return j;
     std::lock_guard lock(pool_mu);
     if (free_jobs.empty()) {
       all_jobs.push_back(std::make_unique<Job>());
@@ -129,6 +134,8 @@ struct DsaEngine::Impl {
     return j;
   }
   void PutJob(Job* j) {
+    j = spare.exchange(j, std::memory_order_acq_rel);
+    if (j == nullptr) return;
     std::lock_guard lock(pool_mu);
     free_jobs.push_back(j);
   }
@@ -212,7 +219,12 @@ struct DsaEngine::Impl {
     j.pieces[i].state = Piece::kDone;
     j.bytes += bytes;
     --j.open;
-    descriptors_done.fetch_add(1, std::memory_order_relaxed);
+    ++j.done_unreported;  // one atomic update per Advance, not per piece (batches)
+  }
+  void ReportDone(Job& j) {
+    if (j.done_unreported == 0) return;
+    descriptors_done.fetch_add(j.done_unreported, std::memory_order_relaxed);
+    j.done_unreported = 0;
   }
 
   void Fail(Job& j, std::uint32_t i, StatusCode code, std::string text) {
@@ -408,6 +420,7 @@ struct DsaEngine::Impl {
         }
       }
     }
+    ReportDone(j);
     return j.open == 0 && j.groups_in_flight == 0;
   }
 
@@ -701,6 +714,10 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   j->groups.clear();
   j->groups_in_flight = 0;
   j->ordered = false;
+  j->done_unreported = 0;
+  // The size histogram, one atomic update per run of equal buckets.
+  unsigned run_bucket = 0;
+  std::uint64_t run_count = 0;
   for (const Operation& op : ops) {
     if (m.opts.prefault) {
       const std::size_t page = 4096;
@@ -711,7 +728,9 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
       }
     }
     for (std::uint64_t off = 0; off < op.size; off += m.max_xfer) {
-      Piece p;
+      // Filled in place: a Piece built on the stack and copied in costs a store-forwarding
+      // stall per piece, which is most of a batch's build time.
+      Piece& p = j->pieces.emplace_back();
       p.kind = op.kind;
       p.keep_in_cache = op.keep_in_cache;
       p.size = std::min<std::uint64_t>(m.max_xfer, op.size - off);
@@ -721,8 +740,13 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
       p.src2 = op.src2 != nullptr ? static_cast<const char*>(op.src2) + off : nullptr;
       p.pattern = op.pattern;
       p.report_base = submission.offset_base();
-      j->pieces.push_back(p);
-      m.histogram[std::min<unsigned>(Log2(p.size), 31)].fetch_add(1, std::memory_order_relaxed);
+      const unsigned bucket = std::min<unsigned>(Log2(p.size), 31);
+      if (bucket != run_bucket) {
+        if (run_count != 0) m.histogram[run_bucket].fetch_add(run_count, std::memory_order_relaxed);
+        run_bucket = bucket;
+        run_count = 0;
+      }
+      ++run_count;
     }
     if (overlapping_big_move(op)) {
       // Pieces of an overlapping move would overwrite source bytes other pieces still need:
@@ -731,6 +755,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
       if (op.dst > op.src) std::reverse(j->pieces.begin(), j->pieces.end());
     }
   }
+  if (run_count != 0) m.histogram[run_bucket].fetch_add(run_count, std::memory_order_relaxed);
   const auto n = static_cast<std::uint32_t>(j->pieces.size());
   j->descs.resize(n);
   j->recs.resize(n);
