@@ -46,8 +46,9 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
                                        int dst_node, std::size_t size);
 
 // Submits `op` divided as `parts` describe (offsets relative to the operation) and returns one
-// handle that completes when every part has. `op` may be a copy, non-overlapping move, fill or
-// compare; the parts must tile [0, op.size) exactly.
+// handle that completes when every part has. `op` may be any kind that acts on a
+// range except kCrc32c (one CRC, computed by one engine) and an overlapping move; the parts
+// must tile [0, op.size) exactly.
 Result<Handle> SubmitParts(const Operation& op, std::span<const CopyPart> parts,
                            SubmitOptions options = {});
 

@@ -63,6 +63,8 @@ struct DsaEngineStats {
   std::uint64_t faults_on_cpu = 0;    // page faults finished on the CPU
   std::uint64_t credit_waits = 0;     // dedicated WQ full: submitter waited for a credit
   std::uint64_t errors = 0;           // descriptors that completed with an error
+  std::uint64_t dualcast_splits = 0;  // dualcasts sent as two copies (destinations differ in
+                                      // address bits 11:0, which DSA's dualcast requires equal)
   // Descriptors by transfer size: bucket i counts sizes in [2^i, 2^(i+1)).
   std::array<std::uint64_t, 32> size_histogram{};
 };

@@ -34,10 +34,12 @@ enum class WaitMode : std::uint8_t {
 struct Completion {
   Status status;                      // ok, failed, cancelled (never pending)
   std::uint64_t bytes_completed = 0;  // summed over all parts and batch members
-  // kCompare: true when every compared range was equal; for other kinds always true.
+  // kCompare, kComparePattern: true when every compared range was equal; otherwise true.
   bool equal = true;
-  // kCompare of a single operation: offset of the first differing byte, when !equal.
+  // kCompare/kComparePattern of a single operation: offset of the first differing byte, when !equal.
   std::uint64_t first_difference = 0;
+  // kCrc32c: the CRC-32C of the range, continuing from the operation's crc_seed.
+  std::uint32_t crc = 0;
 };
 
 // A move-only callable invoked once with the Completion, on the thread that completes the

@@ -9,17 +9,25 @@
 namespace tierflow {
 
 enum class OpKind : std::uint8_t {
-  kCopy,     // dst <- src; the ranges must not overlap (use kMove)
-  kMove,     // dst <- src; overlapping ranges are fine (memmove semantics)
-  kFill,     // dst <- the 8-byte pattern repeated; the last copy may be cut short
-  kCompare,  // compare src with src2; the handle reports equality and the first difference
+  kCopy,            // dst <- src; the ranges must not overlap (use kMove)
+  kMove,            // dst <- src; overlapping ranges are fine (memmove semantics)
+  kFill,            // dst <- the 8-byte pattern repeated; the last copy may be cut short
+  kCompare,         // compare src with src2; the handle reports equality and the first difference
+  kComparePattern,  // compare src with the 8-byte pattern repeated (as kFill would write it)
+  kDualcast,        // dst <- src and dst2 <- src; no two of the three ranges may overlap
+  kCrc32c,          // CRC-32C (Castagnoli, as iSCSI/ext4/DSA) of src, continuing from crc_seed
+  kCacheFlush,      // write dst's cache lines back to memory; evict them unless keep_in_cache
+  kDrain,           // no buffers: completes once every operation submitted to the same engine
+                    // before it has completed (engines that keep a queue of their own)
 };
 std::string_view OpKindName(OpKind kind);
 
 // Bit mask of OpKinds, for capabilities.
 constexpr std::uint32_t OpBit(OpKind k) { return 1u << static_cast<unsigned>(k); }
-constexpr std::uint32_t kAllOps =
-    OpBit(OpKind::kCopy) | OpBit(OpKind::kMove) | OpBit(OpKind::kFill) | OpBit(OpKind::kCompare);
+constexpr OpKind kLastOpKind = OpKind::kDrain;
+constexpr std::uint32_t kAllOps = (OpBit(kLastOpKind) << 1) - 1;
+// The kinds that act on data (all but kDrain).
+constexpr std::uint32_t kDataOps = kAllOps & ~OpBit(OpKind::kDrain);
 
 struct Operation {
   OpKind kind = OpKind::kCopy;
@@ -27,22 +35,61 @@ struct Operation {
   const void* src = nullptr;
   const void* src2 = nullptr;   // second input of kCompare
   std::size_t size = 0;
-  std::uint64_t pattern = 0;    // kFill, little-endian: byte i of dst is byte (i % 8) of pattern
+  // kFill, kComparePattern; little-endian: byte i of the range is byte (i % 8) of pattern.
+  std::uint64_t pattern = 0;
   // Hint: leave the destination in the last-level cache because it is read soon (DSA: the
   // cache-control flag; CPU engine: no streaming stores). Off: large copies bypass the cache.
+  // kCacheFlush: write the lines back but keep them cached (CLWB) instead of evicting them.
   bool keep_in_cache = false;
+  void* dst2 = nullptr;         // kDualcast: the second destination
+  std::uint32_t crc_seed = 0;   // kCrc32c: the CRC of the bytes before src (0: none)
 
   static Operation Copy(void* dst, const void* src, std::size_t size) {
-    return {OpKind::kCopy, dst, src, nullptr, size, 0};
+    return Make(OpKind::kCopy, dst, src, nullptr, size);
   }
   static Operation Move(void* dst, const void* src, std::size_t size) {
-    return {OpKind::kMove, dst, src, nullptr, size, 0};
+    return Make(OpKind::kMove, dst, src, nullptr, size);
   }
   static Operation Fill(void* dst, std::uint64_t pattern, std::size_t size) {
-    return {OpKind::kFill, dst, nullptr, nullptr, size, pattern};
+    Operation op = Make(OpKind::kFill, dst, nullptr, nullptr, size);
+    op.pattern = pattern;
+    return op;
   }
   static Operation Compare(const void* a, const void* b, std::size_t size) {
-    return {OpKind::kCompare, nullptr, a, b, size, 0};
+    return Make(OpKind::kCompare, nullptr, a, b, size);
+  }
+  static Operation ComparePattern(const void* src, std::uint64_t pattern, std::size_t size) {
+    Operation op = Make(OpKind::kComparePattern, nullptr, src, nullptr, size);
+    op.pattern = pattern;
+    return op;
+  }
+  static Operation Dualcast(void* dst, void* dst2, const void* src, std::size_t size) {
+    Operation op = Make(OpKind::kDualcast, dst, src, nullptr, size);
+    op.dst2 = dst2;
+    return op;
+  }
+  static Operation Crc32c(const void* src, std::size_t size, std::uint32_t seed = 0) {
+    Operation op = Make(OpKind::kCrc32c, nullptr, src, nullptr, size);
+    op.crc_seed = seed;
+    return op;
+  }
+  static Operation CacheFlush(void* dst, std::size_t size, bool keep_in_cache = false) {
+    Operation op = Make(OpKind::kCacheFlush, dst, nullptr, nullptr, size);
+    op.keep_in_cache = keep_in_cache;
+    return op;
+  }
+  static Operation Drain() { return Make(OpKind::kDrain, nullptr, nullptr, nullptr, 0); }
+
+ private:
+  static Operation Make(OpKind kind, void* dst, const void* src, const void* src2,
+                        std::size_t size) {
+    Operation op;
+    op.kind = kind;
+    op.dst = dst;
+    op.src = src;
+    op.src2 = src2;
+    op.size = size;
+    return op;
   }
 };
 

@@ -28,6 +28,7 @@ Status CheckMapped(const Operation& op) {
   Status s = CheckMapped("dst", op.dst, op.size);
   if (s.ok()) s = CheckMapped("src", op.src, op.size);
   if (s.ok()) s = CheckMapped("src2", op.src2, op.size);
+  if (s.ok()) s = CheckMapped("dst2", op.dst2, op.size);
   return s;
 }
 

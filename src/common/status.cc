@@ -33,6 +33,11 @@ std::string_view OpKindName(OpKind kind) {
     case OpKind::kMove: return "move";
     case OpKind::kFill: return "fill";
     case OpKind::kCompare: return "compare";
+    case OpKind::kComparePattern: return "compare-pattern";
+    case OpKind::kDualcast: return "dualcast";
+    case OpKind::kCrc32c: return "crc32c";
+    case OpKind::kCacheFlush: return "cache-flush";
+    case OpKind::kDrain: return "drain";
   }
   return "unknown";
 }

@@ -22,6 +22,7 @@
 #include "common/cpu_relax.h"
 #include "common/futex.h"
 #include "common/mapping.h"
+#include "common/crc32c.h"
 #include "cpu/kernels.h"
 #include "cpu/task_queue.h"
 #include "engine/overlap.h"
@@ -55,9 +56,11 @@ struct CpuEngine::SplitWork {
   Impl* engine = nullptr;
   OpKind kind = OpKind::kCopy;
   bool nt = false;
+  bool keep_in_cache = false;
   char* dst = nullptr;
   const char* src = nullptr;
   const char* src2 = nullptr;
+  char* dst2 = nullptr;
   std::size_t size = 0;
   std::size_t piece = 0;
   std::uint64_t pieces = 0;
@@ -134,9 +137,23 @@ struct CpuEngine::Impl {
 
   void Run(const cpu::Piece& p) {
     std::uint64_t diff = detail::OpState::kNoDifference;
-    std::size_t at = cpu::RunPiece(*kernels, p.kind, p.dst, p.src, p.src2, p.size, p.pattern,
-                                   p.offset, p.nt, p.overlapping);
-    if (at < p.size) diff = p.report_base + p.offset + at;
+    cpu::PieceWork w;
+    w.kind = p.kind;
+    w.dst = p.dst;
+    w.dst2 = p.dst2;
+    w.src = p.src;
+    w.src2 = p.src2;
+    w.n = p.size;
+    w.pattern = p.pattern;
+    w.phase = p.offset;
+    w.nt = p.nt;
+    w.overlapping = p.overlapping;
+    w.keep_in_cache = p.keep_in_cache;
+    cpu::PieceResult r = cpu::RunPiece(*kernels, w);
+    if (r.difference < p.size) diff = p.report_base + p.offset + r.difference;
+    if (p.kind == OpKind::kCrc32c) {
+      p.state->crc.fetch_xor(Crc32cShift(r.crc, p.tail), std::memory_order_relaxed);
+    }
     pieces_completed.fetch_add(1, std::memory_order_relaxed);
     bytes_completed.fetch_add(p.size, std::memory_order_relaxed);
     in_flight.fetch_sub(1, std::memory_order_relaxed);
@@ -153,6 +170,9 @@ struct CpuEngine::Impl {
     p.dst = w.dst != nullptr ? w.dst + p.offset : nullptr;
     p.src = w.src != nullptr ? w.src + p.offset : nullptr;
     p.src2 = w.src2 != nullptr ? w.src2 + p.offset : nullptr;
+    p.dst2 = w.dst2 != nullptr ? w.dst2 + p.offset : nullptr;
+    p.tail = w.size - p.offset - p.size;
+    p.keep_in_cache = w.keep_in_cache;
     p.report_base = w.report_base;
     p.pattern = w.pattern;
     Run(p);
@@ -315,7 +335,7 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
                            : static_cast<std::size_t>(llc != 0 ? llc * 3 / 4 : 8u << 20);
   EngineCapabilities& caps = impl->caps;
   caps.name = "cpu";
-  caps.ops = kAllOps;
+  caps.ops = kDataOps;  // no queue of its own to drain
   caps.max_op_bytes = kMaxOpBytes;
   caps.max_batch = kMaxBatch;
   caps.preferred_min_bytes = 0;
@@ -404,13 +424,16 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     cpu::Piece p;
     p.state = state;
     p.kind = op.kind;
-    p.nt = op.kind != OpKind::kCompare && !op.keep_in_cache && op.size >= m.nt_threshold;
+    p.nt = cpu::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
+    p.keep_in_cache = op.keep_in_cache;
     p.overlapping = overlap;
     p.dst = static_cast<char*>(op.dst) + (op.dst != nullptr ? offset : 0);
     p.src = static_cast<const char*>(op.src) + (op.src != nullptr ? offset : 0);
     p.src2 = static_cast<const char*>(op.src2) + (op.src2 != nullptr ? offset : 0);
+    p.dst2 = static_cast<char*>(op.dst2) + (op.dst2 != nullptr ? offset : 0);
     p.size = size;
     p.offset = offset;
+    p.tail = op.size - offset - size;
     p.report_base = submission.offset_base();
     p.pattern = op.pattern;
     return p;
@@ -475,7 +498,9 @@ Status CpuEngine::EnqueueSplit(const Operation& op, detail::Submission& submissi
   SplitWork* w = new (state->engine_area) SplitWork;
   w->engine = &m;
   w->kind = op.kind;
-  w->nt = op.kind != OpKind::kCompare && !op.keep_in_cache && op.size >= m.nt_threshold;
+  w->nt = cpu::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
+  w->keep_in_cache = op.keep_in_cache;
+  w->dst2 = static_cast<char*>(op.dst2);
   w->dst = static_cast<char*>(op.dst);
   w->src = static_cast<const char*>(op.src);
   w->src2 = static_cast<const char*>(op.src2);

@@ -1,5 +1,8 @@
 #include "cpu/kernels.h"
 
+#include "common/cache_flush.h"
+#include "common/crc32c.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,25 +35,57 @@ const Kernels& KernelsFor(CpuIsa isa) {
   }
 }
 
-std::size_t RunPiece(const Kernels& k, OpKind kind, char* dst, const char* src, const char* src2,
-                     std::size_t n, std::uint64_t pattern, std::size_t phase, bool nt,
-                     bool overlapping) {
-  switch (kind) {
+PieceResult RunPiece(const Kernels& k, const PieceWork& w) {
+  PieceResult r;
+  r.difference = w.n;
+  switch (w.kind) {
     case OpKind::kCopy:
-      k.copy(dst, src, n, nt);
-      return n;
+      k.copy(w.dst, w.src, w.n, w.nt);
+      break;
     case OpKind::kMove:
-      if (overlapping) {
-        std::memmove(dst, src, n);
+      if (w.overlapping) {
+        std::memmove(w.dst, w.src, w.n);
       } else {
-        k.copy(dst, src, n, nt);
+        k.copy(w.dst, w.src, w.n, w.nt);
       }
-      return n;
+      break;
     case OpKind::kFill:
-      k.fill(dst, pattern, phase, n, nt);
-      return n;
+      k.fill(w.dst, w.pattern, w.phase, w.n, w.nt);
+      break;
     case OpKind::kCompare:
-      return FirstDifference(src, src2, n);
+      r.difference = FirstDifference(w.src, w.src2, w.n);
+      break;
+    case OpKind::kComparePattern:
+      r.difference = FirstPatternDifference(w.src, w.pattern, w.phase, w.n);
+      break;
+    case OpKind::kDualcast:
+      k.copy(w.dst, w.src, w.n, w.nt);
+      k.copy(w.dst2, w.src, w.n, w.nt);
+      break;
+    case OpKind::kCrc32c:
+      r.crc = Crc32c(w.crc_seed, w.src, w.n);
+      break;
+    case OpKind::kCacheFlush:
+      FlushCacheLines(w.dst, w.n, w.keep_in_cache);
+      break;
+    case OpKind::kDrain:
+      break;  // no data: engines complete drains themselves
+  }
+  return r;
+}
+
+std::size_t FirstPatternDifference(const void* p, std::uint64_t pattern, std::size_t phase,
+                                   std::size_t n) {
+  const auto* x = static_cast<const unsigned char*>(p);
+  const std::uint64_t rotated = RotatePattern(pattern, phase);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, x + i, 8);
+    if (w != rotated) break;
+  }
+  for (; i < n; ++i) {
+    if (x[i] != static_cast<unsigned char>(rotated >> (8 * (i % 8)))) return i;
   }
   return n;
 }

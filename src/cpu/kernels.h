@@ -22,13 +22,38 @@ const Kernels& KernelsFor(CpuIsa isa);  // isa must be supported and not kAuto
 // Offset of the first differing byte, or n when equal.
 std::size_t FirstDifference(const void* a, const void* b, std::size_t n);
 
+// Offset of the first byte of [p, p+n) that differs from the pattern (byte i compared with
+// byte (phase + i) % 8 of pattern), or n when all match.
+std::size_t FirstPatternDifference(const void* p, std::uint64_t pattern, std::size_t phase,
+                                   std::size_t n);
+
 // One piece of an operation, run on this thread: the CPU engine's workers and the DSA
-// engine's CPU fallback share it. `phase`: offset of the piece within its operation (fill
-// pattern). `overlapping`: a move whose ranges may overlap (memmove). Returns the offset of
-// the first difference for a compare, n otherwise.
-std::size_t RunPiece(const Kernels& k, OpKind kind, char* dst, const char* src, const char* src2,
-                     std::size_t n, std::uint64_t pattern, std::size_t phase, bool nt,
-                     bool overlapping);
+// engine's CPU fallback share it.
+struct PieceWork {
+  OpKind kind = OpKind::kCopy;
+  char* dst = nullptr;
+  char* dst2 = nullptr;
+  const char* src = nullptr;
+  const char* src2 = nullptr;
+  std::size_t n = 0;
+  std::uint64_t pattern = 0;
+  std::size_t phase = 0;        // offset of the piece within its operation (pattern phase)
+  std::uint32_t crc_seed = 0;   // kCrc32c: the CRC of the piece's bytes before src
+  bool nt = false;              // streaming stores (copies and fills)
+  bool overlapping = false;     // a move whose ranges may overlap (memmove)
+  bool keep_in_cache = false;   // kCacheFlush: write back without evicting
+};
+struct PieceResult {
+  std::size_t difference = 0;  // compares: offset of the first difference, n when equal
+  std::uint32_t crc = 0;       // kCrc32c: Crc32c(crc_seed, the piece)
+};
+PieceResult RunPiece(const Kernels& k, const PieceWork& w);
+
+// Kinds whose destination is written with data (streaming stores apply).
+constexpr bool WritesData(OpKind kind) {
+  return kind == OpKind::kCopy || kind == OpKind::kMove || kind == OpKind::kFill ||
+         kind == OpKind::kDualcast;
+}
 
 namespace internal {
 extern const Kernels kBaselineKernels;

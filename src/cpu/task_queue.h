@@ -19,6 +19,7 @@ struct Piece {
   OpKind kind = OpKind::kCopy;
   bool nt = false;
   bool overlapping = false;  // a move whose ranges overlap: memmove as one piece
+  bool keep_in_cache = false;
   // A ticket: no bytes of its own; whoever pops it runs pieces of the operation described in
   // the state's engine area until none is left (see CpuEngine's SplitWork). `generation` tells
   // whether that operation is still the one the ticket was issued for.
@@ -27,8 +28,10 @@ struct Piece {
   char* dst = nullptr;
   const char* src = nullptr;
   const char* src2 = nullptr;
+  char* dst2 = nullptr;
   std::size_t size = 0;
   std::size_t offset = 0;    // of this piece within its operation (fill phase, compare offset)
+  std::size_t tail = 0;      // bytes of the operation after this piece (CRC combination)
   std::uint64_t report_base = 0;  // added to compare differences (Submission::offset_base)
   std::uint64_t pattern = 0;
 };

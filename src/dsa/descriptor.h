@@ -65,6 +65,39 @@ inline void EncodeCompare(dsa_hw_desc& d, const void* a, const void* b, std::uin
   d.src2_addr = Addr(b);
   d.xfer_size = size;
 }
+// Compares src with the 8-byte pattern repeated; the record says where they first differ.
+inline void EncodeComparePattern(dsa_hw_desc& d, const void* src, std::uint64_t pattern,
+                                 std::uint32_t size, std::uint32_t flags, Record* rec) {
+  Begin(d, DSA_OPCODE_COMPVAL, flags, rec);
+  d.src_addr = Addr(src);
+  d.comp_pattern = pattern;
+  d.xfer_size = size;
+}
+// src to dst and dst2, which must agree in address bits 11:0.
+inline void EncodeDualcast(dsa_hw_desc& d, void* dst, void* dst2, const void* src,
+                           std::uint32_t size, std::uint32_t flags, Record* rec) {
+  Begin(d, DSA_OPCODE_DUALCAST, flags, rec);
+  d.src_addr = Addr(src);
+  d.dst_addr = Addr(dst);
+  d.dest2 = Addr(dst2);
+  d.xfer_size = size;
+}
+// CRC-32C of src continuing from seed (default flags: seed and result inverted, as the
+// standard CRC-32C); the record's crc_val holds the result.
+inline void EncodeCrc(dsa_hw_desc& d, const void* src, std::uint32_t seed, std::uint32_t size,
+                      std::uint32_t flags, Record* rec) {
+  Begin(d, DSA_OPCODE_CRCGEN, flags, rec);
+  d.src_addr = Addr(src);
+  d.crc_seed = seed;
+  d.xfer_size = size;
+}
+// Writes dst's cache lines back; with IDXD_OP_FLAG_CC they stay cached, otherwise evicted.
+inline void EncodeCacheFlush(dsa_hw_desc& d, void* dst, std::uint32_t size, std::uint32_t flags,
+                             Record* rec) {
+  Begin(d, DSA_OPCODE_CFLUSH, flags, rec);
+  d.dst_addr = Addr(dst);
+  d.xfer_size = size;
+}
 inline void EncodeDrain(dsa_hw_desc& d, Record* rec) { Begin(d, DSA_OPCODE_DRAIN, 0, rec); }
 inline void EncodeNoop(dsa_hw_desc& d, Record* rec) { Begin(d, DSA_OPCODE_NOOP, 0, rec); }
 inline void EncodeBatch(dsa_hw_desc& d, const Descriptor* list, std::uint32_t count,

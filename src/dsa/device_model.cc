@@ -14,7 +14,9 @@
 
 #include <fmt/format.h>
 
+#include "common/cache_flush.h"
 #include "common/cpu_relax.h"
+#include "common/crc32c.h"
 #include "common/mapping.h"
 #include "dsa/descriptor.h"
 
@@ -44,6 +46,7 @@ struct Outcome {
   std::uint32_t bytes_completed = 0;
   std::uint64_t fault_addr = 0;
   std::uint32_t invalid_flags = 0;
+  std::uint32_t crc = 0;  // CRC generation: the CRC of the bytes processed
 };
 
 }  // namespace
@@ -130,18 +133,42 @@ struct DsaDeviceModel::Impl {
       o.status = DSA_COMP_XFER_ERANGE;
       return o;
     }
-    if (d.opcode == DSA_OPCODE_MEMMOVE || d.opcode == DSA_OPCODE_MEMFILL ||
-        d.opcode == DSA_OPCODE_COMPARE) {
-      // An unmapped page faults like an injected one, but touching cannot fix it.
-      const std::uint64_t a = d.opcode == DSA_OPCODE_MEMFILL ? 0 : d.src_addr;
-      const std::uint64_t b = d.dst_addr;  // src2 for compare
-      std::uint64_t fa = FirstUnmapped(a, n), fb = FirstUnmapped(b, n);
-      if (fa < n || fb < n) {
+    {
+      // Address translation. An unmapped page faults like an injected one, but touching
+      // cannot fix it. Ranges the opcode reads, then the ones it writes.
+      std::uint64_t reads[2] = {0, 0}, writes[2] = {0, 0};
+      switch (d.opcode) {
+        case DSA_OPCODE_MEMMOVE: reads[0] = d.src_addr; writes[0] = d.dst_addr; break;
+        case DSA_OPCODE_MEMFILL: writes[0] = d.dst_addr; break;
+        case DSA_OPCODE_COMPARE: reads[0] = d.src_addr; reads[1] = d.src2_addr; break;
+        case DSA_OPCODE_COMPVAL: reads[0] = d.src_addr; break;
+        case DSA_OPCODE_DUALCAST:
+          reads[0] = d.src_addr;
+          writes[0] = d.dst_addr;
+          writes[1] = d.dest2;
+          break;
+        case DSA_OPCODE_CRCGEN: reads[0] = d.src_addr; break;
+        case DSA_OPCODE_CFLUSH: reads[0] = d.dst_addr; break;  // needs no write permission
+        default: break;
+      }
+      std::uint64_t first = n, addr = 0;
+      bool write = false;
+      for (int w = 0; w < 2; ++w) {
+        for (std::uint64_t base : w == 0 ? reads : writes) {
+          if (base == 0) continue;
+          std::uint64_t f = FirstUnmapped(base, n);
+          if (f < first) {
+            first = f;
+            addr = base + f;
+            write = w == 1;
+          }
+        }
+      }
+      if (first < n) {
         ++counters.page_faults;
-        const bool write = fb < fa && d.opcode != DSA_OPCODE_COMPARE;
         o.status = static_cast<std::uint8_t>(DSA_COMP_PAGE_FAULT_NOBOF |
                                              (write ? DSA_COMP_STATUS_WRITE : 0));
-        o.fault_addr = fa <= fb ? a + fa : b + fb;
+        o.fault_addr = addr;
         o.bytes_completed = 0;  // conservative: nothing done (the engine resumes from here)
         return o;
       }
@@ -212,6 +239,67 @@ struct DsaDeviceModel::Impl {
         o.bytes_completed = static_cast<std::uint32_t>(n);
         return o;
       }
+      case DSA_OPCODE_COMPVAL: {
+        const std::uint64_t a = d.src_addr;
+        if (bof) ResolveAll(a, n);
+        std::uint64_t f = FirstFault(a, n);
+        const auto* x = Ptr<const unsigned char>(a);
+        for (std::uint64_t i = 0; i < f; ++i) {
+          if (x[i] != static_cast<unsigned char>(d.comp_pattern >> (8 * (i % 8)))) {
+            // The pattern is compared in 8-byte words; report the word that differs (the
+            // engine finds the byte, so a device reporting the byte works as well).
+            o.result = 1;
+            o.bytes_completed = static_cast<std::uint32_t>(i & ~std::uint64_t{7});
+            return o;
+          }
+        }
+        if (f < n) return fault(f, a + f, false, false), o;
+        o.bytes_completed = static_cast<std::uint32_t>(n);
+        return o;
+      }
+      case DSA_OPCODE_DUALCAST: {
+        const std::uint64_t s = d.src_addr, t = d.dst_addr, t2 = d.dest2;
+        if ((t & 0xfff) != (t2 & 0xfff)) {
+          o.status = DSA_COMP_DCAST_ERR;  // destinations must share bits 11:0
+          return o;
+        }
+        if (bof) {
+          ResolveAll(s, n);
+          ResolveAll(t, n);
+          ResolveAll(t2, n);
+        }
+        std::uint64_t fs = FirstFault(s, n), ft = FirstFault(t, n), ft2 = FirstFault(t2, n);
+        std::uint64_t f = std::min({fs, ft, ft2});
+        std::memcpy(Ptr(t), Ptr(s), f);
+        std::memcpy(Ptr(t2), Ptr(s), f);
+        if (f < n) {
+          const bool on_src = fs == f;
+          return fault(f, on_src ? s + f : (ft == f ? t + f : t2 + f), !on_src, false), o;
+        }
+        o.bytes_completed = static_cast<std::uint32_t>(n);
+        return o;
+      }
+      case DSA_OPCODE_CRCGEN: {
+        const std::uint64_t a = d.src_addr;
+        if (bof) ResolveAll(a, n);
+        std::uint64_t f = FirstFault(a, n);
+        // Default flags: the seed and the result are inverted (standard CRC-32C), so the
+        // result of a partial run is the seed to continue with.
+        o.crc = Crc32c(d.crc_seed, Ptr(a), f);
+        if (f < n) return fault(f, a + f, false, false), o;
+        o.bytes_completed = static_cast<std::uint32_t>(n);
+        return o;
+      }
+      case DSA_OPCODE_CFLUSH: {
+        const std::uint64_t t = d.dst_addr;
+        if (bof) ResolveAll(t, n);
+        std::uint64_t f = FirstFault(t, n);
+        // The model's effect on the caches is the CPU's: flush the same lines.
+        FlushCacheLines(Ptr(t), f, (d.flags & IDXD_OP_FLAG_CC) != 0);
+        if (f < n) return fault(f, t + f, false, false), o;
+        o.bytes_completed = static_cast<std::uint32_t>(n);
+        return o;
+      }
       case DSA_OPCODE_NOOP:
       case DSA_OPCODE_DRAIN:
         return o;
@@ -229,7 +317,11 @@ struct DsaDeviceModel::Impl {
     r->result = o.result;
     r->bytes_completed = o.bytes_completed;
     r->fault_addr = o.fault_addr;
-    r->invalid_flags = o.invalid_flags;
+    if (d.opcode == DSA_OPCODE_CRCGEN) {
+      r->crc_val = o.crc;
+    } else {
+      r->invalid_flags = o.invalid_flags;
+    }
     dsa::PublishStatus(*r, o.status);
   }
 

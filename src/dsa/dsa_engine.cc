@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "common/crc32c.h"
 #include "common/futex.h"
 #include "common/mapping.h"
 #include "common/pattern.h"
@@ -38,14 +39,18 @@ struct Piece {
   State state = kUnsubmitted;
   bool holds_credit = false;  // submitted on its own to a dedicated WQ
   bool keep_in_cache = false;
+  bool echo = false;          // second copy of a split dualcast: its bytes are not counted
   int faults_here = 0;        // consecutive faults without progress
   char* dst = nullptr;
   const char* src = nullptr;
   const char* src2 = nullptr;
+  char* dst2 = nullptr;
   std::uint64_t size = 0;
   std::uint64_t offset = 0;   // within its operation: fill phase, compare report
+  std::uint64_t tail = 0;     // bytes of its operation after this piece (CRC combination)
   std::uint64_t report_base = 0;
   std::uint64_t pattern = 0;
+  std::uint32_t crc_seed = 0; // kCrc32c: CRC of the piece's bytes before src (fault resume)
 };
 
 // A batch descriptor over pieces [first, first + count).
@@ -75,6 +80,10 @@ struct Job {
   // An overlapping move cut into pieces: they must run one after the other, in list order
   // (from the end when the destination lies above the source).
   bool ordered = false;
+  // A drain: no pieces; complete once no job linked at or before `drain_after` remains.
+  bool drain = false;
+  std::uint64_t drain_after = 0;
+  std::uint64_t seq = 0;               // link order (drains)
   Job* prev = nullptr;
   Job* next = nullptr;
   Job* finished_next = nullptr;
@@ -100,6 +109,7 @@ struct DsaEngine::Impl {
   // In-flight jobs (intrusive list) and the pool.
   std::mutex list_mu;
   Job* head = nullptr;
+  std::uint64_t link_seq = 0;  // under list_mu
   std::atomic<std::size_t> jobs_in_flight{0};
   std::mutex pool_mu;
   std::vector<std::unique_ptr<Job>> all_jobs;
@@ -116,7 +126,7 @@ struct DsaEngine::Impl {
   std::atomic<std::uint64_t> ops_submitted{0}, ops_done{0}, bytes_done{0}, descriptors{0},
       descriptors_done{0}, batches{0}, submit_retries{0}, retried_later{0}, cpu_fallbacks{0},
       faults_resumed{0}, faults_on_cpu{0}, credit_waits{0}, errors{0}, callback_errors{0},
-      cancelled{0};
+      cancelled{0}, dualcast_splits{0};
   std::array<std::atomic<std::uint64_t>, 32> histogram{};
 
   // --- pool and list ---------------------------------------------------------------------
@@ -141,6 +151,10 @@ struct DsaEngine::Impl {
   }
   void Link(Job* j) {
     std::lock_guard lock(list_mu);
+    LinkLocked(j);
+  }
+  void LinkLocked(Job* j) {
+    j->seq = ++link_seq;
     j->prev = nullptr;
     j->next = head;
     if (head != nullptr) head->prev = j;
@@ -153,6 +167,13 @@ struct DsaEngine::Impl {
     if (j->next != nullptr) j->next->prev = j->prev;
     j->prev = j->next = nullptr;
     jobs_in_flight.fetch_sub(1, std::memory_order_relaxed);
+  }
+  // Whether a job linked at or before `seq` is still linked (running, or being finished).
+  bool AnyLinkedUpTo(std::uint64_t seq) const {
+    for (const Job* j = head; j != nullptr; j = j->next) {
+      if (j->seq <= seq) return true;
+    }
+    return false;
   }
 
   // --- credits (dedicated WQ) --------------------------------------------------------------
@@ -188,7 +209,39 @@ struct DsaEngine::Impl {
       case OpKind::kCompare:
         dsa::EncodeCompare(d, p.src, p.src2, size, flags, rec);
         break;
+      case OpKind::kComparePattern:
+        dsa::EncodeComparePattern(d, p.src, RotatePattern(p.pattern, p.offset), size, flags, rec);
+        break;
+      case OpKind::kDualcast:
+        dsa::EncodeDualcast(d, p.dst, p.dst2, p.src, size, flags, rec);
+        break;
+      case OpKind::kCrc32c:
+        dsa::EncodeCrc(d, p.src, p.crc_seed, size, flags, rec);
+        break;
+      case OpKind::kCacheFlush:
+        dsa::EncodeCacheFlush(d, p.dst, size, flags, rec);
+        break;
+      case OpKind::kDrain:
+        dsa::EncodeNoop(d, rec);  // never built: drains have no pieces
+        break;
     }
+  }
+
+  // Where a compare found its first difference, to the byte: the device reports the offset
+  // of the differing byte or (pattern compares) of its 8-byte word; the CPU finds the byte.
+  std::uint64_t ExactDifference(const Piece& p, std::uint64_t at) const {
+    at = std::min(at, p.size);
+    std::size_t rest = p.size - at;
+    if (p.kind == OpKind::kCompare) {
+      return at + cpu::FirstDifference(p.src + at, p.src2 + at, rest);
+    }
+    return at + cpu::FirstPatternDifference(p.src + at, p.pattern, p.offset + at, rest);
+  }
+  void NoteDifference(Job& j, const Piece& p, std::uint64_t at) {
+    j.first_difference = std::min<std::uint64_t>(j.first_difference, p.report_base + p.offset + at);
+  }
+  void AddCrc(Job& j, const Piece& p, std::uint32_t crc) {
+    j.state->crc.fetch_xor(Crc32cShift(crc, p.tail), std::memory_order_relaxed);
   }
 
   // Offers a top-level descriptor, retrying a shared WQ up to opts.enqcmd_retries times with
@@ -206,18 +259,27 @@ struct DsaEngine::Impl {
   // Runs piece i on the CPU (SWQ stayed full with the CPU policy, or a fault with kFinishOnCpu).
   void RunOnCpu(Job& j, std::uint32_t i) {
     Piece& p = j.pieces[i];
-    // Moves are memmoves: a piece of an overlapping move overlaps itself.
-    std::size_t at = cpu::RunPiece(*kernels, p.kind, p.dst, p.src, p.src2, p.size, p.pattern,
-                                   p.offset, /*nt=*/false, /*overlapping=*/p.kind == OpKind::kMove);
-    if (at < p.size) {
-      j.first_difference = std::min<std::uint64_t>(j.first_difference, p.report_base + p.offset + at);
-    }
+    cpu::PieceWork w;
+    w.kind = p.kind;
+    w.dst = p.dst;
+    w.dst2 = p.dst2;
+    w.src = p.src;
+    w.src2 = p.src2;
+    w.n = p.size;
+    w.pattern = p.pattern;
+    w.phase = p.offset;
+    w.crc_seed = p.crc_seed;
+    w.overlapping = p.kind == OpKind::kMove;  // a piece of an overlapping move overlaps itself
+    w.keep_in_cache = p.keep_in_cache;
+    cpu::PieceResult r = cpu::RunPiece(*kernels, w);
+    if (r.difference < p.size) NoteDifference(j, p, r.difference);
+    if (p.kind == OpKind::kCrc32c) AddCrc(j, p, r.crc);
     Done(j, i, p.size);
   }
 
   void Done(Job& j, std::uint32_t i, std::uint64_t bytes) {
     j.pieces[i].state = Piece::kDone;
-    j.bytes += bytes;
+    if (!j.pieces[i].echo) j.bytes += bytes;
     --j.open;
     ++j.done_unreported;  // one atomic update per Advance, not per piece (batches)
   }
@@ -332,10 +394,10 @@ struct DsaEngine::Impl {
       ReleaseCredit();
     }
     if (status == DSA_COMP_SUCCESS) {
-      if (p.kind == OpKind::kCompare && r.result != 0) {
-        j.first_difference = std::min<std::uint64_t>(
-            j.first_difference, p.report_base + p.offset + r.bytes_completed);
+      if ((p.kind == OpKind::kCompare || p.kind == OpKind::kComparePattern) && r.result != 0) {
+        NoteDifference(j, p, ExactDifference(p, r.bytes_completed));
       }
+      if (p.kind == OpKind::kCrc32c) AddCrc(j, p, static_cast<std::uint32_t>(r.crc_val));
       return Done(j, i, p.size);
     }
     if (status == DSA_COMP_PAGE_FAULT_NOBOF) {
@@ -344,14 +406,20 @@ struct DsaEngine::Impl {
       // Progress: ascending work advances the start; descending work shrinks from the end.
       if (!descending) {
         if (p.dst != nullptr) p.dst += done;
+        if (p.dst2 != nullptr) p.dst2 += done;
         if (p.src != nullptr) p.src += done;
         if (p.src2 != nullptr) p.src2 += done;
         p.offset += done;
+        // The CRC of the bytes done continues from here (the record holds it, seed applied).
+        if (p.kind == OpKind::kCrc32c && done > 0) p.crc_seed = static_cast<std::uint32_t>(r.crc_val);
       }
       p.size -= done;
-      j.bytes += done;
+      if (!p.echo) j.bytes += done;
       p.faults_here = done == 0 ? p.faults_here + 1 : 0;
-      if (p.size == 0) return Done(j, i, 0);
+      if (p.size == 0) {
+        if (p.kind == OpKind::kCrc32c) AddCrc(j, p, p.crc_seed);
+        return Done(j, i, 0);
+      }
       if (opts.on_fault == DsaFaultPolicy::kFinishOnCpu) {
         faults_on_cpu.fetch_add(1, std::memory_order_relaxed);
         return RunOnCpu(j, i);
@@ -398,6 +466,7 @@ struct DsaEngine::Impl {
 
   // Reaps, then resumes and resubmits; true when the job is complete.
   bool Advance(Job& j) {
+    if (j.drain) return !AnyLinkedUpTo(j.drain_after);  // caller holds list_mu
     Reap(j);
     const bool drain = draining.load(std::memory_order_relaxed);
     bool ordered_busy = j.ordered && std::any_of(j.pieces.begin(), j.pieces.end(), [](const Piece& p) {
@@ -424,7 +493,10 @@ struct DsaEngine::Impl {
     return j.open == 0 && j.groups_in_flight == 0;
   }
 
-  void Finish(Job* j) {
+  // Reports a complete job to its handle (callbacks run here: no lock may be held). The job
+  // itself is recycled by the caller, after unlinking it if it was linked: a job stays in the
+  // list until its handle has completed, so that a drain never overtakes it.
+  void Complete(Job* j) {
     detail::OpState* state = j->state;
     const std::uint64_t bytes = j->bytes;
     ops_done.fetch_add(1, std::memory_order_relaxed);
@@ -434,7 +506,6 @@ struct DsaEngine::Impl {
     std::uint64_t diff = j->first_difference;
     j->error_text.clear();
     j->state = nullptr;
-    PutJob(j);
     if (code != StatusCode::kOk) {
       detail::FailPart(state, bytes, code, std::move(text));
     } else {
@@ -442,33 +513,71 @@ struct DsaEngine::Impl {
     }
   }
 
-  // Advances every in-flight job nobody else is advancing; finishes the complete ones (outside
-  // the list lock: callbacks may submit more). True when any job finished.
+  // Advances every in-flight job nobody else is advancing; completes the finished ones
+  // (outside the list lock: callbacks may submit more). True when any job finished.
   bool PollAll() {
     Job* finished = nullptr;
     {
       std::lock_guard lock(list_mu);
-      for (Job* j = head; j != nullptr;) {
-        Job* next = j->next;
+      for (Job* j = head; j != nullptr; j = j->next) {
         if (!j->busy.exchange(true, std::memory_order_acquire)) {
           if (Advance(*j)) {
-            UnlinkLocked(j);
-            j->finished_next = finished;
+            j->finished_next = finished;  // stays busy: nobody else touches it
             finished = j;
           } else {
             j->busy.store(false, std::memory_order_release);
           }
         }
-        j = next;
       }
     }
-    bool any = finished != nullptr;
+    if (finished == nullptr) return false;
+    for (Job* j = finished; j != nullptr; j = j->finished_next) Complete(j);
+    {
+      std::lock_guard lock(list_mu);
+      for (Job* j = finished; j != nullptr; j = j->finished_next) UnlinkLocked(j);
+    }
     while (finished != nullptr) {
       Job* j = finished;
       finished = j->finished_next;
-      Finish(j);
+      PutJob(j);
     }
-    return any;
+    return true;
+  }
+
+  // A drain is a job without pieces that completes once every job linked before it has left
+  // the list (completed and reported). Jobs finished at submission were never linked. The
+  // device's own drain descriptor is not needed: parts waiting in this engine for a retry
+  // are not in the device yet, so only this engine's bookkeeping can tell.
+  Status EnqueueDrain(detail::Submission& submission) {
+    Job* j = GetJob();
+    j->state = submission.state();
+    j->bytes = 0;
+    j->first_difference = detail::OpState::kNoDifference;
+    j->error_code = StatusCode::kOk;
+    j->pieces.clear();
+    j->groups.clear();
+    j->groups_in_flight = 0;
+    j->open = 0;
+    j->ordered = false;
+    j->drain = true;
+    ops_submitted.fetch_add(1, std::memory_order_relaxed);
+    submission.AddParts(1);
+    {
+      std::lock_guard lock(list_mu);
+      j->drain_after = link_seq;
+      if (AnyLinkedUpTo(j->drain_after)) {
+        j->busy.store(false, std::memory_order_relaxed);
+        LinkLocked(j);
+        j = nullptr;
+      }
+    }
+    if (j == nullptr) {
+      idle.Wake(1);
+      return Status::Ok();
+    }
+    Complete(j);
+    PutJob(j);
+    return Status::Ok();
   }
 
   // The completion thread: polls while work is in flight (spin, then yield, then short
@@ -586,7 +695,7 @@ DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   Impl& m = *impl_;
   if (m.opts.max_batch != 0) m.max_batch = std::min(m.max_batch, m.opts.max_batch);
   m.kernels = &cpu::KernelsFor(DetectCpuIsa());
-  m.caps.ops = kAllOps;
+  m.caps.ops = kAllOps;  // kDrain included: the engine keeps its own queue
   m.caps.max_op_bytes = kMaxOpBytes;
   m.caps.max_batch = kMaxOpsPerSubmit;
   m.caps.preferred_min_bytes = 16 * 1024;
@@ -652,6 +761,7 @@ DsaEngineStats DsaEngine::stats() const {
   s.faults_on_cpu = m.faults_on_cpu.load(std::memory_order_relaxed);
   s.credit_waits = m.credit_waits.load(std::memory_order_relaxed);
   s.errors = m.errors.load(std::memory_order_relaxed);
+  s.dualcast_splits = m.dualcast_splits.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < s.size_histogram.size(); ++i) {
     s.size_histogram[i] = m.histogram[i].load(std::memory_order_relaxed);
   }
@@ -690,20 +800,24 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
       if (!m.opts.check_mappings) {  // otherwise CheckOperation has done it
         if (Status s = CheckMapped(op); !s.ok()) return s;
       }
-      if (op.dst == nullptr) continue;
-      // First and last page: a range within one mapping has one protection.
-      for (const char* p : {static_cast<const char*>(op.dst),
-                            static_cast<const char*>(op.dst) + op.size - 1}) {
-        if (!QueryPageAccess(p).writable) {
-          return Status::Invalid(fmt::format(
-              "operation {}: dst page at {} is read-only; prefaulting (and the copy) would write "
-              "to it", i, static_cast<const void*>(p)));
+      for (const void* dst : {static_cast<const void*>(op.dst), static_cast<const void*>(op.dst2)}) {
+        if (dst == nullptr || op.kind == OpKind::kCacheFlush) continue;
+        // First and last page: a range within one mapping has one protection.
+        for (const char* p : {static_cast<const char*>(dst),
+                              static_cast<const char*>(dst) + op.size - 1}) {
+          if (!QueryPageAccess(p).writable) {
+            return Status::Invalid(fmt::format(
+                "operation {}: {} page at {} is read-only; prefaulting (and the {}) would write "
+                "to it", i, dst == op.dst ? "dst" : "dst2", static_cast<const void*>(p),
+                OpKindName(op.kind)));
+          }
         }
       }
     }
   }
   detail::OpState* state = submission.state();
   state->callback_errors = &m.callback_errors;
+  if (ops.size() == 1 && ops[0].kind == OpKind::kDrain) return m.EnqueueDrain(submission);
   Job* j = m.GetJob();
   j->busy.store(true, std::memory_order_relaxed);
   j->state = state;
@@ -714,6 +828,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   j->groups.clear();
   j->groups_in_flight = 0;
   j->ordered = false;
+  j->drain = false;
   j->done_unreported = 0;
   // The size histogram, one atomic update per run of equal buckets.
   unsigned run_bucket = 0;
@@ -724,29 +839,48 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
       for (std::size_t o = 0; o < op.size; o += page) {
         if (op.src != nullptr) (void)static_cast<const volatile char*>(op.src)[o];
         if (op.src2 != nullptr) (void)static_cast<const volatile char*>(op.src2)[o];
+        if (op.kind == OpKind::kCacheFlush) {
+          if (op.dst != nullptr) (void)static_cast<const volatile char*>(op.dst)[o];
+          continue;
+        }
         if (op.dst != nullptr) __atomic_fetch_or(static_cast<unsigned char*>(op.dst) + o, 0, __ATOMIC_RELAXED);
+        if (op.dst2 != nullptr) __atomic_fetch_or(static_cast<unsigned char*>(op.dst2) + o, 0, __ATOMIC_RELAXED);
       }
     }
-    for (std::uint64_t off = 0; off < op.size; off += m.max_xfer) {
-      // Filled in place: a Piece built on the stack and copied in costs a store-forwarding
-      // stall per piece, which is most of a batch's build time.
-      Piece& p = j->pieces.emplace_back();
-      p.kind = op.kind;
-      p.keep_in_cache = op.keep_in_cache;
-      p.size = std::min<std::uint64_t>(m.max_xfer, op.size - off);
-      p.offset = off;
-      p.dst = op.dst != nullptr ? static_cast<char*>(op.dst) + off : nullptr;
-      p.src = op.src != nullptr ? static_cast<const char*>(op.src) + off : nullptr;
-      p.src2 = op.src2 != nullptr ? static_cast<const char*>(op.src2) + off : nullptr;
-      p.pattern = op.pattern;
-      p.report_base = submission.offset_base();
-      const unsigned bucket = std::min<unsigned>(Log2(p.size), 31);
-      if (bucket != run_bucket) {
-        if (run_count != 0) m.histogram[run_bucket].fetch_add(run_count, std::memory_order_relaxed);
-        run_bucket = bucket;
-        run_count = 0;
+    // DSA's dualcast needs destinations that agree in address bits 11:0; others become two
+    // copies (the source is read twice).
+    const bool split_dualcast =
+        op.kind == OpKind::kDualcast &&
+        ((reinterpret_cast<std::uintptr_t>(op.dst) ^ reinterpret_cast<std::uintptr_t>(op.dst2)) &
+         0xfff) != 0;
+    if (split_dualcast) m.dualcast_splits.fetch_add(1, std::memory_order_relaxed);
+    for (int copy = 0; copy < (split_dualcast ? 2 : 1); ++copy) {
+      for (std::uint64_t off = 0; off < op.size; off += m.max_xfer) {
+        // Filled in place: a Piece built on the stack and copied in costs a store-forwarding
+        // stall per piece, which is most of a batch's build time.
+        Piece& p = j->pieces.emplace_back();
+        p.kind = split_dualcast ? OpKind::kCopy : op.kind;
+        p.echo = copy == 1;
+        p.keep_in_cache = op.keep_in_cache;
+        p.size = std::min<std::uint64_t>(m.max_xfer, op.size - off);
+        p.offset = off;
+        p.tail = op.size - off - p.size;
+        void* dst = split_dualcast && copy == 1 ? op.dst2 : op.dst;
+        p.dst = dst != nullptr ? static_cast<char*>(dst) + off : nullptr;
+        p.src = op.src != nullptr ? static_cast<const char*>(op.src) + off : nullptr;
+        p.src2 = op.src2 != nullptr ? static_cast<const char*>(op.src2) + off : nullptr;
+        p.dst2 = op.dst2 != nullptr && !split_dualcast ? static_cast<char*>(op.dst2) + off : nullptr;
+        p.pattern = op.pattern;
+        p.crc_seed = 0;  // pieces are checksummed apart and combined (Crc32cShift)
+        p.report_base = submission.offset_base();
+        const unsigned bucket = std::min<unsigned>(Log2(p.size), 31);
+        if (bucket != run_bucket) {
+          if (run_count != 0) m.histogram[run_bucket].fetch_add(run_count, std::memory_order_relaxed);
+          run_bucket = bucket;
+          run_count = 0;
+        }
+        ++run_count;
       }
-      ++run_count;
     }
     if (overlapping_big_move(op)) {
       // Pieces of an overlapping move would overwrite source bytes other pieces still need:
@@ -797,7 +931,8 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   }
   // Check once: small operations on an idle device (or the instant model) are done already.
   if (m.Advance(*j)) {
-    m.Finish(j);
+    m.Complete(j);
+    m.PutJob(j);
     return Status::Ok();
   }
   m.Link(j);

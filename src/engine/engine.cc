@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/crc32c.h"
 #include "engine/overlap.h"
 #include "engine/submission.h"
 
@@ -26,6 +27,12 @@ Status CheckRange(const char* what, const void* p, std::size_t size) {
   return Status::Ok();
 }
 
+bool Overlap(const void* a, const void* b, std::size_t n) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + n && y < x + n;
+}
+
 bool InRange(const void* p, std::size_t size) {
   auto a = reinterpret_cast<std::uintptr_t>(p);
   return a >= kFirstValid && a < kUserSpaceEnd && size <= kUserSpaceEnd - a;
@@ -34,7 +41,7 @@ bool InRange(const void* p, std::size_t size) {
 // The checks of Validate as one predicate, without building a Status: the common case of a
 // well-formed operation should cost a few compares (batches validate every member).
 bool PlainlyValid(const Operation& op, const EngineCapabilities& caps) {
-  if (static_cast<unsigned>(op.kind) > static_cast<unsigned>(OpKind::kCompare) ||
+  if (static_cast<unsigned>(op.kind) > static_cast<unsigned>(kLastOpKind) ||
       (caps.ops & OpBit(op.kind)) == 0 || op.size == 0 || op.size > caps.max_op_bytes) {
     return false;
   }
@@ -44,9 +51,19 @@ bool PlainlyValid(const Operation& op, const EngineCapabilities& caps) {
     case OpKind::kMove:
       return InRange(op.dst, op.size) && InRange(op.src, op.size);
     case OpKind::kFill:
+    case OpKind::kCacheFlush:
       return InRange(op.dst, op.size);
     case OpKind::kCompare:
       return InRange(op.src, op.size) && InRange(op.src2, op.size);
+    case OpKind::kComparePattern:
+    case OpKind::kCrc32c:
+      return InRange(op.src, op.size);
+    case OpKind::kDualcast:
+      return InRange(op.dst, op.size) && InRange(op.dst2, op.size) && InRange(op.src, op.size) &&
+             !Overlap(op.dst, op.src, op.size) && !Overlap(op.dst2, op.src, op.size) &&
+             !Overlap(op.dst, op.dst2, op.size);
+    case OpKind::kDrain:
+      return false;  // size 0: checked on the slow path
   }
   return false;
 }
@@ -59,12 +76,24 @@ Status Engine::Validate(const Operation& op) const {
   const EngineCapabilities& caps = capabilities();
   if (PlainlyValid(op, caps)) return CheckOperation(op);
   // Something is wrong: find it and say what.
-  if (static_cast<unsigned>(op.kind) > static_cast<unsigned>(OpKind::kCompare)) {
+  if (static_cast<unsigned>(op.kind) > static_cast<unsigned>(kLastOpKind)) {
     return Status::Invalid(fmt::format("unknown operation kind {}", static_cast<int>(op.kind)));
   }
   if ((caps.ops & OpBit(op.kind)) == 0) {
+    if (op.kind == OpKind::kDrain) {
+      return Status::Unsupported(fmt::format(
+          "engine '{}' keeps no queue of its own to drain: wait on the handles of the earlier "
+          "operations instead", caps.name));
+    }
     return Status::Unsupported(
         fmt::format("engine '{}' does not support {}", caps.name, OpKindName(op.kind)));
+  }
+  if (op.kind == OpKind::kDrain) {
+    if (op.size != 0 || op.dst != nullptr || op.src != nullptr || op.src2 != nullptr ||
+        op.dst2 != nullptr) {
+      return Status::Invalid("drain takes no buffers: use Operation::Drain()");
+    }
+    return CheckOperation(op);
   }
   if (op.size == 0) {
     return Status::Invalid(fmt::format(
@@ -75,26 +104,46 @@ Status Engine::Validate(const Operation& op) const {
                                        OpKindName(op.kind), op.size, caps.name, caps.max_op_bytes));
   }
   Status s;
+  auto overlap = [&](const char* a, const void* pa, const char* b, const void* pb) {
+    if (!Overlap(pa, pb, op.size)) return Status::Ok();
+    auto x = reinterpret_cast<std::uintptr_t>(pa);
+    auto y = reinterpret_cast<std::uintptr_t>(pb);
+    std::uintptr_t bytes = std::min(x, y) + op.size - std::max(x, y);
+    return Status::Invalid(fmt::format(
+        "{} {} and {} overlap by {} bytes; {}", OpKindName(op.kind), a, b, bytes,
+        op.kind == OpKind::kCopy ? "use a move (OpKind::kMove) for overlapping ranges"
+                                 : "give it ranges that do not overlap"));
+  };
   switch (op.kind) {
     case OpKind::kCopy:
     case OpKind::kMove:
       if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
       if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
-      if (op.kind == OpKind::kCopy && detail::DstSrcOverlap(op)) {
-        auto d = reinterpret_cast<std::uintptr_t>(op.dst);
-        auto r = reinterpret_cast<std::uintptr_t>(op.src);
-        std::uintptr_t overlap = std::min(d, r) + op.size - std::max(d, r);
-        return Status::Invalid(fmt::format(
-            "copy source and destination overlap by {} bytes; use a move (OpKind::kMove) for "
-            "overlapping ranges", overlap));
+      if (op.kind == OpKind::kCopy && !(s = overlap("source", op.src, "destination", op.dst)).ok()) {
+        return s;
       }
       break;
     case OpKind::kFill:
+    case OpKind::kCacheFlush:
       if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
       break;
     case OpKind::kCompare:
       if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
       if (!(s = CheckRange("src2", op.src2, op.size)).ok()) return s;
+      break;
+    case OpKind::kComparePattern:
+    case OpKind::kCrc32c:
+      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
+      break;
+    case OpKind::kDualcast:
+      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
+      if (!(s = CheckRange("dst2", op.dst2, op.size)).ok()) return s;
+      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
+      if (!(s = overlap("dst", op.dst, "src", op.src)).ok()) return s;
+      if (!(s = overlap("dst2", op.dst2, "src", op.src)).ok()) return s;
+      if (!(s = overlap("dst", op.dst, "dst2", op.dst2)).ok()) return s;
+      break;
+    case OpKind::kDrain:
       break;
   }
   return CheckOperation(op);
@@ -103,6 +152,10 @@ Status Engine::Validate(const Operation& op) const {
 Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& options) {
   detail::OpState* state = detail::AcquireOpState();
   state->callback = std::move(options.callback);
+  for (const Operation& op : ops) {
+    // The seed's share of the CRC; the engine XORs in the data's (see Crc32cShift).
+    if (op.kind == OpKind::kCrc32c) state->crc.store(Crc32cShift(op.crc_seed, op.size));
+  }
   detail::Submission submission(state);
   if (Status s = Enqueue(ops, submission); !s.ok()) {
     state->callback.Reset();
@@ -127,9 +180,19 @@ Result<Handle> Engine::SubmitBatch(std::span<const Operation> ops, SubmitOptions
                                        "split it into several batches",
                                        ops.size(), caps.name, caps.max_batch));
   }
+  int crcs = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (Status s = Validate(ops[i]); !s.ok()) {
       return Status(s.code(), fmt::format("batch member {}: {}", i, s.message()));
+    }
+    if (ops[i].kind == OpKind::kDrain && ops.size() > 1) {
+      return Status::Invalid(fmt::format(
+          "batch member {}: a drain waits for whole earlier submissions; submit it on its own", i));
+    }
+    if (ops[i].kind == OpKind::kCrc32c && ++crcs > 1) {
+      return Status::Invalid(fmt::format(
+          "batch member {}: a batch's handle reports one CRC; submit each CRC-32C on its own or "
+          "in its own batch", i));
     }
   }
   return Start(ops, options);

@@ -65,6 +65,7 @@ void Finalize(OpState* s) {
     std::uint64_t diff = s->first_difference.load(std::memory_order_relaxed);
     c.equal = diff == OpState::kNoDifference;
     c.first_difference = c.equal ? 0 : diff;
+    c.crc = s->crc.load(std::memory_order_relaxed);
     const OpState* outer = t_completing;
     t_completing = s;
     try {
@@ -117,6 +118,7 @@ OpState* AcquireOpState() {
   s->parts.store(1, std::memory_order_relaxed);
   s->bytes.store(0, std::memory_order_relaxed);
   s->first_difference.store(OpState::kNoDifference, std::memory_order_relaxed);
+  s->crc.store(0, std::memory_order_relaxed);
   s->error_claimed.store(false, std::memory_order_relaxed);
   s->error_code = StatusCode::kOk;
   s->callback_errors = nullptr;
@@ -280,6 +282,7 @@ Completion Handle::result() const {
   std::uint64_t diff = state_->first_difference.load(std::memory_order_relaxed);
   c.equal = diff == OpState::kNoDifference;
   c.first_difference = c.equal ? 0 : diff;
+  c.crc = state_->crc.load(std::memory_order_relaxed);
   return c;
 }
 

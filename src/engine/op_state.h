@@ -26,6 +26,8 @@ struct OpState {
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> first_difference{kNoDifference};
   std::atomic<bool> error_claimed{false};
+  // kCrc32c: pieces XOR their contributions in (see Crc32cShift), in any order.
+  std::atomic<std::uint32_t> crc{0};
 
   // Written by the first part that fails (the one that claimed error_claimed), read after done.
   StatusCode error_code = StatusCode::kOk;

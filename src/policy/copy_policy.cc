@@ -131,6 +131,10 @@ class MultiEngineSubmitter {
   static Result<Handle> Submit(const Operation& op, std::span<const CopyPart> parts,
                                SubmitOptions& options) {
     if (parts.empty()) return Status::Invalid("no parts to submit: plan the copy first");
+    if (op.kind == OpKind::kCrc32c || op.kind == OpKind::kDrain) {
+      return Status::Invalid(fmt::format(
+          "a {} cannot be split over engines; submit it to one engine", OpKindName(op.kind)));
+    }
     if (op.kind == OpKind::kMove) {
       auto d = reinterpret_cast<std::uintptr_t>(op.dst), s = reinterpret_cast<std::uintptr_t>(op.src);
       if (d < s + op.size && s < d + op.size) {
@@ -157,7 +161,8 @@ class MultiEngineSubmitter {
       if (o.dst != nullptr) o.dst = static_cast<char*>(o.dst) + parts[i].offset;
       if (o.src != nullptr) o.src = static_cast<const char*>(o.src) + parts[i].offset;
       if (o.src2 != nullptr) o.src2 = static_cast<const char*>(o.src2) + parts[i].offset;
-      if (o.kind == OpKind::kFill) {
+      if (o.dst2 != nullptr) o.dst2 = static_cast<char*>(o.dst2) + parts[i].offset;
+      if (o.kind == OpKind::kFill || o.kind == OpKind::kComparePattern) {
         o.pattern = RotatePattern(op.pattern, parts[i].offset);
       }
       if (Status s = parts[i].engine->Validate(o); !s.ok()) {

@@ -67,7 +67,7 @@ TEST(CpuEngine, CapabilitiesAndDefaults) {
   ASSERT_TRUE(e);
   const EngineCapabilities& c = e->capabilities();
   EXPECT_EQ(c.name, "cpu");
-  EXPECT_EQ(c.ops, kAllOps);
+  EXPECT_EQ(c.ops, kDataOps);
   EXPECT_FALSE(c.is_model);
   EXPECT_EQ(e->workers(), static_cast<int>(ThisSystem().node(0)->cpus.size()));
   if (ThisSystem().caches().l3_bytes != 0) {

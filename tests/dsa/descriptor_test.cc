@@ -37,6 +37,55 @@ TEST(DsaDescriptor, MemmoveLayout) {
   EXPECT_EQ(Addr(&desc.d) % 64, 0u);
 }
 
+// Offsets from the DSA specification: compare-pattern's pattern at byte 24 (where dst goes),
+// dualcast's second destination and the CRC seed at byte 40, the CRC in the record at byte 16.
+TEST(DsaDescriptor, ComparePatternDualcastCrcCacheFlushLayout) {
+  Record rec;
+  Descriptor d;
+  char a[64] = {}, b[64] = {}, c[64] = {};
+  EncodeComparePattern(d.d, a, 0x0102030405060708ull, 4000, 0, &rec);
+  Raw r = Words(d.d);
+  EXPECT_EQ(r.w[0] >> 56, static_cast<unsigned>(DSA_OPCODE_COMPVAL));
+  EXPECT_EQ(r.w[2], Addr(a));
+  EXPECT_EQ(r.w[3], 0x0102030405060708ull);
+  EXPECT_EQ(r.w[4] & 0xffffffffu, 4000u);
+  for (int i = 5; i < 8; ++i) EXPECT_EQ(r.w[i], 0u);
+
+  EncodeDualcast(d.d, b, c, a, 300, IDXD_OP_FLAG_CC, &rec);
+  r = Words(d.d);
+  EXPECT_EQ(r.w[0] >> 56, static_cast<unsigned>(DSA_OPCODE_DUALCAST));
+  EXPECT_EQ((r.w[0] >> 32) & 0xffffff, IDXD_OP_FLAG_CC | kRecordFlags);
+  EXPECT_EQ(r.w[2], Addr(a));
+  EXPECT_EQ(r.w[3], Addr(b));
+  EXPECT_EQ(r.w[4] & 0xffffffffu, 300u);
+  EXPECT_EQ(r.w[5], Addr(c));
+  EXPECT_EQ(r.w[6], 0u);
+
+  EncodeCrc(d.d, a, 0xcafef00du, 77, 0, &rec);
+  r = Words(d.d);
+  EXPECT_EQ(r.w[0] >> 56, static_cast<unsigned>(DSA_OPCODE_CRCGEN));
+  EXPECT_EQ(r.w[2], Addr(a));
+  EXPECT_EQ(r.w[3], 0u);
+  EXPECT_EQ(r.w[4] & 0xffffffffu, 77u);
+  EXPECT_EQ(r.w[5], 0xcafef00dull) << "seed in the low half, reserved high half zero";
+  EXPECT_EQ(r.w[6], 0u) << "no seed address: the seed is in the descriptor";
+
+  EncodeCacheFlush(d.d, b, 8192, 0, &rec);
+  r = Words(d.d);
+  EXPECT_EQ(r.w[0] >> 56, static_cast<unsigned>(DSA_OPCODE_CFLUSH));
+  EXPECT_EQ((r.w[0] >> 32) & 0xffffff, kRecordFlags) << "no CC: lines are evicted";
+  EXPECT_EQ(r.w[2], 0u);
+  EXPECT_EQ(r.w[3], Addr(b));
+  EXPECT_EQ(r.w[4] & 0xffffffffu, 8192u);
+
+  // The CRC result lies in the record's bytes 16..23 (after status, bytes_completed, fault_addr).
+  dsa_completion_record cr{};
+  cr.crc_val = 0x89abcdefu;
+  std::uint64_t words[4];
+  std::memcpy(words, &cr, sizeof words);
+  EXPECT_EQ(words[2], 0x89abcdefu);
+}
+
 TEST(DsaDescriptor, FillCompareBatchDrainLayout) {
   Record rec;
   Descriptor d;

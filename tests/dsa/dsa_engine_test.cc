@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -15,6 +16,7 @@
 
 #include "random_bytes.h"
 
+#include "common/crc32c.h"
 #include "tierflow/buffer.h"
 
 namespace tierflow {
@@ -141,6 +143,72 @@ TEST(DsaEngine, SharedWqFullRetriesThenRetriesLater) {
   for (Handle& h : hs) ASSERT_TRUE(h.Wait().ok());
   EXPECT_EQ(src, dst);
   EXPECT_GE(model->counters().swq_retries, 30u);
+}
+
+TEST(DsaEngine, DrainCompletesAfterEverythingSubmittedBefore) {
+  auto model = Model(Config(false));
+  auto e = Engine(model);
+  std::vector<std::vector<unsigned char>> src, dst;
+  for (int i = 0; i < 6; ++i) {
+    src.push_back(RandomBytes(100000, i));
+    dst.emplace_back(100000);
+  }
+  // Nothing in flight: a drain completes at once.
+  Result<Handle> empty = e->Submit(Operation::Drain());
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_TRUE(empty->done());
+  model->Pause();
+  std::vector<Handle> before;
+  for (int i = 0; i < 4; ++i) {
+    before.push_back(Take(e->Submit(Operation::Copy(dst[i].data(), src[i].data(), 100000))));
+  }
+  std::atomic<bool> earlier_done_at_drain{false};
+  SubmitOptions cb;
+  cb.callback = [&](const Completion&) {
+    bool all = true;
+    for (Handle& h : before) all = all && h.done();
+    earlier_done_at_drain = all;
+  };
+  Handle drain = Take(e->Submit(Operation::Drain(), std::move(cb)));
+  Handle after = Take(e->Submit(Operation::Copy(dst[4].data(), src[4].data(), 100000)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(drain.done()) << "the device has not run the earlier copies";
+  model->Resume();
+  ASSERT_TRUE(drain.Wait().ok());
+  EXPECT_TRUE(earlier_done_at_drain) << "a drain completed before an earlier operation";
+  for (Handle& h : before) EXPECT_TRUE(h.done());
+  ASSERT_TRUE(after.Wait().ok());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(src[i], dst[i]) << i;
+}
+
+TEST(DsaEngine, DualcastWithDestinationsInDifferentPagePositionsGoesAsTwoCopies) {
+  auto model = Model(Config(true));
+  auto e = Engine(model);
+  const std::size_t n = 10000;
+  auto src = RandomBytes(n, 3);
+  std::vector<unsigned char> a(n + 8192), b(n + 8192);
+  auto* pa = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(a.data()) + 4095) & ~std::uintptr_t{4095});
+  auto* pb = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(b.data()) + 4095) & ~std::uintptr_t{4095});
+  ASSERT_TRUE(e->Submit(Operation::Dualcast(pa, pb, src.data(), n))->Wait().ok());
+  EXPECT_EQ(e->stats().dualcast_splits, 0u);
+  EXPECT_EQ(model->counters().executed, 1u) << "one dualcast descriptor";
+  ASSERT_TRUE(e->Submit(Operation::Dualcast(pa, pb + 64, src.data(), n))->Wait().ok());
+  EXPECT_EQ(e->stats().dualcast_splits, 1u);
+  EXPECT_EQ(std::memcmp(pa, src.data(), n), 0);
+  EXPECT_EQ(std::memcmp(pb + 64, src.data(), n), 0);
+
+  // The model enforces the rule a hand-built descriptor would break.
+  alignas(64) dsa_hw_desc d{};
+  alignas(32) dsa_completion_record r{};
+  d.opcode = DSA_OPCODE_DUALCAST;
+  d.flags = IDXD_OP_FLAG_CRAV | IDXD_OP_FLAG_RCR;
+  d.completion_addr = reinterpret_cast<std::uintptr_t>(&r);
+  d.src_addr = reinterpret_cast<std::uintptr_t>(src.data());
+  d.dst_addr = reinterpret_cast<std::uintptr_t>(pa);
+  d.dest2 = reinterpret_cast<std::uintptr_t>(pb + 64);
+  d.xfer_size = 100;
+  model->Enqueue(0, &d);
+  EXPECT_EQ(r.status & DSA_COMP_STATUS_MASK, DSA_COMP_DCAST_ERR);
 }
 
 TEST(DsaEngine, SharedWqFullFallsBackToCpu) {
@@ -275,6 +343,51 @@ TEST_P(DsaFaults, FinishOnCpuPolicy) {
   EXPECT_EQ(std::memcmp(dst->data(), src->data(), src->size()), 0);
   EXPECT_EQ(e->stats().faults_on_cpu, 1u);
   EXPECT_EQ(e->stats().faults_resumed, 0u);
+}
+
+TEST_P(DsaFaults, CrcComparePatternAndDualcastResumeMidPiece) {
+  for (DsaFaultPolicy policy : {DsaFaultPolicy::kTouchAndResume, DsaFaultPolicy::kFinishOnCpu}) {
+    auto model = Model(Config(GetParam(), 256 << 10));
+    DsaEngineOptions o;
+    o.on_fault = policy;
+    auto e = Engine(model, o);
+    const std::size_t n = 1 << 20;
+    Result<Buffer> src = Buffer::OnNode(0, n), a = Buffer::OnNode(0, n), b = Buffer::OnNode(0, n);
+    ASSERT_TRUE(src.ok() && a.ok() && b.ok());
+    auto data = RandomBytes(n, 21);
+    std::memcpy(src->data(), data.data(), n);
+    auto* s = reinterpret_cast<unsigned char*>(src->data());
+
+    // CRC: the partial CRC in the record seeds the rest of the piece.
+    model->InjectPageFault(s + 300000);
+    Result<Handle> crc = e->Submit(Operation::Crc32c(s, n, 5));
+    ASSERT_TRUE(crc->Wait().ok()) << crc->status().ToString();
+    EXPECT_EQ(crc->result().crc, Crc32c(5, data.data(), n));
+
+    // Dualcast: a write fault on the second destination.
+    model->InjectPageFault(reinterpret_cast<char*>(b->data()) + 600000);
+    Result<Handle> dc = e->Submit(Operation::Dualcast(a->data(), b->data(), s, n));
+    ASSERT_TRUE(dc->Wait().ok()) << dc->status().ToString();
+    EXPECT_EQ(dc->result().bytes_completed, n);
+    EXPECT_EQ(std::memcmp(a->data(), s, n), 0);
+    EXPECT_EQ(std::memcmp(b->data(), s, n), 0);
+
+    // Compare-pattern: faults before the difference, the difference found after resuming.
+    std::memset(s, 0x77, n);
+    s[700001] = 0;
+    model->InjectPageFault(s + 650000);
+    Result<Handle> cp = e->Submit(Operation::ComparePattern(s, 0x7777777777777777ull, n));
+    ASSERT_TRUE(cp->Wait().ok());
+    EXPECT_FALSE(cp->result().equal);
+    EXPECT_EQ(cp->result().first_difference, 700001u);
+
+    DsaEngineStats st = e->stats();
+    if (policy == DsaFaultPolicy::kTouchAndResume) {
+      EXPECT_EQ(st.faults_resumed, 3u);
+    } else {
+      EXPECT_EQ(st.faults_on_cpu, 3u);
+    }
+  }
 }
 
 TEST_P(DsaFaults, BlockOnFaultOnlyWhereTheWqAllowsIt) {
