@@ -33,24 +33,27 @@ constexpr int kMaxFaultsWithoutProgress = 8;
 
 
 // One data descriptor's share of an operation.
+// Enqueue sets every field: the empty constructor spares the zeroing that value-initialisation
+// would do (a rep stos per piece, a quarter of a batch's build time).
 struct Piece {
   enum State : std::uint8_t { kUnsubmitted, kInBatch, kSubmitted, kDone };
-  OpKind kind = OpKind::kCopy;
-  State state = kUnsubmitted;
-  bool holds_credit = false;  // submitted on its own to a dedicated WQ
-  bool keep_in_cache = false;
-  bool echo = false;          // second copy of a split dualcast: its bytes are not counted
-  int faults_here = 0;        // consecutive faults without progress
-  char* dst = nullptr;
-  const char* src = nullptr;
-  const char* src2 = nullptr;
-  char* dst2 = nullptr;
-  std::uint64_t size = 0;
-  std::uint64_t offset = 0;   // within its operation: fill phase, compare report
-  std::uint64_t tail = 0;     // bytes of its operation after this piece (CRC combination)
-  std::uint64_t report_base = 0;
-  std::uint64_t pattern = 0;
-  std::uint32_t crc_seed = 0; // kCrc32c: CRC of the piece's bytes before src (fault resume)
+  Piece() {}  // NOLINT: deliberately leaves the fields to Enqueue
+  OpKind kind;
+  State state;
+  bool holds_credit;  // submitted on its own to a dedicated WQ
+  bool keep_in_cache;
+  bool echo;          // second copy of a split dualcast: its bytes are not counted
+  int faults_here;    // consecutive faults without progress
+  char* dst;
+  const char* src;
+  const char* src2;
+  char* dst2;
+  std::uint64_t size;
+  std::uint64_t offset;   // within its operation: fill phase, compare report
+  std::uint64_t tail;     // bytes of its operation after this piece (CRC combination)
+  std::uint64_t report_base;
+  std::uint64_t pattern;
+  std::uint32_t crc_seed; // kCrc32c: CRC of the piece's bytes before src (fault resume)
 };
 
 // A batch descriptor over pieces [first, first + count).
@@ -860,6 +863,9 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
         // stall per piece, which is most of a batch's build time.
         Piece& p = j->pieces.emplace_back();
         p.kind = split_dualcast ? OpKind::kCopy : op.kind;
+        p.state = Piece::kUnsubmitted;
+        p.holds_credit = false;
+        p.faults_here = 0;
         p.echo = copy == 1;
         p.keep_in_cache = op.keep_in_cache;
         p.size = std::min<std::uint64_t>(m.max_xfer, op.size - off);
