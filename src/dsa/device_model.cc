@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <set>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "common/cache_flush.h"
 #include "common/cpu_relax.h"
 #include "common/crc32c.h"
+#include "common/fork_guard.h"
 #include "common/mapping.h"
 #include "dsa/descriptor.h"
 
@@ -51,7 +53,7 @@ struct Outcome {
 
 }  // namespace
 
-struct DsaDeviceModel::Impl {
+struct DsaDeviceModel::Impl final : ForkAware {
   DsaModelConfig cfg;
 
   mutable std::mutex mu;  // queues, faults, errors, counters
@@ -69,6 +71,28 @@ struct DsaDeviceModel::Impl {
   bool paused = false;
   std::atomic<std::uint32_t> delay_ns{0};
   std::vector<std::thread> engines;
+  bool restart_engines = false;  // a fork() child: the engine threads stayed in the parent
+
+  // --- fork --------------------------------------------------------------------------------
+  void PrepareFork() override { mu.lock(); }
+  void AfterForkParent() override { mu.unlock(); }
+  // The child has copies of the queues but none of the engine threads, and the descriptors
+  // queued belong to the parent's submissions: the child's model starts empty, and starts
+  // its engines again when next given a descriptor.
+  void AfterForkChild() override {
+    new (&mu) std::mutex();  // the copy is locked by PrepareFork; waiters are gone
+    new (&work_cv) std::condition_variable();
+    new (&drain_cv) std::condition_variable();
+    for (std::thread& t : engines) new (&t) std::thread();  // abandon, never join
+    engines.clear();
+    for (auto& q : queues) q.clear();
+    std::fill(occupancy.begin(), occupancy.end(), 0);
+    executing = 0;
+    restart_engines = !cfg.instant;
+  }
+  void StartEngines() {
+    for (int i = 0; i < cfg.engines; ++i) engines.emplace_back([this] { EngineLoop(); });
+  }
 
   // --- faults ------------------------------------------------------------------------------
   // First injected page overlapping [p, p+n) at or after p, as an offset from p; n if none.
@@ -446,16 +470,15 @@ Result<std::shared_ptr<DsaDeviceModel>> DsaDeviceModel::Create(const DsaModelCon
   impl->occupancy.assign(config.wqs.size(), 0);
   impl->delay_ns = config.engine_delay_ns;
   std::shared_ptr<DsaDeviceModel> model(new DsaDeviceModel(std::move(impl)));
-  if (!config.instant) {
-    Impl* m = model->impl_.get();
-    for (int i = 0; i < config.engines; ++i) m->engines.emplace_back([m] { m->EngineLoop(); });
-  }
+  if (!config.instant) model->impl_->StartEngines();
+  RegisterForkAware(model->impl_.get());
   return model;
 }
 
 DsaDeviceModel::DsaDeviceModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 DsaDeviceModel::~DsaDeviceModel() {
+  UnregisterForkAware(impl_.get());
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = true;
@@ -470,6 +493,10 @@ DsaEnqueueResult DsaDeviceModel::Enqueue(int wq, const void* descriptor) {
   dsa_hw_desc d;
   std::memcpy(&d, descriptor, sizeof d);
   std::unique_lock lock(m.mu);
+  if (m.restart_engines) {
+    m.restart_engines = false;
+    m.StartEngines();
+  }
   if (wq < 0 || static_cast<std::size_t>(wq) >= m.queues.size()) {
     m.caller_errors.push_back(fmt::format("descriptor sent to WQ {}, which does not exist", wq));
     return DsaEnqueueResult::kAccepted;  // a posted write to nowhere: lost

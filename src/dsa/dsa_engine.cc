@@ -15,6 +15,7 @@
 
 #include "common/cpu_relax.h"
 #include "common/crc32c.h"
+#include "common/fork_guard.h"
 #include "common/futex.h"
 #include "common/mapping.h"
 #include "common/pattern.h"
@@ -96,12 +97,19 @@ unsigned Log2(std::uint64_t v) { return v == 0 ? 0 : 63 - static_cast<unsigned>(
 
 }  // namespace
 
-struct DsaEngine::Impl {
+struct DsaEngine::Impl final : ForkAware {
   DsaEngineOptions opts;
   EngineCapabilities caps;
   std::string description;
   std::unique_ptr<dsa::Portal> portal;
   std::shared_ptr<DsaDeviceModel> model;  // keeps the model alive while we submit to it
+  // On hardware: the WQ, to open it again in a fork() child.
+  DsaWq hw_wq;
+  DsaCpuFeatures hw_cpu;
+  // Set in a fork() child: the completion thread stayed in the parent and the portal belongs
+  // to the parent's address space; the next submission re-initialises.
+  std::atomic<bool> reinit_after_fork{false};
+  std::mutex reinit_mu;
   bool shared = true;
   std::uint32_t wq_size = 0;
   std::uint64_t max_xfer = 0;
@@ -177,6 +185,56 @@ struct DsaEngine::Impl {
       if (j->seq <= seq) return true;
     }
     return false;
+  }
+
+  // --- fork ------------------------------------------------------------------------------
+  void PrepareFork() override {
+    list_mu.lock();
+    pool_mu.lock();
+  }
+  void AfterForkParent() override {
+    pool_mu.unlock();
+    list_mu.unlock();
+  }
+  // In the child: the device writes the records of jobs in flight in the parent's memory,
+  // never in the child's copy, so those jobs fail here (their callbacks are dropped: they
+  // belong to the parent's operation and run there). Threads and portal come back on the
+  // next submission (ReinitAfterFork).
+  void AfterForkChild() override {
+    new (&list_mu) std::mutex();
+    new (&pool_mu) std::mutex();
+    new (&reinit_mu) std::mutex();
+    new (&poller) std::thread();  // abandon the parent's completion thread, never join it
+    while (Job* j = head) {
+      UnlinkLocked(j);
+      if (j->state != nullptr) {
+        j->state->callback.Reset();
+        detail::FailPart(j->state, j->bytes, StatusCode::kFailed,
+                         fmt::format("this operation was in flight on the DSA ({}) when the "
+                                     "process forked; it completes in the parent only",
+                                     description));
+        j->state = nullptr;
+      }
+      j->busy.store(false, std::memory_order_relaxed);
+      PutJob(j);
+    }
+    credits_used.store(0, std::memory_order_relaxed);
+    reinit_after_fork.store(true, std::memory_order_relaxed);
+  }
+  Status ReinitAfterFork() {
+    if (model == nullptr) {
+      portal.reset();  // unmaps the parent's portal page and closes the inherited file
+      Result<std::unique_ptr<dsa::Portal>> p = dsa::OpenHardwarePortal(hw_wq, hw_cpu);
+      if (!p.ok()) {
+        return Status(p.status().code(),
+                      fmt::format("re-opening {} in the fork() child: {}", description,
+                                  p.status().message()));
+      }
+      portal = std::move(*p);
+    }
+    poller = std::thread([this] { PollerLoop(); });
+    reinit_after_fork.store(false, std::memory_order_release);
+    return Status::Ok();
   }
 
   // --- credits (dedicated WQ) --------------------------------------------------------------
@@ -654,6 +712,8 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& invento
   impl->max_xfer = chosen->max_transfer_size;
   impl->max_batch = chosen->max_batch_size;
   impl->bof_allowed = chosen->block_on_fault;
+  impl->hw_wq = *chosen;
+  impl->hw_cpu = inventory.cpu();
   impl->caps.name = "dsa";
   impl->caps.node = dev != nullptr ? dev->numa_node : -1;
   impl->caps.is_model = false;
@@ -705,13 +765,15 @@ DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   m.caps.preferred_chunk_bytes = m.max_xfer;
   Impl* raw = impl_.get();
   m.poller = std::thread([raw] { raw->PollerLoop(); });
+  RegisterForkAware(raw);
 }
 
 DsaEngine::~DsaEngine() {
   Impl& m = *impl_;
+  UnregisterForkAware(&m);
   m.stopping.store(true, std::memory_order_seq_cst);
   m.idle.Wake();
-  m.poller.join();
+  if (m.poller.joinable()) m.poller.join();  // not in a fork() child that never submitted
   // The device may still write into our records: wait for what it holds, cancel the rest.
   m.draining.store(true);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -781,6 +843,12 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   Impl& m = *impl_;
   if (m.stopping.load(std::memory_order_relaxed)) {
     return Status(StatusCode::kCancelled, "the DSA engine is being destroyed");
+  }
+  if (m.reinit_after_fork.load(std::memory_order_acquire)) [[unlikely]] {
+    std::lock_guard lock(m.reinit_mu);  // the child may have started threads by now
+    if (m.reinit_after_fork.load(std::memory_order_relaxed)) {
+      if (Status s = m.ReinitAfterFork(); !s.ok()) return s;
+    }
   }
   auto overlapping_big_move = [&](const Operation& op) {
     return op.size > m.max_xfer && detail::IsOverlappingMove(op);

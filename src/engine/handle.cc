@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/cpu_relax.h"
+#include "common/fork_guard.h"
 #include "common/futex.h"
 #include "engine/op_state.h"
 
@@ -29,8 +30,22 @@ struct GlobalPool {
   std::mutex mu;
   OpState* head = nullptr;
 };
+// A fork() while another thread holds the global list's lock would leave the child's copy
+// locked forever.
+struct GlobalPoolForkGuard final : ForkAware {
+  GlobalPool* pool;
+  explicit GlobalPoolForkGuard(GlobalPool* p) : pool(p) { RegisterForkAware(this, /*leaf=*/true); }
+  void PrepareFork() override { pool->mu.lock(); }
+  void AfterForkParent() override { pool->mu.unlock(); }
+  void AfterForkChild() override { new (&pool->mu) std::mutex(); }
+};
+
 GlobalPool& Global() {
-  static GlobalPool* pool = new GlobalPool;  // never destroyed: threads may exit after main
+  static GlobalPool* pool = [] {
+    auto* p = new GlobalPool;  // never destroyed: threads may exit after main
+    new GlobalPoolForkGuard(p);
+    return p;
+  }();
   return *pool;
 }
 
