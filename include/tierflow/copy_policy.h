@@ -6,6 +6,10 @@
 //   push-pull   the engines of the source and the destination node
 //   socket      every engine on the destination's socket
 //   brute-force every engine
+//   auto        by size (thresholds in AutoThresholds): the CPU engine for small copies, the
+//               destination node's DSA for medium ones, push-pull over DSAs for large ones,
+//               optionally with a share of a large copy on the CPU (as Intel DTO does); and for
+//               many small operations, one batch on the destination's DSA (ChooseBatchEngine)
 // A CPU-less node (HBM, CXL) is served by the engine of its nearest CPU node. The bytes are
 // divided in proportion to per-engine weights (equal by default) in multiples of `granularity`.
 #pragma once
@@ -21,9 +25,24 @@
 
 namespace tierflow {
 
-enum class PolicyKind : std::uint8_t { kSingle, kPushPull, kSocket, kBruteForce };
-std::string_view PolicyKindName(PolicyKind kind);  // "single", "push-pull", "socket", "brute-force"
+enum class PolicyKind : std::uint8_t { kSingle, kPushPull, kSocket, kBruteForce, kAuto };
+// "single", "push-pull", "socket", "brute-force", "auto"
+std::string_view PolicyKindName(PolicyKind kind);
 Result<PolicyKind> ParsePolicyKind(std::string_view name);
+
+// Where PolicyKind::kAuto switches. The defaults follow the Fürst thesis' measurements (§3.2:
+// submission costs dominate DSA copies below ~64 KiB; two DSAs reach most of the peak, more
+// add little); measure your machine with `tierflow bench copy --engine dsa` and set them.
+struct AutoThresholds {
+  std::size_t cpu_below = 64 * 1024;        // one copy below this: the CPU engine
+  std::size_t push_pull_from = 4u << 20;    // from this size: the source's and destination's DSA
+  double cpu_share = 0.0;                   // fraction of a push-pull copy the CPU takes (0..0.9)
+  std::size_t batch_min_ops = 8;            // this many small operations: one DSA batch
+};
+// One line stating the thresholds, for reports.
+std::string DescribeAutoThresholds(const AutoThresholds& t);
+// Whether an engine is a CPU engine (auto sends small copies there and others to the rest).
+bool IsCpuEngine(const Engine& engine);
 
 struct CopyPolicy {
   PolicyKind kind = PolicyKind::kSingle;
@@ -31,6 +50,7 @@ struct CopyPolicy {
   int socket = -1;        // kSocket: the package to use; -1: the destination's
   std::map<int, double> weights;  // engine node -> share weight; missing nodes weigh 1
   std::size_t granularity = 4096;
+  AutoThresholds thresholds;      // kAuto
 };
 
 struct CopyPart {
@@ -44,6 +64,14 @@ struct CopyPart {
 Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology& topology,
                                        std::span<Engine* const> engines, int src_node,
                                        int dst_node, std::size_t size);
+
+// The engine for a batch of small operations under `policy`: with kAuto, the destination
+// node's non-CPU engine (a DSA batch) when there are at least batch_min_ops operations each
+// below cpu_below, otherwise the destination's CPU engine; with other policies, the engine
+// kSingle would choose. Errors: no engine serves the node.
+Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy, const Topology& topology,
+                                  std::span<Engine* const> engines, int dst_node,
+                                  std::span<const Operation> ops);
 
 // Submits `op` divided as `parts` describe (offsets relative to the operation) and returns one
 // handle that completes when every part has. `op` may be any kind that acts on a

@@ -20,17 +20,27 @@ std::string_view PolicyKindName(PolicyKind kind) {
     case PolicyKind::kPushPull: return "push-pull";
     case PolicyKind::kSocket: return "socket";
     case PolicyKind::kBruteForce: return "brute-force";
+    case PolicyKind::kAuto: return "auto";
   }
   return "unknown";
 }
 
 Result<PolicyKind> ParsePolicyKind(std::string_view name) {
   for (PolicyKind k : {PolicyKind::kSingle, PolicyKind::kPushPull, PolicyKind::kSocket,
-                       PolicyKind::kBruteForce}) {
+                       PolicyKind::kBruteForce, PolicyKind::kAuto}) {
     if (name == PolicyKindName(k)) return k;
   }
   return Status::Invalid(fmt::format(
-      "unknown copy policy '{}': use single, push-pull, socket or brute-force", name));
+      "unknown copy policy '{}': use single, push-pull, socket, brute-force or auto", name));
+}
+
+bool IsCpuEngine(const Engine& engine) { return engine.capabilities().name == "cpu"; }
+
+std::string DescribeAutoThresholds(const AutoThresholds& t) {
+  return fmt::format(
+      "auto: CPU below {} B; the destination's DSA up to {} B; push-pull from {} B with {:.0f}% "
+      "on the CPU; {} or more small operations as one DSA batch",
+      t.cpu_below, t.push_pull_from, t.push_pull_from, t.cpu_share * 100, t.batch_min_ops);
 }
 
 namespace {
@@ -48,7 +58,80 @@ Result<Engine*> EngineFor(const Topology& topology, std::span<Engine* const> eng
       "another policy", node, (*n)->near_cpu_node));
 }
 
+// Splits [0, size) by weights (in granularity units; the last engine takes the rest).
+std::vector<CopyPart> Divide(std::span<Engine* const> chosen, std::span<const double> weights,
+                             std::size_t granularity, std::size_t size) {
+  double total = 0;
+  for (double w : weights) total += w;
+  std::vector<CopyPart> parts;
+  std::size_t offset = 0;
+  double acc = 0;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    acc += weights[i];
+    std::size_t end = size;
+    if (i + 1 < chosen.size()) {
+      auto ideal = static_cast<std::size_t>(static_cast<double>(size) * (acc / total));
+      end = std::min(size, ideal / granularity * granularity);
+      end = std::max(end, offset);
+    }
+    if (end > offset) parts.push_back({chosen[i], offset, end - offset});
+    offset = end;
+  }
+  return parts;
+}
+
+Result<std::vector<CopyPart>> PlanAuto(const CopyPolicy& policy, const Topology& topology,
+                                       std::span<Engine* const> engines, int src_node,
+                                       int dst_node, std::size_t size) {
+  const AutoThresholds& t = policy.thresholds;
+  if (!(t.cpu_share >= 0 && t.cpu_share <= 0.9)) {
+    return Status::Invalid(fmt::format("auto policy cpu_share {}: use 0 .. 0.9", t.cpu_share));
+  }
+  std::vector<Engine*> cpus, others;
+  for (Engine* e : engines) {
+    if (e != nullptr) (IsCpuEngine(*e) ? cpus : others).push_back(e);
+  }
+  auto one = [&](std::span<Engine* const> set, int node) -> Result<std::vector<CopyPart>> {
+    Result<Engine*> e = EngineFor(topology, set, node);
+    if (!e.ok()) return e.status();
+    return std::vector<CopyPart>{{*e, 0, size}};
+  };
+  if (others.empty()) return one(cpus, dst_node);
+  if (size < t.cpu_below && !cpus.empty()) return one(cpus, dst_node);
+  if (size < t.push_pull_from) return one(others, dst_node);
+  std::vector<Engine*> chosen;
+  for (int node : {src_node, dst_node}) {
+    Result<Engine*> e = EngineFor(topology, others, node);
+    if (!e.ok()) return e.status();
+    if (std::find(chosen.begin(), chosen.end(), *e) == chosen.end()) chosen.push_back(*e);
+  }
+  std::vector<double> weights(chosen.size(), (1.0 - t.cpu_share) / static_cast<double>(chosen.size()));
+  if (t.cpu_share > 0 && !cpus.empty()) {
+    Result<Engine*> cpu = EngineFor(topology, cpus, dst_node);
+    if (!cpu.ok()) return cpu.status();
+    chosen.push_back(*cpu);
+    weights.push_back(t.cpu_share);
+  }
+  return Divide(chosen, weights, policy.granularity, size);
+}
+
 }  // namespace
+
+Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy, const Topology& topology,
+                                  std::span<Engine* const> engines, int dst_node,
+                                  std::span<const Operation> ops) {
+  if (policy.kind != PolicyKind::kAuto) {
+    return EngineFor(topology, engines, policy.engine_node >= 0 ? policy.engine_node : dst_node);
+  }
+  std::vector<Engine*> cpus, others;
+  for (Engine* e : engines) {
+    if (e != nullptr) (IsCpuEngine(*e) ? cpus : others).push_back(e);
+  }
+  bool small = ops.size() >= policy.thresholds.batch_min_ops;
+  for (const Operation& op : ops) small = small && op.size < policy.thresholds.cpu_below;
+  if ((small || cpus.empty()) && !others.empty()) return EngineFor(topology, others, dst_node);
+  return EngineFor(topology, cpus.empty() ? others : cpus, dst_node);
+}
 
 Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology& topology,
                                        std::span<Engine* const> engines, int src_node,
@@ -59,6 +142,8 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
   if (!src.ok()) return src.status();
   Result<const NumaNode*> dst = topology.FindNode(dst_node);
   if (!dst.ok()) return dst.status();
+
+  if (policy.kind == PolicyKind::kAuto) return PlanAuto(policy, topology, engines, src_node, dst_node, size);
 
   std::vector<Engine*> chosen;
   auto add = [&](Engine* e) {
@@ -95,10 +180,11 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
       }
       if (chosen.empty()) return Status::Invalid("brute-force policy given no engines");
       break;
+    case PolicyKind::kAuto:
+      break;  // planned above
   }
 
   std::vector<double> weights;
-  double total = 0;
   for (Engine* e : chosen) {
     auto it = policy.weights.find(e->capabilities().node);
     double w = it == policy.weights.end() ? 1.0 : it->second;
@@ -107,23 +193,8 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
                                          w, e->capabilities().node));
     }
     weights.push_back(w);
-    total += w;
   }
-  std::vector<CopyPart> parts;
-  std::size_t offset = 0;
-  double acc = 0;
-  for (std::size_t i = 0; i < chosen.size(); ++i) {
-    acc += weights[i];
-    std::size_t end = size;
-    if (i + 1 < chosen.size()) {
-      auto ideal = static_cast<std::size_t>(static_cast<double>(size) * (acc / total));
-      end = std::min(size, ideal / policy.granularity * policy.granularity);
-      end = std::max(end, offset);
-    }
-    if (end > offset) parts.push_back({chosen[i], offset, end - offset});
-    offset = end;
-  }
-  return parts;
+  return Divide(chosen, weights, policy.granularity, size);
 }
 
 class MultiEngineSubmitter {

@@ -13,8 +13,8 @@ namespace tierflow::testing {
 
 class ManualEngine : public Engine {
  public:
-  explicit ManualEngine(int node = 0) {
-    caps_.name = "manual";
+  explicit ManualEngine(int node = 0, const char* name = "manual") {
+    caps_.name = name;
     caps_.ops = kAllOps;
     caps_.max_op_bytes = 1 << 30;
     caps_.max_batch = 8;

@@ -37,6 +37,72 @@ class XeonMaxPolicies : public ::testing::Test {
   std::vector<Engine*> engines_;
 };
 
+// Auto: the CPU for small copies, the destination's DSA for medium ones, push-pull for large
+// ones with an optional CPU share; many small operations as one DSA batch.
+TEST_F(XeonMaxPolicies, AutoChoosesBySizeWithConfigurableThresholds) {
+  std::vector<std::unique_ptr<ManualEngine>> cpus;
+  std::vector<Engine*> all = engines_;
+  for (int node : {0, 4}) {
+    cpus.push_back(std::make_unique<ManualEngine>(node, "cpu"));
+    all.push_back(cpus.back().get());
+  }
+  CopyPolicy p;
+  p.kind = PolicyKind::kAuto;
+  p.thresholds.cpu_below = 64 << 10;
+  p.thresholds.push_pull_from = 4 << 20;
+  // Small, to HBM node 12 (socket 1, nearest CPU node 4): the CPU engine of node 4.
+  Result<std::vector<CopyPart>> small = PlanCopy(p, *topo_, all, 0, 12, 4096);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  ASSERT_EQ(small->size(), 1u);
+  EXPECT_EQ((*small)[0].engine, cpus[1].get());
+  // Medium: the destination's DSA.
+  Result<std::vector<CopyPart>> medium = PlanCopy(p, *topo_, all, 0, 12, 1 << 20);
+  ASSERT_TRUE(medium.ok());
+  EXPECT_EQ(Nodes(*medium), std::vector<int>({4}));
+  EXPECT_FALSE(IsCpuEngine(*(*medium)[0].engine));
+  // Large: push-pull, source DSA and destination DSA, half each.
+  Result<std::vector<CopyPart>> large = PlanCopy(p, *topo_, all, 1, 12, 64 << 20);
+  ASSERT_TRUE(large.ok());
+  EXPECT_EQ(Nodes(*large), std::vector<int>({1, 4}));
+  EXPECT_EQ((*large)[0].size, std::size_t{32} << 20);
+  // With a CPU share of 25%: the CPU engine of the destination takes a quarter.
+  p.thresholds.cpu_share = 0.25;
+  Result<std::vector<CopyPart>> shared = PlanCopy(p, *topo_, all, 1, 12, 64 << 20);
+  ASSERT_TRUE(shared.ok());
+  ASSERT_EQ(shared->size(), 3u);
+  EXPECT_EQ((*shared)[2].engine, cpus[1].get());
+  EXPECT_EQ((*shared)[2].size, std::size_t{16} << 20);
+  EXPECT_EQ((*shared)[0].size + (*shared)[1].size, std::size_t{48} << 20);
+  // Thresholds moved: 1 MiB is now "small".
+  p.thresholds.cpu_below = 2 << 20;
+  Result<std::vector<CopyPart>> moved = PlanCopy(p, *topo_, all, 0, 12, 1 << 20);
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ((*moved)[0].engine, cpus[1].get());
+  // Without DSAs, auto is the CPU for every size.
+  std::vector<Engine*> only_cpus = {cpus[0].get(), cpus[1].get()};
+  Result<std::vector<CopyPart>> no_dsa = PlanCopy(p, *topo_, only_cpus, 0, 0, 64 << 20);
+  ASSERT_TRUE(no_dsa.ok());
+  EXPECT_EQ((*no_dsa)[0].engine, cpus[0].get());
+  p.thresholds.cpu_share = 1.5;
+  Result<std::vector<CopyPart>> bad = PlanCopy(p, *topo_, all, 1, 12, 64 << 20);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cpu_share 1.5: use 0 .. 0.9"), std::string::npos);
+  EXPECT_NE(DescribeAutoThresholds(p.thresholds).find("CPU below 2097152 B"), std::string::npos);
+
+  // Batches: 8 small operations go to the destination's DSA as one batch; 2 go to its CPU.
+  p.thresholds = {};
+  std::vector<unsigned char> a(8 * 4096), b(8 * 4096);
+  std::vector<Operation> ops;
+  for (int i = 0; i < 8; ++i) ops.push_back(Operation::Copy(a.data() + i * 4096, b.data() + i * 4096, 4096));
+  Result<Engine*> many = ChooseBatchEngine(p, *topo_, all, 12, ops);
+  ASSERT_TRUE(many.ok());
+  EXPECT_EQ((*many)->capabilities().node, 4);
+  EXPECT_FALSE(IsCpuEngine(**many));
+  Result<Engine*> few = ChooseBatchEngine(p, *topo_, all, 12, std::span(ops).first(2));
+  ASSERT_TRUE(few.ok());
+  EXPECT_EQ(*few, cpus[1].get());
+}
+
 TEST_F(XeonMaxPolicies, SingleUsesTheDestinationsEngine) {
   CopyPolicy p;
   Result<std::vector<CopyPart>> plan = PlanCopy(p, *topo_, engines_, 0, 11, 1 << 30);
