@@ -172,7 +172,8 @@ void PrintTable(std::ostream& out, const std::vector<Row>& rows, const std::vect
 
 Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
   if (cfg.engine != "cpu") {
-    return Status::Invalid(fmt::format("unknown engine '{}': this build has 'cpu'", cfg.engine));
+    return Status::Invalid(fmt::format(
+        "unknown engine '{}': use cpu, dsa, or dsa-model (the DSA device model)", cfg.engine));
   }
   if (cfg.sizes.empty()) return Status::Invalid("no sizes given: e.g. --sizes 4KiB,1MiB,64MiB");
   for (std::size_t s : cfg.sizes) {

@@ -9,6 +9,7 @@
 
 #include "bench/bench_util.h"
 #include "bench/copy_bench.h"
+#include "bench/dsa_copy_bench.h"
 #include "bench/submit_bench.h"
 #include "tools/alloc_counter.h"
 #include "tools/topology_command.h"
@@ -77,7 +78,21 @@ int main(int argc, char** argv) {
               threads = "0", submitters = "1", policies = "single", src_nodes = "0", dst_nodes = "0";
   bool as_json = false, as_csv = false, no_flush = false, no_progress = false;
   CLI::App* copy = bench->add_subcommand("copy", "Copy throughput of an engine against glibc memcpy");
-  copy->add_option("--engine", copy_cfg.engine, "Engine: cpu")->capture_default_str();
+  copy->add_option("--engine", copy_cfg.engine,
+                   "Engine: cpu, dsa (this machine's DSAs) or dsa-model (the DSA device model)")
+      ->capture_default_str();
+  tierflow::bench::DsaCopyBenchConfig dsa_copy_cfg;
+  std::string experiments = "submission,threads,placement,cpu";
+  copy->add_option("--experiments", experiments,
+                   "dsa/dsa-model: thesis experiments submission (Fig. 3.4), threads (3.5), "
+                   "placement (3.6/3.7), cpu (3.8)")
+      ->capture_default_str();
+  copy->add_option("--sysfs-root", dsa_copy_cfg.sysfs_root,
+                   "dsa: read the DSA inventory here instead of /sys; dsa-model: lay the models "
+                   "out like the devices found here (e.g. a fixture tree)");
+  copy->add_option("--dev-root", dsa_copy_cfg.dev_root, "dsa: where the WQ character devices are");
+  copy->add_option("--xml", dsa_copy_cfg.xml,
+                   "dsa-model: place by this hwloc XML topology (e.g. a Xeon Max); buffers stay local");
   copy->add_option("--sizes", sizes, "Copy sizes, e.g. 4KiB,1MiB,1GiB")->capture_default_str();
   copy->add_option("--mode", modes, "Submission modes: single,batch")->capture_default_str();
   copy->add_option("--batch", batches, "Batch sizes for batch mode")->capture_default_str();
@@ -134,6 +149,15 @@ int main(int argc, char** argv) {
     copy_cfg.flush = !no_flush;
     copy_cfg.progress = !no_progress;
     copy_cfg.format = as_json ? "json" : as_csv ? "csv" : "table";
+    if (copy_cfg.engine == "dsa" || copy_cfg.engine == "dsa-model") {
+      dsa_copy_cfg.experiments = SplitList(experiments);
+      dsa_copy_cfg.sizes_given = copy->count("--sizes") > 0;
+      dsa_copy_cfg.nodes_given = copy->count("--dst-node") > 0;
+      dsa_copy_cfg.policies_given = copy->count("--policy") > 0;
+      dsa_copy_cfg.submitters_given = copy->count("--submitters") > 0;
+      Status s = tierflow::bench::RunDsaCopyBench(copy_cfg, dsa_copy_cfg, std::cout);
+      return s.ok() ? 0 : Fail(s);
+    }
     Status s = tierflow::bench::RunCopyBench(copy_cfg, std::cout);
     return s.ok() ? 0 : Fail(s);
   }

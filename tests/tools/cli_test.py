@@ -124,6 +124,46 @@ class BenchCopy(unittest.TestCase):
             self.assertIn(text, p.stderr, args)
 
 
+class BenchCopyDsa(unittest.TestCase):
+    def test_model_experiments_json(self):
+        doc = json.loads(run("bench", "copy", "--engine", "dsa-model", "--sizes", "64KiB", "--batch", "4",
+                             "--submitters", "1,2", "--reps", "2", "--min-round-ms", "1", "--json").stdout)
+        self.assertTrue(doc["model"])
+        self.assertIn("MODEL", doc["label"])
+        figures = {r["figure"] for r in doc["rows"]}
+        self.assertEqual(figures, {"3.4", "3.5", "3.6", "3.8"})
+        methods = {r["method"] for r in doc["rows"] if r["experiment"] == "submission"}
+        self.assertEqual(methods, {"single", "batch", "async"})
+        self.assertEqual({r["threads"] for r in doc["rows"] if r["experiment"] == "threads"}, {1, 2})
+        self.assertEqual({s["policy"] for s in doc["scaling"]},
+                         {"single", "push-pull", "socket", "brute-force", "auto"})
+        for r in doc["rows"]:
+            self.assertGreater(r["gbps_median"], 0)
+        self.assertGreater(sum(d["bytes"] for d in doc["devices"]), 0)
+        self.assertIn("auto: CPU below", doc["auto_thresholds"])
+
+    def test_model_laid_out_like_xeon_max(self):
+        doc = json.loads(run("bench", "copy", "--engine", "dsa-model", "--experiments", "placement",
+                             "--xml", os.path.join(FIXTURES, "xeon-max-9468-snc4-flat.xml"),
+                             "--sysfs-root", os.path.join(FIXTURES, "dsa", "xeon-max-8swq", "sys"),
+                             "--dst-node", "12", "--sizes", "1MiB", "--reps", "2", "--min-round-ms", "1",
+                             "--json").stdout)
+        self.assertEqual(len(doc["devices"]), 8)
+        dsas = {r["policy"]: r["dsas"] for r in doc["rows"]}
+        self.assertEqual(dsas["single"], 1)
+        self.assertEqual(dsas["push-pull"], 2)
+        self.assertEqual(dsas["socket"], 4)
+        self.assertEqual(dsas["brute-force"], 8)
+        self.assertIn("simulated", doc["label"])
+
+    def test_without_dsa_offers_the_model(self):
+        p = run("bench", "copy", "--engine", "dsa", "--sysfs-root", "/nonexistent", ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("dsa-model", p.stderr)
+        p = run("bench", "copy", "--engine", "dsa-model", "--experiments", "fig9", ok=False)
+        self.assertIn("experiment 'fig9'", p.stderr)
+
+
 class BenchSubmit(unittest.TestCase):
     def test_json_contract(self):
         doc = json.loads(run("bench", "submit", "--engine", "cpu", "--samples", "3", "--json").stdout)
