@@ -34,6 +34,14 @@ enum class DsaFaultPolicy : std::uint8_t {
   kFinishOnCpu,     // copy the rest on the CPU
 };
 
+// How the completion thread waits for the device once it has spun briefly.
+enum class DsaCompletionWait : std::uint8_t {
+  kAuto,    // UMWAIT where the CPU has WAITPKG, otherwise kPause
+  kPause,   // keep polling with PAUSE, then yield, then short sleeps
+  kUmwait,  // UMONITOR the record of the only operation in flight and UMWAIT (light sleep)
+            // until the device writes it, within the kernel's umwait max_time per wait
+};
+
 struct DsaEngineOptions {
   // The WQ to use on hardware: "dsa0/wq0.0", or empty for the first usable WQ of a device on
   // `node` (-1: any node). Ignored by CreateOnModel.
@@ -49,6 +57,7 @@ struct DsaEngineOptions {
   // operation). Off: an unmapped range is reported when the device faults on it.
   bool check_mappings = false;
   std::uint32_t max_batch = 0;  // 0: the WQ's max_batch_size
+  DsaCompletionWait completion_wait = DsaCompletionWait::kAuto;
 };
 
 struct DsaEngineStats {
@@ -63,6 +72,7 @@ struct DsaEngineStats {
   std::uint64_t faults_on_cpu = 0;    // page faults finished on the CPU
   std::uint64_t credit_waits = 0;     // dedicated WQ full: submitter waited for a credit
   std::uint64_t errors = 0;           // descriptors that completed with an error
+  std::uint64_t monitor_waits = 0;    // completion-thread waits with UMONITOR/UMWAIT
   std::uint64_t dualcast_splits = 0;  // dualcasts sent as two copies (destinations differ in
                                       // address bits 11:0, which DSA's dualcast requires equal)
   // Descriptors by transfer size: bucket i counts sizes in [2^i, 2^(i+1)).
@@ -72,7 +82,8 @@ struct DsaEngineStats {
 class DsaEngine final : public Engine {
  public:
   // On hardware. Errors name the cause and fix: no usable WQ (with each WQ's reason), the WQ
-  // file cannot be opened (permissions), the CPU lacks the instruction the WQ needs.
+  // file cannot be opened (permissions), the CPU lacks the instruction the WQ needs, or
+  // kUmwait was asked for on a CPU without WAITPKG.
   static Result<std::unique_ptr<DsaEngine>> Create(const DsaInventory& inventory,
                                                    const DsaEngineOptions& options = {});
   // On the software device model, WQ `wq` of it. capabilities().is_model is true.
@@ -87,7 +98,7 @@ class DsaEngine final : public Engine {
   const EngineCapabilities& capabilities() const override;
   EngineState state() const override;
   DsaEngineStats stats() const;
-  // "dsa0/wq0.0 (shared, ENQCMD)" or "model wq0 (shared, instant)".
+  // "dsa0/wq0.0 (shared, ENQCMD); completion wait: umwait" or the model's equivalent.
   const std::string& description() const;
   DsaSubmitPath submit_path() const;
 

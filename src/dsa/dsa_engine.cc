@@ -21,6 +21,7 @@
 #include "common/pattern.h"
 #include "cpu/kernels.h"
 #include "dsa/descriptor.h"
+#include "dsa/monitor_wait.h"
 #include "dsa/portal.h"
 #include "engine/overlap.h"
 #include "engine/submission.h"
@@ -31,6 +32,8 @@ namespace {
 constexpr std::uint64_t kMaxOpBytes = std::uint64_t{1} << 40;
 constexpr std::size_t kMaxOpsPerSubmit = 4096;
 constexpr int kMaxFaultsWithoutProgress = 8;
+// One UMWAIT round of the completion thread (~10 us at 2-4 GHz), then it polls everything.
+constexpr std::uint64_t kMonitorWaitCycles = 30000;
 
 
 // One data descriptor's share of an operation.
@@ -127,6 +130,9 @@ struct DsaEngine::Impl final : ForkAware {
   std::vector<Job*> free_jobs;
   std::atomic<Job*> spare{nullptr};
 
+  bool use_umwait = false;        // resolved from opts.completion_wait
+  std::uint64_t umwait_max = 0;   // the kernel's cap on one UMWAIT (TSC cycles)
+
   std::atomic<std::uint32_t> credits_used{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> draining{false};
@@ -137,7 +143,7 @@ struct DsaEngine::Impl final : ForkAware {
   std::atomic<std::uint64_t> ops_submitted{0}, ops_done{0}, bytes_done{0}, descriptors{0},
       descriptors_done{0}, batches{0}, submit_retries{0}, retried_later{0}, cpu_fallbacks{0},
       faults_resumed{0}, faults_on_cpu{0}, credit_waits{0}, errors{0}, callback_errors{0},
-      cancelled{0}, dualcast_splits{0};
+      cancelled{0}, dualcast_splits{0}, monitor_waits{0};
   std::array<std::atomic<std::uint64_t>, 32> histogram{};
 
   // --- pool and list ---------------------------------------------------------------------
@@ -661,6 +667,15 @@ struct DsaEngine::Impl final : ForkAware {
       ++fruitless;
       if (fruitless < 256) {
         CpuRelax();
+      } else if (use_umwait) {
+        if (const volatile std::uint8_t* status = RecordToWatch()) {
+          monitor_waits.fetch_add(1, std::memory_order_relaxed);
+          dsa::internal::monitor_wait(status, kMonitorWaitCycles, umwait_max);
+        } else if (fruitless < 4096) {
+          sched_yield();
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
       } else if (fruitless < 4096) {
         sched_yield();
       } else {
@@ -668,10 +683,39 @@ struct DsaEngine::Impl final : ForkAware {
       }
     }
   }
+
+  // With exactly one job in flight, the status byte of a record the device has yet to write
+  // (its first batch, else its first descriptor in flight); null otherwise (UMONITOR watches
+  // one line, and waiting on one job would delay the others). The job may finish and be
+  // recycled right after: its memory stays allocated while the engine lives, so the wait
+  // then merely times out.
+  const volatile std::uint8_t* RecordToWatch() {
+    std::lock_guard lock(list_mu);
+    if (head == nullptr || head->next != nullptr || head->drain) return nullptr;
+    for (const Group& g : head->groups) {
+      if (g.in_flight) return &g.rec.r.status;
+    }
+    for (std::uint32_t i = 0; i < head->pieces.size(); ++i) {
+      if (head->pieces[i].state == Piece::kSubmitted) return &head->recs[i].r.status;
+    }
+    return nullptr;
+  }
 };
+
+namespace {
+Status CheckWaitOption(const DsaEngineOptions& options) {
+  if (options.completion_wait == DsaCompletionWait::kUmwait && !dsa::internal::cpu_has_waitpkg()) {
+    return Status::Unsupported(
+        "completion_wait = kUmwait, but this CPU lacks WAITPKG (UMONITOR/UMWAIT): use kAuto "
+        "(UMWAIT where available) or kPause");
+  }
+  return Status::Ok();
+}
+}  // namespace
 
 Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& inventory,
                                                      const DsaEngineOptions& options) {
+  if (Status s = CheckWaitOption(options); !s.ok()) return s;
   const DsaWq* chosen = nullptr;
   std::string tried;
   for (const DsaDevice& d : inventory.devices()) {
@@ -729,6 +773,7 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& invento
 Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaDeviceModel> model,
                                                             int wq, const DsaEngineOptions& options) {
   if (model == nullptr) return Status::Invalid("CreateOnModel: the model is null");
+  if (Status s = CheckWaitOption(options); !s.ok()) return s;
   const DsaModelConfig& c = model->config();
   if (wq < 0 || static_cast<std::size_t>(wq) >= c.wqs.size()) {
     return Status::NotFound(fmt::format("the DSA model has {} WQ(s); WQ {} does not exist",
@@ -756,6 +801,10 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaD
 
 DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   Impl& m = *impl_;
+  m.use_umwait = m.opts.completion_wait == DsaCompletionWait::kUmwait ||
+                 (m.opts.completion_wait == DsaCompletionWait::kAuto && dsa::internal::cpu_has_waitpkg());
+  m.umwait_max = dsa::UmwaitMaxCycles();
+  m.description += m.use_umwait ? "; completion wait: umwait" : "; completion wait: pause";
   if (m.opts.max_batch != 0) m.max_batch = std::min(m.max_batch, m.opts.max_batch);
   m.kernels = &cpu::KernelsFor(DetectCpuIsa());
   m.caps.ops = kAllOps;  // kDrain included: the engine keeps its own queue
@@ -827,6 +876,7 @@ DsaEngineStats DsaEngine::stats() const {
   s.credit_waits = m.credit_waits.load(std::memory_order_relaxed);
   s.errors = m.errors.load(std::memory_order_relaxed);
   s.dualcast_splits = m.dualcast_splits.load(std::memory_order_relaxed);
+  s.monitor_waits = m.monitor_waits.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < s.size_histogram.size(); ++i) {
     s.size_histogram[i] = m.histogram[i].load(std::memory_order_relaxed);
   }

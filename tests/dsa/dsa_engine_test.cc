@@ -20,6 +20,7 @@
 #include "random_bytes.h"
 
 #include "common/crc32c.h"
+#include "dsa/monitor_wait.h"
 #include "tierflow/buffer.h"
 
 namespace tierflow {
@@ -248,6 +249,68 @@ TEST(DsaEngine, ForkChildReinitialisesAndParentCarriesOn) {
   model->Resume();
   ASSERT_TRUE(inflight.Wait().ok());
   EXPECT_EQ(dst, src);
+}
+
+// UMWAIT cannot run without WAITPKG (this build machine has none): the instruction wrapper is
+// replaced to observe that the completion thread waits on the record of the only operation in
+// flight, and that the operation still completes.
+std::atomic<const volatile std::uint8_t*> g_watched{nullptr};
+std::atomic<int> g_monitor_calls{0};
+
+TEST(DsaEngine, CompletionThreadWaitsWithUmwaitOnTheOnlyRecordInFlight) {
+  auto saved_has = dsa::internal::cpu_has_waitpkg;
+  auto saved_wait = dsa::internal::monitor_wait;
+  auto model = Model(Config(false));
+  DsaEngineOptions o;
+  o.completion_wait = DsaCompletionWait::kUmwait;
+  dsa::internal::cpu_has_waitpkg = [] { return false; };
+  Result<std::unique_ptr<DsaEngine>> refused = DsaEngine::CreateOnModel(model, 0, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("lacks WAITPKG"), std::string::npos);
+
+  dsa::internal::cpu_has_waitpkg = [] { return true; };
+  dsa::internal::monitor_wait = [](const volatile std::uint8_t* status, std::uint64_t,
+                                   std::uint64_t) {
+    g_watched = status;
+    ++g_monitor_calls;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    return *status != 0;
+  };
+  {
+    auto e = Engine(model, o);
+    EXPECT_NE(e->description().find("completion wait: umwait"), std::string::npos);
+    auto src = RandomBytes(64 << 10, 12);
+    std::vector<unsigned char> dst(src.size());
+    model->Pause();
+    Handle h = Take(e->Submit(Operation::Copy(dst.data(), src.data(), src.size())));
+    for (int i = 0; i < 5000 && g_monitor_calls == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_GT(g_monitor_calls.load(), 0);
+    ASSERT_NE(g_watched.load(), nullptr);
+    EXPECT_EQ(*g_watched.load(), 0) << "the device has not written the watched record yet";
+    model->Resume();
+    ASSERT_TRUE(h.Wait().ok());
+    EXPECT_EQ(dst, src);
+    EXPECT_NE(*g_watched.load(), 0) << "the watched record is the one the device completed";
+    EXPECT_GT(e->stats().monitor_waits, 0u);
+  }
+  dsa::internal::cpu_has_waitpkg = saved_has;
+  dsa::internal::monitor_wait = saved_wait;
+  o.completion_wait = DsaCompletionWait::kPause;
+  auto plain = Engine(model, o);
+  EXPECT_NE(plain->description().find("completion wait: pause"), std::string::npos);
+}
+
+TEST(DsaEngine, UmwaitMaxTimeComesFromTheKernel) {
+  char dir[] = "/tmp/tierflow-umwait-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string root = dir;
+  EXPECT_EQ(dsa::UmwaitMaxCycles(root), 100000u) << "the kernel's default when the file is missing";
+  ASSERT_EQ(std::system(("mkdir -p " + root + "/devices/system/cpu/umwait_control && echo 50000 > " +
+                         root + "/devices/system/cpu/umwait_control/max_time").c_str()), 0);
+  EXPECT_EQ(dsa::UmwaitMaxCycles(root), 50000u);
+  ASSERT_EQ(std::system(("rm -rf " + root).c_str()), 0);
 }
 
 TEST(DsaEngine, SharedWqFullFallsBackToCpu) {
