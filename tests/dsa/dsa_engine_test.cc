@@ -256,6 +256,10 @@ TEST(DsaEngine, ForkChildReinitialisesAndParentCarriesOn) {
 // flight, and that the operation still completes.
 std::atomic<const volatile std::uint8_t*> g_watched{nullptr};
 std::atomic<int> g_monitor_calls{0};
+// The device (model) publishes the status byte atomically; read it the same way.
+std::uint8_t StatusByte(const volatile std::uint8_t* p) {
+  return __atomic_load_n(const_cast<const std::uint8_t*>(p), __ATOMIC_ACQUIRE);
+}
 
 TEST(DsaEngine, CompletionThreadWaitsWithUmwaitOnTheOnlyRecordInFlight) {
   auto saved_has = dsa::internal::cpu_has_waitpkg;
@@ -274,7 +278,7 @@ TEST(DsaEngine, CompletionThreadWaitsWithUmwaitOnTheOnlyRecordInFlight) {
     g_watched = status;
     ++g_monitor_calls;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
-    return *status != 0;
+    return StatusByte(status) != 0;
   };
   {
     auto e = Engine(model, o);
@@ -288,11 +292,11 @@ TEST(DsaEngine, CompletionThreadWaitsWithUmwaitOnTheOnlyRecordInFlight) {
     }
     EXPECT_GT(g_monitor_calls.load(), 0);
     ASSERT_NE(g_watched.load(), nullptr);
-    EXPECT_EQ(*g_watched.load(), 0) << "the device has not written the watched record yet";
+    EXPECT_EQ(StatusByte(g_watched.load()), 0) << "the device has not written the watched record yet";
     model->Resume();
     ASSERT_TRUE(h.Wait().ok());
     EXPECT_EQ(dst, src);
-    EXPECT_NE(*g_watched.load(), 0) << "the watched record is the one the device completed";
+    EXPECT_NE(StatusByte(g_watched.load()), 0) << "the watched record is the one the device completed";
     EXPECT_GT(e->stats().monitor_waits, 0u);
   }
   dsa::internal::cpu_has_waitpkg = saved_has;
