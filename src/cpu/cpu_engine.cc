@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "common/fork_guard.h"
 #include "common/futex.h"
 #include "common/mapping.h"
 #include "common/crc32c.h"
@@ -103,7 +104,7 @@ struct CpuEngine::SplitWork {
   }
 };
 
-struct CpuEngine::Impl {
+struct CpuEngine::Impl final : ForkAware {
   static_assert(sizeof(SplitWork) <= sizeof(detail::OpState::engine_area));
   static_assert(alignof(SplitWork) <= alignof(detail::OpState));
   static_assert(std::is_trivially_destructible_v<SplitWork>);
@@ -127,7 +128,49 @@ struct CpuEngine::Impl {
   std::atomic<std::uint64_t> ops_submitted{0}, pieces_completed{0}, bytes_completed{0},
       ops_inline{0}, pieces_by_waiters{0}, pieces_failed{0}, pieces_cancelled{0}, callback_errors{0};
 
+  std::atomic<bool> restart_after_fork{false};
+  std::mutex restart_mu;
+
   explicit Impl(std::size_t queue_capacity) : queue(queue_capacity) {}
+
+  void PrepareFork() override { queue.LockForFork(); }
+  void AfterForkParent() override { queue.UnlockAfterFork(); }
+  // The workers stayed in the parent. Every piece still queued is cancelled (its operation
+  // is the parent's); workers start again on the next submission. A piece that a worker was
+  // running at the fork is not in this process any more: its operation never completes here,
+  // so wait for operations before forking (a thread's state at fork() is gone in the child).
+  void AfterForkChild() override {
+    queue.ResetLockInChild();
+    new (&restart_mu) std::mutex();
+    for (std::thread& t : threads) new (&t) std::thread();  // abandon, never join
+    threads.clear();
+    constexpr const char* kForked =
+        "the process forked before the CPU engine ran this part; it runs in the parent only";
+    cpu::Piece piece;
+    while (queue.TryPop(piece)) {
+      if (piece.ticket) {
+        std::uint64_t index;
+        while (SplitWork::Take(piece.state, piece.generation, false, index)) {
+          detail::CompletePart(piece.state, 0, StatusCode::kCancelled, kForked);
+        }
+      } else {
+        detail::CompletePart(piece.state, 0, StatusCode::kCancelled, kForked);
+      }
+    }
+    // Pieces that threads now gone were running (workers, helping waiters) never report.
+    in_flight.store(0, std::memory_order_relaxed);
+    helpers.store(0, std::memory_order_relaxed);
+    restart_after_fork.store(true, std::memory_order_release);
+  }
+  Status StartWorkers() {
+    try {
+      for (int i = 0; i < worker_count; ++i) threads.emplace_back([this, i] { WorkerLoop(i); });
+    } catch (const std::system_error& e) {
+      return Status(StatusCode::kFailed,
+                    fmt::format("could not start CPU engine worker threads: {}", e.what()));
+    }
+    return Status::Ok();
+  }
 
   std::size_t PieceSize(std::size_t size) const {
     std::size_t per_worker = (size + worker_count - 1) / worker_count;
@@ -345,20 +388,15 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
 
   std::unique_ptr<CpuEngine> engine(new CpuEngine(std::move(impl)));
   Impl* raw = engine->impl_.get();
-  try {
-    for (int i = 0; i < raw->worker_count; ++i) {
-      raw->threads.emplace_back([raw, i] { raw->WorkerLoop(i); });
-    }
-  } catch (const std::system_error& e) {
-    return Status(StatusCode::kFailed,
-                  fmt::format("could not start CPU engine worker threads: {}", e.what()));
-  }
+  if (Status s = raw->StartWorkers(); !s.ok()) return s;
+  RegisterForkAware(raw);
   return engine;
 }
 
 CpuEngine::CpuEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 CpuEngine::~CpuEngine() {
+  UnregisterForkAware(impl_.get());
   impl_->stopping.store(true, std::memory_order_seq_cst);
   impl_->idle.Wake();
   for (std::thread& t : impl_->threads) t.join();
@@ -412,6 +450,13 @@ Status CpuEngine::CheckOperation(const Operation& op) const {
 
 Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {
   Impl& m = *impl_;
+  if (m.restart_after_fork.load(std::memory_order_acquire)) [[unlikely]] {
+    std::lock_guard lock(m.restart_mu);  // the fork() child may have started threads by now
+    if (m.restart_after_fork.load(std::memory_order_relaxed)) {
+      if (Status s = m.StartWorkers(); !s.ok()) return s;
+      m.restart_after_fork.store(false, std::memory_order_release);
+    }
+  }
   detail::OpState* state = submission.state();
   state->callback_errors = &m.callback_errors;
   m.ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "engine/op_state.h"
@@ -62,6 +63,11 @@ class TaskQueue {
   std::size_t size() const { return size_.load(std::memory_order_relaxed); }
   std::size_t capacity() const { return ring_.size(); }
   bool empty() const { return size_.load(std::memory_order_seq_cst) == 0; }
+
+  // fork(): held across it, so the child's copy is consistent; the child gets a fresh mutex.
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
+  void ResetLockInChild() { new (&mu_) std::mutex(); }
 
  private:
   std::mutex mu_;

@@ -1,9 +1,12 @@
 #include "tierflow/cpu_engine.h"
 
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -60,6 +63,34 @@ TEST(CpuEngine, CreateErrors) {
     EXPECT_EQ(e.status().code(), StatusCode::kUnsupported);
     EXPECT_NE(e.status().message().find("lacks avx512"), std::string::npos);
   }
+}
+
+// The workers stay in the parent at fork(): the child's engine starts its own on the next
+// submission (a blocking wait would otherwise sleep forever), and queued parts of the
+// parent's operations are cancelled there.
+TEST(CpuEngine, ForkChildStartsItsOwnWorkers) {
+  CpuEngineOptions o;
+  o.workers = 1;
+  o.inline_max_bytes = 0;  // everything goes to the worker
+  o.waiter_runs_pieces = false;
+  auto e = MakeCpuEngine(o);
+  const std::size_t n = 4 << 20;
+  std::vector<unsigned char> src(n, 0x3c), dst(n), dst2(n);
+  ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), n))->Wait().ok());
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(30);  // a hang shows as a signal, not as a stuck test
+    Result<Handle> h = e->Submit(Operation::Copy(dst2.data(), src.data(), n));
+    int rc = !h.ok() ? 1 : !h->Wait(WaitMode::kBlock).ok() ? 2 : dst2 != src ? 3 : 0;
+    std::_Exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_TRUE(e->Submit(Operation::Copy(dst2.data(), src.data(), n))->Wait().ok());
+  EXPECT_EQ(dst2, src);
 }
 
 TEST(CpuEngine, CapabilitiesAndDefaults) {
