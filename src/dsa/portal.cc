@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -32,7 +34,7 @@ class ModelPortalImpl final : public Portal {
   DsaSubmitPath path() const override {
     return shared_ ? DsaSubmitPath::kEnqcmd : DsaSubmitPath::kMovdir64b;
   }
-  const std::string& last_error() const override { return error_; }
+  std::string last_error() const override { return error_; }  // the model never fails
 
  private:
   std::shared_ptr<DsaDeviceModel> model_;
@@ -53,41 +55,51 @@ class HardwarePortal final : public Portal {
     switch (path_) {
       case DsaSubmitPath::kEnqcmd: {
         StoreFence();  // the descriptor's data and record must be visible to the device
-        bool ok = Enqcmd(page_ + offset_, &d);
-        offset_ = (offset_ + 64) & (kPortalBytes - 1);  // rotate as DML and SPDK do
-        return ok ? Offer::kAccepted : Offer::kRetry;
+        return Enqcmd(page_ + NextOffset(), &d) ? Offer::kAccepted : Offer::kRetry;
       }
       case DsaSubmitPath::kMovdir64b:
         StoreFence();
-        Movdir64b(page_ + offset_, &d);
-        offset_ = (offset_ + 64) & (kPortalBytes - 1);
+        Movdir64b(page_ + NextOffset(), &d);
         return Offer::kAccepted;
       case DsaSubmitPath::kWrite: {
         ssize_t n = write(fd_, &d, sizeof d);
         if (n == static_cast<ssize_t>(sizeof d)) return Offer::kAccepted;
         if (n < 0 && (errno == EAGAIN || errno == EBUSY)) return Offer::kRetry;
-        error_ = fmt::format("write() of a descriptor to the WQ file failed: {}",
-                             n < 0 ? std::strerror(errno) : "short write");
+        SetError(fmt::format("write() of a descriptor to the WQ file failed: {}",
+                             n < 0 ? std::strerror(errno) : "short write"));
         return Offer::kFailed;
       }
       case DsaSubmitPath::kNone:
         break;
     }
-    error_ = "no submission path";
+    SetError("no submission path");
     return Offer::kFailed;
   }
   bool shared() const override { return shared_; }
   bool accepts_batches() const override { return path_ != DsaSubmitPath::kWrite; }
   DsaSubmitPath path() const override { return path_; }
-  const std::string& last_error() const override { return error_; }
+  std::string last_error() const override {
+    std::lock_guard lock(error_mu_);
+    return error_;
+  }
 
  private:
   static constexpr std::size_t kPortalBytes = 4096;
+  // Each submission goes to the next 64 bytes of the portal page, as DML and SPDK do; threads
+  // submit concurrently, so the offset is taken atomically.
+  std::size_t NextOffset() {
+    return offset_.fetch_add(64, std::memory_order_relaxed) & (kPortalBytes - 1);
+  }
+  void SetError(std::string e) {
+    std::lock_guard lock(error_mu_);
+    error_ = std::move(e);
+  }
   int fd_;
   char* page_;
   DsaSubmitPath path_;
   bool shared_;
-  std::size_t offset_ = 0;
+  std::atomic<std::size_t> offset_{0};
+  mutable std::mutex error_mu_;
   std::string error_;
 };
 

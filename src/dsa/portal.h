@@ -23,7 +23,8 @@ class Portal {
   virtual bool shared() const = 0;
   virtual bool accepts_batches() const = 0;
   virtual DsaSubmitPath path() const = 0;
-  virtual const std::string& last_error() const = 0;
+  // Why the last kFailed happened (submissions come from many threads: a copy, under a lock).
+  virtual std::string last_error() const = 0;
 
   // Why the path is what it is, when it is not the WQ's natural one (empty otherwise).
   std::string note;
