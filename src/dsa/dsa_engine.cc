@@ -98,6 +98,64 @@ struct Job {
 
 unsigned Log2(std::uint64_t v) { return v == 0 ? 0 : 63 - static_cast<unsigned>(__builtin_clzll(v)); }
 
+// Jobs — with their descriptors and completion records — come from per-thread free lists: the
+// submit path takes no lock and shares no cache line with other submitters. A job finished by
+// the completion thread goes to that thread's list, which spills to a global list beyond
+// kLocalJobs; a thread whose list is empty refills from there. Jobs are never freed: a record
+// the device may still write must stay allocated (see ~DsaEngine), and a reused job keeps the
+// capacity of its vectors, so a warm engine does not allocate. Any DSA engine takes jobs from
+// the same lists (a job holds nothing engine-specific once finished).
+constexpr std::size_t kLocalJobs = 64;
+constexpr std::size_t kRefillJobs = 16;
+
+struct GlobalJobs final : ForkAware {
+  std::mutex mu;
+  std::vector<Job*> jobs;
+  GlobalJobs() { RegisterForkAware(this, /*leaf=*/true); }
+  void PrepareFork() override { mu.lock(); }
+  void AfterForkParent() override { mu.unlock(); }
+  void AfterForkChild() override { new (&mu) std::mutex(); }
+};
+GlobalJobs& Global() {
+  static GlobalJobs* g = new GlobalJobs;  // never destroyed: threads may exit after main
+  return *g;
+}
+
+struct LocalJobs {
+  std::vector<Job*> jobs;
+  ~LocalJobs() {  // thread exit: hand the jobs to the global list
+    std::lock_guard lock(Global().mu);
+    Global().jobs.insert(Global().jobs.end(), jobs.begin(), jobs.end());
+  }
+};
+thread_local LocalJobs t_jobs;
+
+Job* GetJob() {
+  std::vector<Job*>& local = t_jobs.jobs;
+  if (local.empty()) {
+    GlobalJobs& g = Global();
+    std::lock_guard lock(g.mu);
+    const std::size_t n = std::min(kRefillJobs, g.jobs.size());
+    local.insert(local.end(), g.jobs.end() - static_cast<std::ptrdiff_t>(n), g.jobs.end());
+    g.jobs.resize(g.jobs.size() - n);
+  }
+  if (local.empty()) return new Job;
+  Job* j = local.back();
+  local.pop_back();
+  return j;
+}
+
+void PutJob(Job* j) {
+  std::vector<Job*>& local = t_jobs.jobs;
+  local.push_back(j);
+  if (local.size() > kLocalJobs) {
+    GlobalJobs& g = Global();
+    std::lock_guard lock(g.mu);
+    g.jobs.insert(g.jobs.end(), local.end() - static_cast<std::ptrdiff_t>(kLocalJobs / 2), local.end());
+    local.resize(local.size() - kLocalJobs / 2);
+  }
+}
+
 }  // namespace
 
 struct DsaEngine::Impl final : ForkAware {
@@ -120,15 +178,11 @@ struct DsaEngine::Impl final : ForkAware {
   bool bof_allowed = false;
   const cpu::Kernels* kernels = nullptr;
 
-  // In-flight jobs (intrusive list) and the pool.
+  // In-flight jobs (intrusive list).
   std::mutex list_mu;
   Job* head = nullptr;
   std::uint64_t link_seq = 0;  // under list_mu
   std::atomic<std::size_t> jobs_in_flight{0};
-  std::mutex pool_mu;
-  std::vector<std::unique_ptr<Job>> all_jobs;
-  std::vector<Job*> free_jobs;
-  std::atomic<Job*> spare{nullptr};
 
   bool use_umwait = false;        // resolved from opts.completion_wait
   std::uint64_t umwait_max = 0;   // the kernel's cap on one UMWAIT (TSC cycles)
@@ -146,26 +200,7 @@ struct DsaEngine::Impl final : ForkAware {
       cancelled{0}, dualcast_splits{0}, monitor_waits{0};
   std::array<std::atomic<std::uint64_t>, 32> histogram{};
 
-  // --- pool and list ---------------------------------------------------------------------
-  // One job parked in `spare` serves the common submit-complete-submit cycle with one atomic
-  // exchange each way; the locked free list holds the rest.
-  Job* GetJob() {
-    if (Job* j = spare.exchange(nullptr, std::memory_order_acquire)) return j;
-    std::lock_guard lock(pool_mu);
-    if (free_jobs.empty()) {
-      all_jobs.push_back(std::make_unique<Job>());
-      return all_jobs.back().get();
-    }
-    Job* j = free_jobs.back();
-    free_jobs.pop_back();
-    return j;
-  }
-  void PutJob(Job* j) {
-    j = spare.exchange(j, std::memory_order_acq_rel);
-    if (j == nullptr) return;
-    std::lock_guard lock(pool_mu);
-    free_jobs.push_back(j);
-  }
+  // --- in-flight list --------------------------------------------------------------------
   void Link(Job* j) {
     std::lock_guard lock(list_mu);
     LinkLocked(j);
@@ -196,19 +231,14 @@ struct DsaEngine::Impl final : ForkAware {
   // --- fork ------------------------------------------------------------------------------
   void PrepareFork() override {
     list_mu.lock();
-    pool_mu.lock();
   }
-  void AfterForkParent() override {
-    pool_mu.unlock();
-    list_mu.unlock();
-  }
+  void AfterForkParent() override { list_mu.unlock(); }
   // In the child: the device writes the records of jobs in flight in the parent's memory,
   // never in the child's copy, so those jobs fail here (their callbacks are dropped: they
   // belong to the parent's operation and run there). Threads and portal come back on the
   // next submission (ReinitAfterFork).
   void AfterForkChild() override {
     new (&list_mu) std::mutex();
-    new (&pool_mu) std::mutex();
     new (&reinit_mu) std::mutex();
     new (&poller) std::thread();  // abandon the parent's completion thread, never join it
     while (Job* j = head) {
@@ -832,10 +862,7 @@ DsaEngine::~DsaEngine() {
   std::lock_guard lock(m.list_mu);
   while (Job* j = m.head) {
     m.UnlinkLocked(j);
-    // Leave the job's memory allocated: the device may still write into its records.
-    for (auto& owned : m.all_jobs) {
-      if (owned.get() == j) (void)owned.release();
-    }
+    // The job is not recycled: the device may still write into its records.
     detail::FailPart(j->state, j->bytes, StatusCode::kFailed,
                      fmt::format("the DSA ({}) did not complete this operation within 5 s of "
                                  "the engine's destruction; its completion records were left "
@@ -939,7 +966,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   detail::OpState* state = submission.state();
   state->callback_errors = &m.callback_errors;
   if (ops.size() == 1 && ops[0].kind == OpKind::kDrain) return m.EnqueueDrain(submission);
-  Job* j = m.GetJob();
+  Job* j = GetJob();
   j->busy.store(true, std::memory_order_relaxed);
   j->state = state;
   j->bytes = 0;
@@ -1056,7 +1083,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   // Check once: small operations on an idle device (or the instant model) are done already.
   if (m.Advance(*j)) {
     m.Complete(j);
-    m.PutJob(j);
+    PutJob(j);
     return Status::Ok();
   }
   m.Link(j);

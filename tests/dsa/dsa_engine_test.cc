@@ -264,6 +264,8 @@ std::uint8_t StatusByte(const volatile std::uint8_t* p) {
 TEST(DsaEngine, CompletionThreadWaitsWithUmwaitOnTheOnlyRecordInFlight) {
   auto saved_has = dsa::internal::cpu_has_waitpkg;
   auto saved_wait = dsa::internal::monitor_wait;
+  g_watched = nullptr;
+  g_monitor_calls = 0;
   auto model = Model(Config(false));
   DsaEngineOptions o;
   o.completion_wait = DsaCompletionWait::kUmwait;
@@ -315,6 +317,47 @@ TEST(DsaEngine, UmwaitMaxTimeComesFromTheKernel) {
                          root + "/devices/system/cpu/umwait_control/max_time").c_str()), 0);
   EXPECT_EQ(dsa::UmwaitMaxCycles(root), 50000u);
   ASSERT_EQ(std::system(("rm -rf " + root).c_str()), 0);
+}
+
+// Batch descriptors hold 2..max_batch_size members: more operations go as several batches,
+// a lone last one on its own; the model refuses a batch outside the limits as hardware does.
+TEST(DsaEngine, BatchLimits) {
+  DsaModelConfig c = Config(true);
+  c.max_batch_size = 4;
+  auto model = Model(c);
+  auto e = Engine(model);
+  std::vector<std::vector<unsigned char>> src, dst;
+  std::vector<Operation> ops;
+  for (int i = 0; i < 9; ++i) {
+    src.push_back(RandomBytes(1000, 40 + i));
+    dst.emplace_back(1000);
+  }
+  for (int i = 0; i < 9; ++i) ops.push_back(Operation::Copy(dst[i].data(), src[i].data(), 1000));
+  ASSERT_TRUE(e->SubmitBatch(ops)->Wait().ok());
+  EXPECT_EQ(src, dst);
+  EXPECT_EQ(e->stats().batches, 2u) << "4 + 4 as batches, the ninth alone";
+  EXPECT_EQ(model->counters().descriptors, 3u);
+  EXPECT_EQ(model->counters().executed, 9u);
+
+  DsaEngineOptions capped;
+  capped.max_batch = 2;
+  auto e2 = Engine(model, capped);
+  ASSERT_TRUE(e2->SubmitBatch(ops)->Wait().ok());
+  EXPECT_EQ(e2->stats().batches, 4u);
+
+  alignas(64) dsa_hw_desc list[8] = {};
+  alignas(64) dsa_hw_desc batch{};
+  alignas(32) dsa_completion_record r{};
+  batch.opcode = DSA_OPCODE_BATCH;
+  batch.flags = IDXD_OP_FLAG_CRAV | IDXD_OP_FLAG_RCR;
+  batch.completion_addr = reinterpret_cast<std::uintptr_t>(&r);
+  batch.desc_list_addr = reinterpret_cast<std::uintptr_t>(list);
+  for (std::uint32_t count : {1u, 5u}) {
+    std::memset(&r, 0, sizeof r);
+    batch.desc_count = count;
+    model->Enqueue(0, &batch);
+    EXPECT_EQ(r.status & DSA_COMP_STATUS_MASK, DSA_COMP_DESC_CNT_ERANGE) << count;
+  }
 }
 
 TEST(DsaEngine, SharedWqFullFallsBackToCpu) {
@@ -494,6 +537,31 @@ TEST_P(DsaFaults, CrcComparePatternAndDualcastResumeMidPiece) {
       EXPECT_EQ(st.faults_on_cpu, 3u);
     }
   }
+}
+
+// A batch member that moves up within overlapping ranges runs descending on the device; a
+// fault there resumes from the end (result bit 0), inside a batch like alone.
+TEST_P(DsaFaults, DescendingMoveInABatchResumesFromTheEnd) {
+  auto model = Model(Config(GetParam()));
+  auto e = Engine(model);
+  Result<Buffer> b = Buffer::OnNode(0, 256 << 10), other = Buffer::OnNode(0, 64 << 10);
+  ASSERT_TRUE(b.ok() && other.ok());
+  auto data = RandomBytes(b->size(), 31);
+  std::memcpy(b->data(), data.data(), data.size());
+  auto* p = reinterpret_cast<unsigned char*>(b->data());
+  const std::size_t n = 150000, shift = 3000;
+  std::memmove(data.data() + shift, data.data(), n);
+  std::vector<unsigned char> fill_ref(other->size(), 0xee);
+  std::vector<Operation> ops = {Operation::Fill(other->data(), 0xeeeeeeeeeeeeeeeeull, other->size()),
+                                Operation::Move(p + shift, p, n)};
+  model->InjectPageFault(p + 40000);  // met while moving down from the end
+  Result<Handle> h = e->SubmitBatch(ops);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
+  EXPECT_EQ(std::memcmp(p, data.data(), data.size()), 0);
+  EXPECT_EQ(std::memcmp(other->data(), fill_ref.data(), fill_ref.size()), 0);
+  EXPECT_EQ(e->stats().batches, 1u);
+  EXPECT_GE(e->stats().faults_resumed, 1u);
 }
 
 TEST_P(DsaFaults, BlockOnFaultOnlyWhereTheWqAllowsIt) {
