@@ -45,6 +45,21 @@ Status Waited(Result<Handle> h, WaitMode mode = WaitMode::kAdaptive) {
   return h.ok() ? h->Wait(mode) : h.status();
 }
 
+// The DSA measurements' work: 32 copies of 64 bytes (a descriptor's worth of data, so that the
+// cost measured is the descriptor's, not the copy's).
+struct SmallCopies {
+  static constexpr std::size_t kBytes = 64;
+  static constexpr int kBatch = 32;
+  std::vector<unsigned char> src = std::vector<unsigned char>(kBatch * kBytes, 1);
+  std::vector<unsigned char> dst = std::vector<unsigned char>(kBatch * kBytes);
+  std::vector<Operation> batch;
+  SmallCopies() {
+    for (int i = 0; i < kBatch; ++i) {
+      batch.push_back(Operation::Copy(dst.data() + i * kBytes, src.data() + i * kBytes, kBytes));
+    }
+  }
+};
+
 // The DSA engine's own cost per descriptor, on the device model in instant-completion mode:
 // the model executes each descriptor inside the hand-over. The model's own time (address
 // translation, execution, record writing) is measured alone, by handing it prebuilt
@@ -59,16 +74,14 @@ Status RunDsaModelSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allo
   if (!model.ok()) return model.status();
   Result<std::unique_ptr<DsaEngine>> engine = DsaEngine::CreateOnModel(*model, 0);
   if (!engine.ok()) return engine.status();
-  constexpr std::size_t kBytes = 64;
-  constexpr int kBatch = 32;
-  std::vector<unsigned char> src(kBatch * kBytes, 1), dst(kBatch * kBytes);
-  std::vector<Operation> batch;
-  for (int i = 0; i < kBatch; ++i) {
-    batch.push_back(Operation::Copy(dst.data() + i * kBytes, src.data() + i * kBytes, kBytes));
-  }
+  constexpr std::size_t kBytes = SmallCopies::kBytes;
+  constexpr int kBatch = SmallCopies::kBatch;
+  SmallCopies work;
+  auto& src = work.src;
+  auto& dst = work.dst;
   Status err;
-  auto single = [&] { return Waited((*engine)->Submit(batch[0])); };
-  auto batched = [&] { return Waited((*engine)->SubmitBatch(batch)); };
+  auto single = [&] { return Waited((*engine)->Submit(work.batch[0])); };
+  auto batched = [&] { return Waited((*engine)->SubmitBatch(work.batch)); };
   PerCallNs(3, 2000, single, err, allocations, nullptr);
   PerCallNs(3, 200, batched, err, allocations, nullptr);
   if (!err.ok()) return err;
@@ -146,16 +159,11 @@ Status RunDsaHardwareSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*a
   if (!inv.ok()) return inv.status();
   Result<std::unique_ptr<DsaEngine>> engine = DsaEngine::Create(*inv);
   if (!engine.ok()) return engine.status();
-  constexpr std::size_t kBytes = 64;
-  constexpr int kBatch = 32;
-  std::vector<unsigned char> src(kBatch * kBytes, 1), dst(kBatch * kBytes);
-  std::vector<Operation> batch;
-  for (int i = 0; i < kBatch; ++i) {
-    batch.push_back(Operation::Copy(dst.data() + i * kBytes, src.data() + i * kBytes, kBytes));
-  }
+  constexpr std::size_t kBytes = SmallCopies::kBytes;
+  SmallCopies work;
   Status err;
-  auto single = [&] { return Waited((*engine)->Submit(batch[0]), WaitMode::kSpin); };
-  auto batched = [&] { return Waited((*engine)->SubmitBatch(batch), WaitMode::kSpin); };
+  auto single = [&] { return Waited((*engine)->Submit(work.batch[0]), WaitMode::kSpin); };
+  auto batched = [&] { return Waited((*engine)->SubmitBatch(work.batch), WaitMode::kSpin); };
   PerCallNs(3, 2000, single, err, allocations, nullptr);
   PerCallNs(3, 200, batched, err, allocations, nullptr);
   std::uint64_t allocs = 0;

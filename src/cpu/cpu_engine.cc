@@ -180,18 +180,9 @@ struct CpuEngine::Impl final : ForkAware {
 
   void Run(const cpu::Piece& p) {
     std::uint64_t diff = detail::OpState::kNoDifference;
-    cpu::PieceWork w;
-    w.kind = p.kind;
-    w.dst = p.dst;
-    w.dst2 = p.dst2;
-    w.src = p.src;
-    w.src2 = p.src2;
-    w.n = p.size;
-    w.pattern = p.pattern;
-    w.phase = p.offset;
+    cpu::PieceWork w = cpu::WorkOf(p);
     w.nt = p.nt;
     w.overlapping = p.overlapping;
-    w.keep_in_cache = p.keep_in_cache;
     cpu::PieceResult r = cpu::RunPiece(*kernels, w);
     if (r.difference < p.size) diff = p.report_base + p.offset + r.difference;
     if (p.kind == OpKind::kCrc32c) {

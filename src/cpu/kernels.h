@@ -49,6 +49,23 @@ struct PieceResult {
 };
 PieceResult RunPiece(const Kernels& k, const PieceWork& w);
 
+// The fields an engine's piece description shares with PieceWork (members of the same names:
+// kind, dst, dst2, src, src2, size, pattern, offset, keep_in_cache).
+template <typename EnginePiece>
+PieceWork WorkOf(const EnginePiece& p) {
+  PieceWork w;
+  w.kind = p.kind;
+  w.dst = p.dst;
+  w.dst2 = p.dst2;
+  w.src = p.src;
+  w.src2 = p.src2;
+  w.n = p.size;
+  w.pattern = p.pattern;
+  w.phase = p.offset;
+  w.keep_in_cache = p.keep_in_cache;
+  return w;
+}
+
 // Kinds whose destination is written with data (streaming stores apply).
 constexpr bool WritesData(OpKind kind) {
   return kind == OpKind::kCopy || kind == OpKind::kMove || kind == OpKind::kFill ||

@@ -94,6 +94,22 @@ struct Job {
   Job* prev = nullptr;
   Job* next = nullptr;
   Job* finished_next = nullptr;
+
+  // A pooled job starting a new submission for `s` (busy: only the submitter advances it).
+  void Reset(detail::OpState* s, bool is_drain) {
+    busy.store(true, std::memory_order_relaxed);
+    state = s;
+    bytes = 0;
+    first_difference = detail::OpState::kNoDifference;
+    error_code = StatusCode::kOk;
+    pieces.clear();
+    groups.clear();
+    groups_in_flight = 0;
+    open = 0;
+    done_unreported = 0;
+    ordered = false;
+    drain = is_drain;
+  }
 };
 
 unsigned Log2(std::uint64_t v) { return v == 0 ? 0 : 63 - static_cast<unsigned>(__builtin_clzll(v)); }
@@ -356,18 +372,9 @@ struct DsaEngine::Impl final : ForkAware {
   // Runs piece i on the CPU (SWQ stayed full with the CPU policy, or a fault with kFinishOnCpu).
   void RunOnCpu(Job& j, std::uint32_t i) {
     Piece& p = j.pieces[i];
-    cpu::PieceWork w;
-    w.kind = p.kind;
-    w.dst = p.dst;
-    w.dst2 = p.dst2;
-    w.src = p.src;
-    w.src2 = p.src2;
-    w.n = p.size;
-    w.pattern = p.pattern;
-    w.phase = p.offset;
+    cpu::PieceWork w = cpu::WorkOf(p);
     w.crc_seed = p.crc_seed;
     w.overlapping = p.kind == OpKind::kMove;  // a piece of an overlapping move overlaps itself
-    w.keep_in_cache = p.keep_in_cache;
     cpu::PieceResult r = cpu::RunPiece(*kernels, w);
     if (r.difference < p.size) NoteDifference(j, p, r.difference);
     if (p.kind == OpKind::kCrc32c) AddCrc(j, p, r.crc);
@@ -647,16 +654,7 @@ struct DsaEngine::Impl final : ForkAware {
   // are not in the device yet, so only this engine's bookkeeping can tell.
   Status EnqueueDrain(detail::Submission& submission) {
     Job* j = GetJob();
-    j->state = submission.state();
-    j->bytes = 0;
-    j->first_difference = detail::OpState::kNoDifference;
-    j->error_code = StatusCode::kOk;
-    j->pieces.clear();
-    j->groups.clear();
-    j->groups_in_flight = 0;
-    j->open = 0;
-    j->ordered = false;
-    j->drain = true;
+    j->Reset(submission.state(), /*is_drain=*/true);
     ops_submitted.fetch_add(1, std::memory_order_relaxed);
     submission.AddParts(1);
     {
@@ -967,17 +965,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   state->callback_errors = &m.callback_errors;
   if (ops.size() == 1 && ops[0].kind == OpKind::kDrain) return m.EnqueueDrain(submission);
   Job* j = GetJob();
-  j->busy.store(true, std::memory_order_relaxed);
-  j->state = state;
-  j->bytes = 0;
-  j->first_difference = detail::OpState::kNoDifference;
-  j->error_code = StatusCode::kOk;
-  j->pieces.clear();
-  j->groups.clear();
-  j->groups_in_flight = 0;
-  j->ordered = false;
-  j->drain = false;
-  j->done_unreported = 0;
+  j->Reset(state, /*is_drain=*/false);
   // The size histogram, one atomic update per run of equal buckets.
   unsigned run_bucket = 0;
   std::uint64_t run_count = 0;
