@@ -1,9 +1,11 @@
 #include "tierflow/dsa_model.h"
 
 #include <sched.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -150,6 +152,35 @@ struct DsaDeviceModel::Impl final : ForkAware {
     return n;
   }
 
+  // Write permission, as the IOMMU checks it: the first page of [p, p+n) this process cannot
+  // write (n if all can). MADV_POPULATE_WRITE faults the pages in writable — what the device's
+  // write would do — and fails where a CPU write would crash (EINVAL for a read-only mapping,
+  // EFAULT/ENOMEM otherwise). Kernels before 5.14 lack it (probed once): then only mapping is
+  // checked, and the model writes (and crashes) where hardware would fault.
+  static bool PopulateWriteWorks() {
+    static const bool works = [] {
+      void* p = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return false;
+      const bool ok = madvise(p, kPage, MADV_POPULATE_WRITE) == 0;
+      munmap(p, kPage);
+      return ok;
+    }();
+    return works;
+  }
+  std::uint64_t FirstUnwritable(std::uint64_t p, std::uint64_t n) const {
+    if (p == 0 || !cfg.translate_addresses || !PopulateWriteWorks()) return n;
+    const std::uint64_t first = p & ~(kPage - 1);
+    const std::uint64_t end = (p + n + kPage - 1) & ~(kPage - 1);
+    auto writable = [](std::uint64_t a, std::uint64_t len) {
+      return madvise(Ptr(a), len, MADV_POPULATE_WRITE) == 0;
+    };
+    if (writable(first, end - first)) return n;
+    for (std::uint64_t page = first; page < end; page += kPage) {
+      if (!writable(page, kPage)) return page <= p ? 0 : page - p;
+    }
+    return n;
+  }
+
   Outcome ExecuteData(const dsa_hw_desc& d) {
     Outcome o;
     const std::uint64_t n = d.xfer_size;
@@ -181,6 +212,7 @@ struct DsaDeviceModel::Impl final : ForkAware {
         for (std::uint64_t base : w == 0 ? reads : writes) {
           if (base == 0) continue;
           std::uint64_t f = FirstUnmapped(base, n);
+          if (w == 1 && f == n) f = FirstUnwritable(base, n);
           if (f < first) {
             first = f;
             addr = base + f;

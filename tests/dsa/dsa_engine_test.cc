@@ -640,6 +640,13 @@ TEST(DsaEngine, FaultOnReadOnlyDestinationIsAnErrorNotACrash) {
   Status s = e->Submit(Operation::Copy(ro, src->data(), 8192))->Wait();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("read-only"), std::string::npos) << s.message();
+  // Without an injected fault the model's IOMMU refuses the write itself, as hardware does.
+  Status direct = e->Submit(Operation::Fill(ro, 1, 8192))->Wait();
+  EXPECT_EQ(direct.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(direct.message().find("read-only"), std::string::npos) << direct.message();
+  std::vector<unsigned char> a(8192);
+  Status dual = e->Submit(Operation::Dualcast(a.data(), ro, src->data(), 8192))->Wait();
+  EXPECT_NE(dual.message().find("read-only"), std::string::npos) << dual.message();
   DsaEngineOptions o;
   o.prefault = true;
   auto pre = Engine(model, o);
