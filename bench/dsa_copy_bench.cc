@@ -1,6 +1,7 @@
 #include "bench/dsa_copy_bench.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -179,7 +180,11 @@ class Experiments {
     if (!from.ok()) return from.status();
     if (!to.ok()) return to.status();
     for (std::size_t size : sizes) {
-      if (size * static_cast<std::size_t>(b) > kMaxBuffer) continue;
+      if (size * static_cast<std::size_t>(b) > kMaxBuffer) {
+        std::fprintf(stderr, "skipped: submission of %d x %s exceeds 1 GiB per buffer\n", b,
+                     FormatSize(size).c_str());
+        continue;
+      }
       std::vector<Operation> ops;
       for (int m = 0; m < b; ++m) {
         ops.push_back(Operation::Copy(to->data() + m * size, from->data() + m * size, size));
@@ -221,13 +226,20 @@ class Experiments {
     const int src = cfg_.src_nodes.front();
     Result<Engine*> e = DsaOf(src);
     if (!e.ok()) return e.status();
+    // The thesis used 1 MiB and 1 GiB; each thread here copies its own region, so the larger
+    // default is 64 MiB (12 threads x 64 MiB stays within one 1 GiB buffer).
     const std::vector<std::size_t> sizes =
-        dsa_.sizes_given ? cfg_.sizes : std::vector<std::size_t>{1 << 20, 16 << 20};
+        dsa_.sizes_given ? cfg_.sizes
+                         : std::vector<std::size_t>{1 << 20, s_.model ? 16u << 20 : 64u << 20};
     const std::vector<int> counts =
         dsa_.submitters_given ? cfg_.submitters : std::vector<int>{1, 2, 12};
     for (std::size_t size : sizes) {
       const int most = *std::max_element(counts.begin(), counts.end());
-      if (size * static_cast<std::size_t>(most) > kMaxBuffer) continue;
+      if (size * static_cast<std::size_t>(most) > kMaxBuffer) {
+        std::fprintf(stderr, "skipped: %d threads x %s exceeds 1 GiB per buffer\n", most,
+                     FormatSize(size).c_str());
+        continue;
+      }
       Result<Buffer> from = Alloc(src, size * most), to = Alloc(src, size * most);
       if (!from.ok()) return from.status();
       if (!to.ok()) return to.status();
