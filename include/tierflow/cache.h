@@ -1,0 +1,177 @@
+// The offloading cache (Fürst thesis, chapters 4-5): Access(src, size) returns a shared entry
+// whose copy into a faster tier an engine (DSA, CPU, ...) fills asynchronously.
+//
+//  - The first access of a range allocates space on the node the placement policy chooses and
+//    submits the fill through the engines the copy policy chooses; every later access,
+//    including concurrent first accesses from many threads, gets the same entry: one fill.
+//  - An access to a sub-range of a cached entry is served from that entry (data() points into
+//    it). Ranges that overlap without containment get entries of their own.
+//  - CacheEntry::Wait returns when the fill is complete; any number of threads may wait, none
+//    depends on another (not on the thread that submitted). WeakWait checks once. data() is
+//    the cached copy once complete, otherwise — filling, failed, or not cached for lack of room
+//    — the source: reading data() is always correct.
+//  - Memory: each node has a capacity; a fill that does not fit evicts unreferenced entries,
+//    least recently used first; if that is not enough the access reports "not cached" (data()
+//    is the source) and the cache stays within its capacity. An entry's memory is freed when it
+//    has left the cache and its last CacheEntry is gone, never before.
+//  - Mutable data: MarkDirty() and WriteBack() copy a modified entry back to its source;
+//    invalidating a dirty entry requires a choice (write back or discard).
+//
+// Thread safety: every member of OffloadCache and CacheEntry may be called from any thread.
+// A hit takes no exclusive lock and writes no cache line shared with other readers of other
+// entries.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tierflow/copy_policy.h"
+#include "tierflow/engine.h"
+#include "tierflow/topology.h"
+
+namespace tierflow {
+
+namespace detail {
+struct CacheEntryState;
+}
+
+// What Invalidate does with an entry that was marked dirty.
+enum class DirtyEntries : std::uint8_t {
+  kRefuse,     // fail with an error naming the dirty range (the default: no data is lost)
+  kWriteBack,  // copy the entry back to its source first (waits for that copy)
+  kDiscard,    // drop the modifications
+};
+
+struct CacheAllocator {
+  // Returns `size` bytes on NUMA node `node` (64-byte aligned), or null when there is none.
+  std::function<void*(std::size_t size, int node)> allocate;
+  std::function<void(void* p, std::size_t size, int node)> free;
+};
+
+struct CacheConfig {
+  // Engines that fill entries (and write them back), divided by the copy policy; e.g. a
+  // DsaFleet's engines plus a CPU engine with PolicyKind::kAuto. Required.
+  std::vector<Engine*> engines;
+  CopyPolicy copy_policy;
+  // The node an entry of [src, src+size) is cached on. Default: the HBM node nearest to the
+  // source's node; without HBM, the source's node if it has CPUs (DRAM), else its nearest CPU
+  // node (CXL, NVM: cache in DRAM).
+  std::function<int(const void* src, std::size_t size, int src_node)> placement;
+  // Bytes the cache may use per node; nodes not listed: half of the node's free memory when
+  // the node is first used.
+  std::map<int, std::size_t> capacity;
+  // Default: a prefaulted arena per node, growing in `arena_chunk` steps up to the capacity.
+  CacheAllocator allocator;
+  std::size_t arena_chunk = std::size_t{64} << 20;
+  WaitMode wait_mode = WaitMode::kBlock;  // how CacheEntry::Wait waits (no busy waiting)
+};
+
+struct CacheNodeStats {
+  int node = -1;
+  std::uint64_t hits = 0;          // found complete
+  std::uint64_t late_hits = 0;     // found while its fill was still running
+  std::uint64_t misses = 0;        // submitted a fill
+  std::uint64_t not_cached = 0;    // no room even after eviction: served from the source
+  std::uint64_t failed_fills = 0;  // the engine reported an error: served from the source
+  std::uint64_t evictions = 0;
+  std::uint64_t invalidations = 0;
+  std::uint64_t write_backs = 0;
+  std::uint64_t bytes_filled = 0;
+  std::uint64_t bytes_used = 0;    // held by entries now
+  std::uint64_t capacity = 0;
+  std::uint64_t entries = 0;
+};
+
+class CacheEntry {
+ public:
+  CacheEntry() = default;  // empty: valid() is false
+  CacheEntry(const CacheEntry& other);
+  CacheEntry& operator=(const CacheEntry& other);
+  CacheEntry(CacheEntry&& other) noexcept;
+  CacheEntry& operator=(CacheEntry&& other) noexcept;
+  ~CacheEntry();
+
+  bool valid() const { return state_ != nullptr; }
+  // The range this entry was asked for (a sub-range of the cached one on a sub-range hit).
+  const void* source() const { return src_; }
+  std::size_t size() const { return size_; }
+  // Where to read the range: the cached copy once complete, else the source.
+  const void* data() const;
+  void* mutable_data() const;  // the cached copy to modify (then MarkDirty); null unless cached()
+  // The cached copy is complete and usable.
+  bool cached() const;
+  // Waits until the fill has finished (fairly: any waiting thread may see it complete) and
+  // returns its status: ok, the engine's error (data() is the source), or kUnsupported when
+  // the range was not cached for lack of room.
+  Status Wait() const;
+  // Checks once: true when the fill has finished (successfully or not).
+  bool WeakWait() const;
+  int node() const;  // where the copy lives
+
+  // The cached copy has been modified: it must be written back or explicitly discarded.
+  void MarkDirty() const;
+  bool dirty() const;
+  // Copies the cached range back to the source through the cache's engines; clears the dirty
+  // mark when that copy has completed. Errors: not cached (nothing to write back).
+  Result<Handle> WriteBack() const;
+
+ private:
+  friend class OffloadCache;
+  CacheEntry(detail::CacheEntryState* state, const char* src, std::size_t size);
+  detail::CacheEntryState* state_ = nullptr;
+  const char* src_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+class OffloadCache {
+ public:
+  // Errors: no engines, a capacity for a node the topology lacks, an allocator with only one of
+  // allocate/free. `topology` must describe this system and outlive the cache.
+  static Result<std::unique_ptr<OffloadCache>> Create(const Topology& topology, CacheConfig config);
+  // Waits for fills in flight (they read the sources), writes nothing back (dirty entries are
+  // lost: invalidate them with kWriteBack first), frees what no CacheEntry holds; entries still
+  // held keep their memory until released.
+  ~OffloadCache();
+  OffloadCache(const OffloadCache&) = delete;
+  OffloadCache& operator=(const OffloadCache&) = delete;
+
+  // The entry for [src, src+size): an existing one that contains it, or a new one whose fill is
+  // submitted now. Errors (nothing cached, nothing submitted): null src, size 0, a range that
+  // wraps, a placement outside the topology. Lack of room is not an error: the entry then
+  // reads from the source and Wait() says why.
+  Result<CacheEntry> Access(const void* src, std::size_t size);
+  // An existing entry only: never submits. Empty entry (valid() false) when none.
+  CacheEntry WeakAccess(const void* src, std::size_t size);
+  // Submits fills for the ranges without waiting or holding their entries. Returns how many
+  // fills were submitted (ranges already cached count 0); the first error stops it. The
+  // sources must stay valid until the fills finish (WaitForFills, or Access + Wait).
+  Result<std::size_t> Prefetch(std::span<const std::pair<const void*, std::size_t>> ranges);
+
+  // Removes every entry overlapping [src, src+size) (size 0: the entries starting at src).
+  // Dirty entries follow `dirty`; with kRefuse the first dirty one fails the call and nothing
+  // is removed. Returns how many entries were removed.
+  Result<std::size_t> Invalidate(const void* src, std::size_t size,
+                                 DirtyEntries dirty = DirtyEntries::kRefuse);
+  // Drops every entry no CacheEntry holds and whose fill has finished (dirty ones are kept).
+  std::size_t Flush();
+  // Drops every entry from the cache (held ones stay valid for their holders); dirty entries
+  // follow `dirty` as in Invalidate.
+  Result<std::size_t> Clear(DirtyEntries dirty = DirtyEntries::kRefuse);
+
+  // Waits until every fill submitted before the call has finished.
+  void WaitForFills() const;
+
+  std::vector<CacheNodeStats> stats() const;
+
+ private:
+  struct Impl;
+  explicit OffloadCache(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tierflow

@@ -1,0 +1,65 @@
+#include "cache/arena.h"
+
+#include <fmt/format.h>
+
+namespace tierflow::cache {
+
+void* NodeArena::Allocate(std::size_t size, Status* error) {
+  const std::size_t need = Round(size);
+  std::lock_guard lock(mu_);
+  for (auto& c : chunks_) {
+    for (auto it = c->free.begin(); it != c->free.end(); ++it) {
+      if (it->second < need) continue;
+      const std::size_t off = it->first;
+      const std::size_t rest = it->second - need;
+      c->free.erase(it);
+      if (rest != 0) c->free.emplace(off + need, rest);
+      return c->buffer.data() + off;
+    }
+  }
+  Result<Buffer> b = Buffer::OnNode(node_, std::max(chunk_, need));
+  if (!b.ok()) {
+    *error = b.status();
+    return nullptr;
+  }
+  auto c = std::make_unique<Chunk>();
+  c->buffer = std::move(*b);
+  if (c->buffer.size() > need) c->free.emplace(need, c->buffer.size() - need);
+  void* p = c->buffer.data();
+  chunks_.push_back(std::move(c));
+  return p;
+}
+
+void NodeArena::Free(void* p, std::size_t size) {
+  const std::size_t len = Round(size);
+  auto* b = static_cast<std::byte*>(p);
+  std::lock_guard lock(mu_);
+  for (auto& c : chunks_) {
+    if (b < c->buffer.data() || b >= c->buffer.data() + c->buffer.size()) continue;
+    std::size_t off = static_cast<std::size_t>(b - c->buffer.data());
+    std::size_t n = len;
+    auto next = c->free.lower_bound(off);
+    if (next != c->free.end() && off + n == next->first) {  // merge with the following block
+      n += next->second;
+      next = c->free.erase(next);
+    }
+    if (next != c->free.begin()) {  // and with the preceding one
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == off) {
+        prev->second += n;
+        return;
+      }
+    }
+    c->free.emplace(off, n);
+    return;
+  }
+}
+
+std::size_t NodeArena::reserved() const {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const auto& c : chunks_) n += c->buffer.size();
+  return n;
+}
+
+}  // namespace tierflow::cache

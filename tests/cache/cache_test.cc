@@ -1,0 +1,509 @@
+// The offloading cache: sharing, sub-ranges, weak wait/access, invalidation, memory pressure,
+// allocation policy, dirty entries, and a regression test for each deadlock the thesis found.
+#include "tierflow/cache.h"
+
+#include <linux/idxd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cpu/engine_fixture.h"
+#include "engine/manual_engine.h"
+#include "random_bytes.h"
+#include "tierflow/dsa_engine.h"
+
+namespace tierflow {
+namespace {
+
+using testing::MakeCpuEngine;
+using testing::ManualEngine;
+using testing::RandomBytes;
+using testing::ThisSystem;
+
+std::unique_ptr<OffloadCache> MakeCache(CacheConfig c) {
+  Result<std::unique_ptr<OffloadCache>> r = OffloadCache::Create(ThisSystem(), std::move(c));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+CacheNodeStats Node0(const OffloadCache& c) { return c.stats().front(); }
+
+CacheEntry Take(Result<CacheEntry> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : CacheEntry();
+}
+
+class CpuCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine_ = MakeCpuEngine();
+    CacheConfig c;
+    c.engines = {engine_.get()};
+    c.capacity[0] = 64 << 20;
+    c.arena_chunk = 16 << 20;
+    cache_ = MakeCache(c);
+  }
+  std::unique_ptr<CpuEngine> engine_;
+  std::unique_ptr<OffloadCache> cache_;
+};
+
+TEST_F(CpuCache, FirstAccessFillsLaterAccessesShareTheEntry) {
+  auto src = RandomBytes(1 << 20, 1);
+  CacheEntry a = Take(cache_->Access(src.data(), src.size()));
+  ASSERT_TRUE(a.Wait().ok());
+  EXPECT_TRUE(a.cached());
+  EXPECT_NE(a.data(), src.data());
+  EXPECT_EQ(std::memcmp(a.data(), src.data(), src.size()), 0);
+  CacheEntry b = Take(cache_->Access(src.data(), src.size()));
+  EXPECT_EQ(b.data(), a.data());
+  CacheNodeStats s = Node0(*cache_);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.bytes_filled, src.size());
+  EXPECT_EQ(s.entries, 1u);
+  EXPECT_EQ(s.bytes_used, src.size());
+}
+
+TEST_F(CpuCache, SubRangeIsServedFromTheContainingEntry) {
+  auto src = RandomBytes(2 << 20, 2);
+  CacheEntry whole = Take(cache_->Access(src.data(), 1 << 20));
+  ASSERT_TRUE(whole.Wait().ok());
+  CacheEntry part = Take(cache_->Access(src.data() + 1000, 5000));
+  ASSERT_TRUE(part.Wait().ok());
+  EXPECT_EQ(part.data(), static_cast<const char*>(whole.data()) + 1000);
+  EXPECT_EQ(part.source(), src.data() + 1000);
+  EXPECT_EQ(part.size(), 5000u);
+  EXPECT_EQ(Node0(*cache_).misses, 1u);
+  // Overlapping without containment: an entry of its own.
+  CacheEntry beyond = Take(cache_->Access(src.data() + (1 << 20) - 100, 200));
+  EXPECT_EQ(Node0(*cache_).misses, 2u);
+  ASSERT_TRUE(beyond.Wait().ok());
+}
+
+TEST_F(CpuCache, InvalidateRemovesEveryOverlappingEntry) {
+  auto src = RandomBytes(4 << 20, 3);
+  const char* p = reinterpret_cast<const char*>(src.data());
+  for (std::size_t off : {std::size_t{0}, std::size_t{2} << 20, std::size_t{3} << 20}) {
+    ASSERT_TRUE(Take(cache_->Access(p + off, 1 << 20)).Wait().ok());
+  }
+  Result<std::size_t> n = cache_->Invalidate(p + 900000, (2 << 20) + 1000 - 900000);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2u) << "[0,1M) and [2M,3M) overlap the range; [3M,4M) does not";
+  EXPECT_FALSE(cache_->WeakAccess(p, 1 << 20).valid());
+  EXPECT_FALSE(cache_->WeakAccess(p + (2 << 20), 1 << 20).valid());
+  EXPECT_TRUE(cache_->WeakAccess(p + (3 << 20), 1 << 20).valid());
+  EXPECT_EQ(*cache_->Invalidate(p + (3 << 20), 0), 1u) << "size 0: the entry starting there";
+  EXPECT_EQ(Node0(*cache_).entries, 0u);
+  EXPECT_EQ(Node0(*cache_).bytes_used, 0u);
+}
+
+TEST_F(CpuCache, WeakAccessNeverSubmits) {
+  auto src = RandomBytes(100000, 4);
+  EXPECT_FALSE(cache_->WeakAccess(src.data(), src.size()).valid());
+  EXPECT_EQ(Node0(*cache_).misses, 0u);
+  ASSERT_TRUE(Take(cache_->Access(src.data(), src.size())).Wait().ok());
+  CacheEntry w = cache_->WeakAccess(src.data(), src.size());
+  ASSERT_TRUE(w.valid());
+  EXPECT_TRUE(w.cached());
+}
+
+TEST_F(CpuCache, EntryMemoryLivesAsLongAsAHolder) {
+  auto src = RandomBytes(1 << 20, 5);
+  CacheEntry held = Take(cache_->Access(src.data(), src.size()));
+  ASSERT_TRUE(held.Wait().ok());
+  ASSERT_EQ(*cache_->Invalidate(src.data(), src.size()), 1u);
+  EXPECT_EQ(std::memcmp(held.data(), src.data(), src.size()), 0) << "still readable";
+  EXPECT_EQ(Node0(*cache_).bytes_used, src.size()) << "freed with the last holder";
+  CacheEntry copy = held;
+  held = CacheEntry();
+  EXPECT_EQ(std::memcmp(copy.data(), src.data(), src.size()), 0);
+  copy = CacheEntry();
+  EXPECT_EQ(Node0(*cache_).bytes_used, 0u);
+  // An entry may outlive its cache.
+  CacheEntry survivor = Take(cache_->Access(src.data(), src.size()));
+  ASSERT_TRUE(survivor.Wait().ok());
+  cache_.reset();
+  EXPECT_EQ(std::memcmp(survivor.data(), src.data(), src.size()), 0);
+}
+
+TEST_F(CpuCache, DirtyEntriesNeedAChoice) {
+  auto src = RandomBytes(64 << 10, 6);
+  auto original = src;
+  CacheEntry e = Take(cache_->Access(src.data(), src.size()));
+  ASSERT_TRUE(e.Wait().ok());
+  static_cast<unsigned char*>(e.mutable_data())[10] ^= 0xff;
+  e.MarkDirty();
+  Result<std::size_t> refused = cache_->Invalidate(src.data(), src.size());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("dirty"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("kWriteBack"), std::string::npos);
+  EXPECT_EQ(cache_->Flush(), 0u) << "a dirty entry is not flushed";
+  ASSERT_TRUE(cache_->Invalidate(src.data(), src.size(), DirtyEntries::kWriteBack).ok());
+  EXPECT_EQ(src[10], original[10] ^ 0xff) << "written back";
+
+  CacheEntry f = Take(cache_->Access(src.data(), src.size()));
+  ASSERT_TRUE(f.Wait().ok());
+  static_cast<unsigned char*>(f.mutable_data())[20] ^= 0xff;
+  f.MarkDirty();
+  ASSERT_TRUE(cache_->Invalidate(src.data(), src.size(), DirtyEntries::kDiscard).ok());
+  EXPECT_EQ(src[20], original[20]) << "discarded";
+
+  CacheEntry g = Take(cache_->Access(src.data(), src.size()));
+  ASSERT_TRUE(g.Wait().ok());
+  static_cast<unsigned char*>(g.mutable_data())[30] ^= 0xff;
+  g.MarkDirty();
+  Result<Handle> wb = g.WriteBack();
+  ASSERT_TRUE(wb.ok());
+  ASSERT_TRUE(wb->Wait().ok());
+  EXPECT_EQ(src[30], original[30] ^ 0xff);
+  EXPECT_FALSE(g.dirty());
+  EXPECT_EQ(Node0(*cache_).write_backs, 2u);
+}
+
+TEST_F(CpuCache, PrefetchSubmitsWithoutHolding) {
+  auto a = RandomBytes(100000, 7), b = RandomBytes(100000, 8);
+  std::vector<std::pair<const void*, std::size_t>> ranges = {{a.data(), a.size()}, {b.data(), b.size()}};
+  Result<std::size_t> n = cache_->Prefetch(ranges);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2u);
+  EXPECT_EQ(*cache_->Prefetch(ranges), 0u) << "already cached";
+  CacheEntry e = cache_->WeakAccess(a.data(), a.size());
+  ASSERT_TRUE(e.valid());
+  ASSERT_TRUE(e.Wait().ok());
+  EXPECT_EQ(std::memcmp(e.data(), a.data(), a.size()), 0);
+  cache_->WaitForFills();  // b's fill reads b, which goes out of scope next
+  CacheEntry f = cache_->WeakAccess(b.data(), b.size());
+  EXPECT_TRUE(f.cached());
+}
+
+TEST_F(CpuCache, BadInputIsRefused) {
+  std::vector<char> v(100);
+  EXPECT_EQ(cache_->Access(nullptr, 10).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(cache_->Access(v.data(), 0).status().message().find("0 bytes"), std::string::npos);
+  EXPECT_NE(cache_->Access(reinterpret_cast<void*>(UINTPTR_MAX - 10), 100).status().message().find("wraps"),
+            std::string::npos);
+  EXPECT_FALSE(cache_->Invalidate(nullptr, 1).ok());
+  EXPECT_FALSE(CacheEntry().Wait().ok());
+  EXPECT_FALSE(CacheEntry().WriteBack().ok());
+
+  CacheConfig none;
+  EXPECT_NE(OffloadCache::Create(ThisSystem(), none).status().message().find("at least one engine"),
+            std::string::npos);
+  CacheConfig half;
+  half.engines = {engine_.get()};
+  half.allocator.allocate = [](std::size_t, int) -> void* { return nullptr; };
+  EXPECT_NE(OffloadCache::Create(ThisSystem(), half).status().message().find("both allocate and free"),
+            std::string::npos);
+  CacheConfig far;
+  far.engines = {engine_.get()};
+  far.capacity[99] = 1 << 20;
+  EXPECT_EQ(OffloadCache::Create(ThisSystem(), far).status().code(), StatusCode::kNotFound);
+  CacheConfig nowhere;
+  nowhere.engines = {engine_.get()};
+  nowhere.placement = [](const void*, std::size_t, int) { return 42; };
+  auto c = MakeCache(nowhere);
+  Result<CacheEntry> r = c->Access(v.data(), v.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("node 42"), std::string::npos);
+}
+
+// --- memory pressure -----------------------------------------------------------------------
+
+TEST(CacheMemory, EvictsLeastRecentlyUsedAndNeverExceedsCapacity) {
+  auto engine = MakeCpuEngine();
+  CacheConfig c;
+  c.engines = {engine.get()};
+  c.capacity[0] = 3 << 20;
+  c.arena_chunk = 1 << 20;
+  auto cache = MakeCache(c);
+  std::vector<std::vector<unsigned char>> src;
+  for (int i = 0; i < 5; ++i) src.push_back(RandomBytes(1 << 20, 10 + i));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Take(cache->Access(src[i].data(), 1 << 20)).Wait().ok());
+  ASSERT_TRUE(Take(cache->Access(src[0].data(), 1 << 20)).Wait().ok());  // 0 used again
+  ASSERT_TRUE(Take(cache->Access(src[3].data(), 1 << 20)).Wait().ok());  // evicts 1
+  EXPECT_TRUE(cache->WeakAccess(src[0].data(), 1 << 20).valid());
+  EXPECT_FALSE(cache->WeakAccess(src[1].data(), 1 << 20).valid()) << "least recently used";
+  EXPECT_TRUE(cache->WeakAccess(src[2].data(), 1 << 20).valid());
+  CacheNodeStats s = Node0(*cache);
+  EXPECT_EQ(s.evictions, 1u);
+  EXPECT_LE(s.bytes_used, s.capacity);
+  EXPECT_EQ(s.capacity, std::uint64_t{3} << 20);
+
+  // Every entry held: nothing can be evicted, the access is served from the source.
+  std::vector<CacheEntry> held;
+  for (int i : {0, 2, 3}) held.push_back(cache->WeakAccess(src[i].data(), 1 << 20));
+  CacheEntry no_room = Take(cache->Access(src[4].data(), 1 << 20));
+  EXPECT_FALSE(no_room.cached());
+  EXPECT_EQ(no_room.data(), src[4].data());
+  Status why = no_room.Wait();
+  EXPECT_EQ(why.code(), StatusCode::kUnsupported);
+  EXPECT_NE(why.message().find("not cached"), std::string::npos) << why.message();
+  EXPECT_EQ(Node0(*cache).not_cached, 1u);
+  EXPECT_LE(Node0(*cache).bytes_used, std::uint64_t{3} << 20);
+  // Larger than the whole capacity.
+  std::vector<unsigned char> big(4 << 20);
+  CacheEntry too_big = Take(cache->Access(big.data(), big.size()));
+  EXPECT_NE(too_big.Wait().message().find("exceed the cache's capacity"), std::string::npos);
+  held.clear();
+  EXPECT_EQ(cache->Flush(), 3u);
+  EXPECT_EQ(Node0(*cache).bytes_used, 0u);
+}
+
+TEST(CacheMemory, UserAllocatorIsUsedAndBalanced) {
+  auto engine = MakeCpuEngine();
+  std::atomic<int> allocs{0}, frees{0};
+  CacheConfig c;
+  c.engines = {engine.get()};
+  c.capacity[0] = 8 << 20;
+  c.allocator.allocate = [&](std::size_t size, int node) -> void* {
+    EXPECT_EQ(node, 0);
+    ++allocs;
+    return std::aligned_alloc(64, (size + 63) / 64 * 64);
+  };
+  c.allocator.free = [&](void* p, std::size_t, int) {
+    ++frees;
+    std::free(p);
+  };
+  {
+    auto cache = MakeCache(c);
+    auto src = RandomBytes(300000, 20);
+    for (int i = 0; i < 3; ++i) {
+      CacheEntry e = Take(cache->Access(src.data() + i * 100000, 100000));
+      ASSERT_TRUE(e.Wait().ok());
+      EXPECT_EQ(std::memcmp(e.data(), src.data() + i * 100000, 100000), 0);
+    }
+    EXPECT_EQ(allocs.load(), 3);
+  }
+  EXPECT_EQ(frees.load(), 3);
+}
+
+// --- the thesis' deadlocks (§5.1.3) ---------------------------------------------------------
+
+// An engine that holds a submission at its validation until the test opens the gate: the
+// window between "the entry is in the cache" and "its fill is submitted".
+class GatedEngine : public ManualEngine {
+ public:
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  std::atomic<int> arrived{0};
+
+ protected:
+  Status CheckOperation(const Operation&) const override {
+    ++const_cast<GatedEngine*>(this)->arrived;
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+    return Status::Ok();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool open_ = false;
+};
+
+// 5.1.3.1 (initial invalid state) and 5.1.1's blocking scenario: T2 and T3 wait on an entry
+// whose fill T1 has not submitted yet, and T1 never waits. They must complete anyway.
+TEST(CacheDeadlocks, WaitersBeforeSubmissionAndASubmitterThatNeverWaits) {
+  GatedEngine engine;
+  CacheConfig c;
+  c.engines = {&engine};
+  c.capacity[0] = 8 << 20;
+  auto cache = MakeCache(c);
+  auto src = RandomBytes(64 << 10, 30);
+  std::thread t1([&] { (void)Take(cache->Access(src.data(), src.size())); });  // never waits
+  while (engine.arrived.load() == 0) std::this_thread::yield();
+  std::atomic<int> done{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 2; ++i) {
+    waiters.emplace_back([&] {
+      CacheEntry e = Take(cache->Access(src.data(), src.size()));
+      EXPECT_FALSE(e.WeakWait());
+      EXPECT_EQ(e.data(), src.data()) << "not filled yet: the source";
+      EXPECT_TRUE(e.Wait().ok());
+      EXPECT_EQ(std::memcmp(e.data(), src.data(), src.size()), 0);
+      ++done;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(done.load(), 0);
+  engine.Open();
+  t1.join();
+  while (engine.pending() == 0) std::this_thread::yield();
+  engine.CompleteNext();
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_EQ(Node0(*cache).misses, 1u);
+  EXPECT_EQ(Node0(*cache).late_hits, 2u);
+}
+
+// 5.1.3.2 (a losing duplicate destroyed immediately): concurrent first accesses submit one fill
+// and no thread waits on a copy that was never submitted.
+TEST(CacheDeadlocks, ConcurrentFirstAccessesSubmitOneFill) {
+  auto engine = MakeCpuEngine();
+  for (int round = 0; round < 20; ++round) {
+    CacheConfig c;
+    c.engines = {engine.get()};
+    c.capacity[0] = 8 << 20;
+    auto cache = MakeCache(c);
+    auto src = RandomBytes(256 << 10, 40 + round);
+    std::vector<std::thread> ts;
+    std::atomic<bool> go{false};
+    for (int i = 0; i < 8; ++i) {
+      ts.emplace_back([&] {
+        while (!go.load()) std::this_thread::yield();
+        CacheEntry e = Take(cache->Access(src.data(), src.size()));
+        EXPECT_TRUE(e.Wait().ok());
+        EXPECT_EQ(std::memcmp(e.data(), src.data(), src.size()), 0);
+      });
+    }
+    go = true;
+    for (auto& t : ts) t.join();
+    CacheNodeStats s = Node0(*cache);
+    EXPECT_EQ(s.misses, 1u) << "round " << round;
+    EXPECT_EQ(s.hits + s.late_hits, 7u);
+  }
+}
+
+// 5.1.3.3 (a fill that fails): waiters return the error, data() is the source, and the next
+// access submits a new fill instead of finding the failed entry forever.
+TEST(CacheDeadlocks, FailedFillFallsBackToTheSourceAndIsRetried) {
+  ManualEngine engine;
+  CacheConfig c;
+  c.engines = {&engine};
+  c.capacity[0] = 8 << 20;
+  auto cache = MakeCache(c);
+  auto src = RandomBytes(64 << 10, 50);
+  CacheEntry e = Take(cache->Access(src.data(), src.size()));
+  std::thread waiter([&] {
+    Status s = e.Wait();
+    EXPECT_EQ(s.code(), StatusCode::kFailed);
+    EXPECT_NE(s.message().find("cache fill failed"), std::string::npos) << s.message();
+  });
+  while (engine.pending() == 0) std::this_thread::yield();
+  engine.CompleteNext(StatusCode::kFailed, "injected");
+  waiter.join();
+  EXPECT_FALSE(e.cached());
+  EXPECT_EQ(e.data(), src.data());
+  EXPECT_EQ(Node0(*cache).failed_fills, 1u);
+  EXPECT_FALSE(cache->WeakAccess(src.data(), src.size()).valid()) << "a failed entry is not served";
+  CacheEntry again = Take(cache->Access(src.data(), src.size()));
+  engine.CompleteNext();
+  ASSERT_TRUE(again.Wait().ok());
+  EXPECT_TRUE(again.cached());
+  EXPECT_EQ(Node0(*cache).misses, 2u);
+  // A fill the engine refuses to take: the same fallback, at once.
+  std::vector<unsigned char> other(4096, 1);
+  engine.refuse_ = true;
+  CacheEntry refused = Take(cache->Access(other.data(), other.size()));
+  EXPECT_NE(refused.Wait().message().find("manual engine refuses"), std::string::npos);
+  EXPECT_EQ(refused.data(), other.data());
+}
+
+// 5.1.3.4 (the missed update between two waiters, ABA): many waiters arriving at every moment
+// of the completion all return.
+TEST(CacheDeadlocks, ManyWaitersAroundTheCompletionAllReturn) {
+  ManualEngine engine;
+  CacheConfig c;
+  c.engines = {&engine};
+  c.capacity[0] = 64 << 20;
+  auto cache = MakeCache(c);
+  // Distinct live sources: a freed and reallocated source would be a stale hit (the cache
+  // cannot know the memory changed hands; callers invalidate).
+  std::vector<std::vector<unsigned char>> sources;
+  for (int round = 0; round < 50; ++round) sources.push_back(RandomBytes(4096, 60 + round));
+  for (int round = 0; round < 50; ++round) {
+    const auto& src = sources[round];
+    CacheEntry e = Take(cache->Access(src.data(), src.size()));
+    ASSERT_EQ(engine.pending(), 1u);
+    std::atomic<int> returned{0};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 4; ++i) {
+      ts.emplace_back([&, i] {
+        if (i % 2 == 1) std::this_thread::sleep_for(std::chrono::microseconds(50 * i));
+        CacheEntry mine = cache->WeakAccess(src.data(), src.size());
+        EXPECT_TRUE(mine.Wait().ok());
+        ++returned;
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    engine.CompleteNext();
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(returned.load(), 4);
+  }
+}
+
+// --- stress: many threads, fills through the DSA model with injected faults and errors ----
+
+TEST(CacheStress, RandomAccessInvalidateFlushEveryByteMatches) {
+  DsaModelConfig mc;
+  mc.max_transfer_size = 64 << 10;
+  auto model = DsaDeviceModel::Create(mc);
+  ASSERT_TRUE(model.ok());
+  auto dsa = DsaEngine::CreateOnModel(*model, 0);
+  ASSERT_TRUE(dsa.ok());
+  auto cpu = MakeCpuEngine();
+  CacheConfig c;
+  c.engines = {dsa->get()};
+  c.capacity[0] = 2 << 20;  // smaller than the data: eviction and "not cached" happen
+  c.arena_chunk = 1 << 20;
+  auto cache = MakeCache(c);
+  constexpr int kRanges = 24;
+  constexpr std::size_t kRange = 192 << 10;
+  auto data = RandomBytes(kRanges * kRange, 70);
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> checked{0};
+  auto worker = [&](unsigned seed) {
+    std::mt19937 rng(seed);
+    while (!stop.load()) {
+      const int r = static_cast<int>(rng() % kRanges);
+      const std::size_t off = rng() % 2 == 0 ? 0 : rng() % (kRange / 2);
+      const std::size_t len = rng() % 2 == 0 ? kRange - off : 1 + rng() % (kRange - off);
+      const unsigned char* src = data.data() + r * kRange + off;
+      const int action = static_cast<int>(rng() % 100);
+      if (action < 80) {
+        CacheEntry e = Take(cache->Access(src, len));
+        if (rng() % 2 == 0) {
+          (void)e.Wait();
+        } else {
+          (void)e.WeakWait();
+        }
+        ASSERT_EQ(std::memcmp(e.data(), src, len), 0) << "range " << r << " +" << off << " len " << len;
+        checked.fetch_add(1);
+      } else if (action < 90) {
+        ASSERT_TRUE(cache->Invalidate(src, len).ok());
+      } else if (action < 95) {
+        cache->Flush();
+      } else {
+        (*model)->InjectError(DSA_COMP_HW_ERR1, 1);
+        (*model)->InjectPageFault(src + len / 2);
+      }
+    }
+  };
+  std::vector<std::thread> ts;
+  for (unsigned i = 0; i < 4; ++i) ts.emplace_back(worker, 100 + i);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  stop = true;
+  for (auto& t : ts) t.join();
+  CacheNodeStats s = Node0(*cache);
+  EXPECT_GT(checked.load(), 100u);
+  EXPECT_GT(s.misses, 10u);
+  EXPECT_GT(s.evictions + s.not_cached, 0u);
+  EXPECT_GT(s.failed_fills, 0u) << "injected errors reached the cache";
+  EXPECT_LE(s.bytes_used, s.capacity);
+  ASSERT_TRUE(cache->Clear().ok());
+  EXPECT_EQ(Node0(*cache).entries, 0u);
+}
+
+}  // namespace
+}  // namespace tierflow
