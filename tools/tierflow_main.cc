@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_util.h"
+#include "bench/cache_bench.h"
 #include "bench/copy_bench.h"
 #include "bench/dsa_copy_bench.h"
 #include "bench/submit_bench.h"
@@ -119,6 +120,15 @@ int main(int argc, char** argv) {
   submit->add_option("--samples", submit_cfg.samples, "Samples (median reported)")->capture_default_str();
   submit->add_flag("--json", submit_cfg.json, "JSON output");
 
+  tierflow::bench::CacheBenchConfig cache_cfg;
+  std::string entry_size = "4KiB";
+  CLI::App* cache_bench = bench->add_subcommand(
+      "cache", "The offloading cache's hit and miss costs against a shared_mutex + unordered_map cache");
+  cache_bench->add_option("--entries", cache_cfg.entries, "Entries in the shared set")->capture_default_str();
+  cache_bench->add_option("--entry-size", entry_size, "Bytes per entry")->capture_default_str();
+  cache_bench->add_option("--samples", cache_cfg.samples, "Samples (median reported)")->capture_default_str();
+  cache_bench->add_flag("--json", cache_cfg.json, "JSON output");
+
   CLI11_PARSE(app, argc, argv);
 
   if (topo->parsed()) {
@@ -159,6 +169,13 @@ int main(int argc, char** argv) {
       return s.ok() ? 0 : Fail(s);
     }
     Status s = tierflow::bench::RunCopyBench(copy_cfg, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (cache_bench->parsed()) {
+    Result<std::size_t> es = tierflow::bench::ParseSize(entry_size);
+    if (!es.ok()) return Fail(es.status());
+    cache_cfg.entry_bytes = *es;
+    Status s = tierflow::bench::RunCacheBench(cache_cfg, std::cout);
     return s.ok() ? 0 : Fail(s);
   }
   if (submit->parsed()) {

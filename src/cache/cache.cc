@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cache/address_index.h"
 #include "cache/arena.h"
 #include "cache/reader_lock.h"
 #include "common/futex.h"
@@ -28,11 +29,7 @@ constexpr std::size_t kCounterSlots = 16;
 struct alignas(64) HitCounters {
   std::atomic<std::uint64_t> hits{0}, late_hits{0};
 };
-std::size_t CounterSlot() {
-  thread_local const std::size_t slot =
-      std::hash<std::thread::id>{}(std::this_thread::get_id()) % kCounterSlots;
-  return slot;
-}
+std::size_t CounterSlot() { return cache::ThreadSlot() % kCounterSlots; }
 
 }  // namespace
 
@@ -234,11 +231,13 @@ struct OffloadCache::Impl {
   // exclusive. max_size bounds the backward search for entries overlapping a range.
   mutable cache::ReaderLock lock;
   std::map<std::uintptr_t, CacheEntryState*> entries;
+  cache::AddressIndex<CacheEntryState> by_start;  // the same entries, by exact start
   std::size_t max_size = 0;
   std::atomic<std::uint64_t> tick{1};  // advanced on every miss: the LRU clock
 
   // The entry containing [p, p+n), or null. Caller holds the lock (either mode).
   CacheEntryState* FindContaining(std::uintptr_t p, std::size_t n) const {
+    if (CacheEntryState* e = by_start.Find(p); e != nullptr && e->size >= n) return e;
     auto it = entries.upper_bound(p);
     while (it != entries.begin()) {
       --it;
@@ -253,6 +252,7 @@ struct OffloadCache::Impl {
   // Removes an entry from the map (exclusive lock held) and drops the cache's reference.
   void RemoveLocked(std::map<std::uintptr_t, CacheEntryState*>::iterator it) {
     CacheEntryState* e = it->second;
+    by_start.Erase(it->first);
     entries.erase(it);
     e->node->entries.fetch_sub(1, std::memory_order_relaxed);
     e->Unref();
@@ -486,8 +486,12 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
     CacheEntryState* e = m.FindContaining(p, size);
     if (e != nullptr && e->phase.load(std::memory_order_acquire) != kFailed) return m.Hit(e, s, size);
   }
-  // A miss: where to, and from where (outside the lock: a system call, a user function).
-  Result<int> src_node = NodeOfAddress(src);
+  // A miss: where to, and from where (outside the lock: a system call, a user function). The
+  // source's node is asked of the kernel only when the placement or the copy policy uses it.
+  const CacheConfig& cfg = m.shared->config;
+  const bool need_from = !cfg.placement || cfg.copy_policy.kind == PolicyKind::kPushPull ||
+                         cfg.copy_policy.kind == PolicyKind::kAuto;
+  Result<int> src_node = need_from ? NodeOfAddress(src) : Result<int>(-1);
   const int from = src_node.ok() ? *src_node : -1;
   const int to = m.shared->config.placement ? m.shared->config.placement(src, size, from)
                                             : m.DefaultPlacement(from);
@@ -528,6 +532,7 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
       m.RemoveLocked(m.entries.find(p));
     }
     m.entries.emplace(p, e);
+    m.by_start.Insert(p, e);
     m.max_size = std::max(m.max_size, size);
     node->entries.fetch_add(1, std::memory_order_relaxed);
   }
@@ -550,7 +555,9 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
       }
       e->Unref();
     };
-    fill = SubmitParts(Operation::Copy(e->mem, src, size), *plan, std::move(so));
+    const Operation op = Operation::Copy(e->mem, src, size);
+    fill = plan->size() == 1 ? plan->front().engine->Submit(op, std::move(so))
+                             : SubmitParts(op, *plan, std::move(so));
   }
   if (!fill.ok()) {
     node->failed_fills.fetch_add(1, std::memory_order_relaxed);

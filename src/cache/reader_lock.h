@@ -18,9 +18,18 @@
 
 namespace tierflow::cache {
 
+// A small number per thread, handed out in order of first use: threads spread over per-thread
+// slots without colliding until there are more threads than slots. (Hashing thread ids does
+// not spread: they are addresses of equally aligned thread descriptors.)
+inline std::size_t ThreadSlot() {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t slot = next.fetch_add(1, std::memory_order_relaxed);
+  return slot;
+}
+
 class ReaderLock {
  public:
-  static constexpr std::size_t kSlots = 64;
+  static constexpr std::size_t kSlots = 32;
 
   void lock_shared() {
     std::atomic<std::uint32_t>& slot = slots_[Slot()].readers;
@@ -52,10 +61,7 @@ class ReaderLock {
   }
 
  private:
-  static std::size_t Slot() {
-    thread_local const std::size_t slot = std::hash<std::thread::id>{}(std::this_thread::get_id()) % kSlots;
-    return slot;
-  }
+  static std::size_t Slot() { return ThreadSlot() % kSlots; }
   struct alignas(64) PaddedCount {
     std::atomic<std::uint32_t> readers{0};
   };
