@@ -339,18 +339,20 @@ struct OffloadCache::Impl {
     return keys;
   }
 
+  // The keys Remove works on: every entry, or those overlapping [p, p+n). Lock held.
+  std::vector<std::uintptr_t> TargetsLocked(std::uintptr_t p, std::size_t n, bool all) const {
+    if (!all) return OverlappingLocked(p, n);
+    std::vector<std::uintptr_t> keys;
+    for (const auto& kv : entries) keys.push_back(kv.first);
+    return keys;
+  }
+
   Result<std::size_t> Remove(std::uintptr_t p, std::size_t n, bool all, DirtyEntries dirty) {
     // Dirty entries first, outside the lock: a write-back is a copy, and hits must go on.
     std::vector<CacheEntryState*> dirty_entries;  // each with a reference taken
     {
       std::lock_guard guard(lock);
-      std::vector<std::uintptr_t> keys;
-      if (all) {
-        for (const auto& kv : entries) keys.push_back(kv.first);
-      } else {
-        keys = OverlappingLocked(p, n);
-      }
-      for (std::uintptr_t k : keys) {
+      for (std::uintptr_t k : TargetsLocked(p, n, all)) {
         CacheEntryState* e = entries.at(k);
         if (!e->dirty.load(std::memory_order_acquire)) continue;
         if (dirty == DirtyEntries::kRefuse) {
@@ -377,12 +379,7 @@ struct OffloadCache::Impl {
                                        failed.message());
     }
     std::lock_guard guard(lock);
-    std::vector<std::uintptr_t> keys;
-    if (all) {
-      for (const auto& kv : entries) keys.push_back(kv.first);
-    } else {
-      keys = OverlappingLocked(p, n);
-    }
+    const std::vector<std::uintptr_t> keys = TargetsLocked(p, n, all);
     for (std::uintptr_t k : keys) {
       auto it = entries.find(k);
       it->second->node->invalidations.fetch_add(1, std::memory_order_relaxed);
