@@ -122,8 +122,11 @@ class CacheEntry {
 
  private:
   friend class OffloadCache;
-  CacheEntry(detail::CacheEntryState* state, const char* src, std::size_t size);
+  CacheEntry(detail::CacheEntryState* state, const char* src, std::size_t size,
+             void* hold = nullptr);
+  void Release();
   detail::CacheEntryState* state_ = nullptr;
+  void* hold_ = nullptr;  // the per-thread hold word, or null: a reference on the shared count
   const char* src_ = nullptr;
   std::size_t size_ = 0;
 };
@@ -163,7 +166,8 @@ class OffloadCache {
   // follow `dirty` as in Invalidate.
   Result<std::size_t> Clear(DirtyEntries dirty = DirtyEntries::kRefuse);
 
-  // Waits until every fill submitted before the call has finished.
+  // Waits until every fill submitted before the call has finished (including fills of entries
+  // invalidated meanwhile: they still read their sources).
   void WaitForFills() const;
 
   std::vector<CacheNodeStats> stats() const;

@@ -1,6 +1,7 @@
 #include "tierflow/cache.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "cache/address_index.h"
 #include "cache/arena.h"
+#include "cache/hold_table.h"
 #include "cache/reader_lock.h"
 #include "common/futex.h"
 #include "tierflow/buffer.h"
@@ -48,6 +50,13 @@ struct CacheShared {
     HitCounters hit[kCounterSlots];
   };
   std::vector<std::unique_ptr<Node>> nodes;  // indexed by OS node index (null where none)
+  cache::HoldTables holds;                   // hits' holds on entries, per thread slot
+  // Fills submitted and not finished, entries in the cache or not (a futex word: WaitForFills
+  // sleeps until it is 0).
+  std::atomic<std::uint32_t> fills_in_flight{0};
+  void FillDone() {
+    if (fills_in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1) FutexWake(&fills_in_flight, INT_MAX);
+  }
 
   Node* NodeOf(int id) const {
     return id >= 0 && static_cast<std::size_t>(id) < nodes.size() ? nodes[id].get() : nullptr;
@@ -71,8 +80,9 @@ struct CacheShared {
 
 namespace detail {
 
-struct CacheEntryState {
-  std::atomic<std::uint32_t> refs{0};    // CacheEntry holders + the cache + a fill in flight
+struct alignas(64) CacheEntryState {
+  // Read by every hit; written once per phase change. Kept off the reference count's line,
+  // which hits on other cores write.
   std::atomic<std::uint32_t> phase{kClaimed};
   std::atomic<bool> dirty{false};
   std::atomic<std::uint64_t> last_use{0};
@@ -84,6 +94,8 @@ struct CacheEntryState {
   char* mem = nullptr;
   Handle fill;              // set before phase becomes kSubmitted, never changed afterwards
   Status status;            // written before a final phase is published
+  // CacheEntry holders + the cache + a fill in flight.
+  alignas(64) std::atomic<std::uint32_t> refs{0};
 
   void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
@@ -108,35 +120,47 @@ using detail::CacheEntryState;
 
 // --- CacheEntry ------------------------------------------------------------------------------
 
-CacheEntry::CacheEntry(CacheEntryState* state, const char* src, std::size_t size)
-    : state_(state), src_(src), size_(size) {}
+CacheEntry::CacheEntry(CacheEntryState* state, const char* src, std::size_t size, void* hold)
+    : state_(state), hold_(hold), src_(src), size_(size) {}
+
+void CacheEntry::Release() {
+  if (state_ == nullptr) return;
+  auto* w = static_cast<cache::HoldTables::Word*>(hold_);
+  if (w == nullptr || !cache::HoldTables::Release(w, state_)) state_->Unref();
+  state_ = nullptr;
+  hold_ = nullptr;
+}
+
 CacheEntry::CacheEntry(const CacheEntry& o) : state_(o.state_), src_(o.src_), size_(o.size_) {
-  if (state_ != nullptr) state_->Ref();
+  if (state_ == nullptr) return;
+  auto* w = static_cast<cache::HoldTables::Word*>(o.hold_);
+  if (w != nullptr && cache::HoldTables::Add(w, state_)) {
+    hold_ = w;  // the copy shares the word: the count stays above 0 while either holds
+  } else {
+    state_->Ref();
+  }
 }
 CacheEntry& CacheEntry::operator=(const CacheEntry& o) {
   if (this != &o) {
-    if (o.state_ != nullptr) o.state_->Ref();
-    if (state_ != nullptr) state_->Unref();
-    state_ = o.state_;
-    src_ = o.src_;
-    size_ = o.size_;
+    CacheEntry copy(o);
+    *this = std::move(copy);
   }
   return *this;
 }
 CacheEntry::CacheEntry(CacheEntry&& o) noexcept
-    : state_(std::exchange(o.state_, nullptr)), src_(o.src_), size_(o.size_) {}
+    : state_(std::exchange(o.state_, nullptr)), hold_(std::exchange(o.hold_, nullptr)),
+      src_(o.src_), size_(o.size_) {}
 CacheEntry& CacheEntry::operator=(CacheEntry&& o) noexcept {
   if (this != &o) {
-    if (state_ != nullptr) state_->Unref();
+    Release();
     state_ = std::exchange(o.state_, nullptr);
+    hold_ = std::exchange(o.hold_, nullptr);
     src_ = o.src_;
     size_ = o.size_;
   }
   return *this;
 }
-CacheEntry::~CacheEntry() {
-  if (state_ != nullptr) state_->Unref();
-}
+CacheEntry::~CacheEntry() { Release(); }
 
 bool CacheEntry::cached() const {
   return state_ != nullptr && state_->phase.load(std::memory_order_acquire) == kReady;
@@ -232,29 +256,60 @@ struct OffloadCache::Impl {
   mutable cache::ReaderLock lock;
   std::map<std::uintptr_t, CacheEntryState*> entries;
   cache::AddressIndex<CacheEntryState> by_start;  // the same entries, by exact start
+  // The same entries by size class (class c: sizes in [2^c, 2^(c+1))): an entry of class c
+  // that contains p starts within 2^(c+1) bytes below p, so a containment search walks back
+  // only over entries of that class in that window, not over every smaller entry in between.
+  static constexpr int kClasses = 64;
+  std::array<std::map<std::uintptr_t, CacheEntryState*>, kClasses> by_class;
+  std::uint64_t classes_used = 0;  // bit c: by_class[c] is not empty
   std::size_t max_size = 0;
   std::atomic<std::uint64_t> tick{1};  // advanced on every miss: the LRU clock
+
+  static int ClassOf(std::size_t size) { return 63 - __builtin_clzll(size); }
 
   // The entry containing [p, p+n), or null. Caller holds the lock (either mode).
   CacheEntryState* FindContaining(std::uintptr_t p, std::size_t n) const {
     if (CacheEntryState* e = by_start.Find(p); e != nullptr && e->size >= n) return e;
-    auto it = entries.upper_bound(p);
-    while (it != entries.begin()) {
-      --it;
-      const std::uintptr_t start = it->first;
-      if (p - start > max_size) break;  // no entry is that large
-      const CacheEntryState* e = it->second;
-      if (start + e->size >= p + n) return it->second;
+    for (std::uint64_t bits = classes_used; bits != 0; bits &= bits - 1) {
+      const int c = __builtin_ctzll(bits);
+      if (c < 63 && (std::size_t{2} << c) <= n) continue;  // too small to contain n bytes
+      const std::uintptr_t window = c < 63 ? std::uintptr_t{2} << c : UINTPTR_MAX;
+      const auto& m = by_class[c];
+      auto it = m.upper_bound(p);
+      while (it != m.begin()) {
+        --it;
+        if (p - it->first >= window) break;
+        if (it->first + it->second->size >= p + n) return it->second;
+      }
     }
     return nullptr;
+  }
+  void IndexLocked(std::uintptr_t p, CacheEntryState* e) {
+    entries.emplace(p, e);
+    by_start.Insert(p, e);
+    const int c = ClassOf(e->size);
+    by_class[c].emplace(p, e);
+    classes_used |= std::uint64_t{1} << c;
+    max_size = std::max(max_size, e->size);
   }
 
   // Removes an entry from the map (exclusive lock held) and drops the cache's reference.
   void RemoveLocked(std::map<std::uintptr_t, CacheEntryState*>::iterator it) {
     CacheEntryState* e = it->second;
     by_start.Erase(it->first);
+    const int c = ClassOf(e->size);
+    by_class[c].erase(it->first);
+    if (by_class[c].empty()) classes_used &= ~(std::uint64_t{1} << c);
     entries.erase(it);
     e->node->entries.fetch_sub(1, std::memory_order_relaxed);
+    // Holders in the per-thread tables now keep the entry through its shared count.
+    shared->holds.Detach(e, [e](long n) {
+      if (n >= 0) {
+        e->refs.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+      } else {
+        e->refs.fetch_sub(static_cast<std::uint32_t>(-n), std::memory_order_relaxed);
+      }
+    });
     e->Unref();
   }
 
@@ -277,7 +332,9 @@ struct OffloadCache::Impl {
       const bool fits = node.used.load(std::memory_order_relaxed) + need <=
                         node.capacity.load(std::memory_order_relaxed);
       if (fits && (!one_more || any)) break;
-      RemoveLocked(entries.find(key));
+      auto it = entries.find(key);
+      if (shared->holds.Held(it->second)) continue;  // a hit holds it through its table
+      RemoveLocked(it);
       node.evictions.fetch_add(1, std::memory_order_relaxed);
       any = true;
     }
@@ -391,7 +448,8 @@ struct OffloadCache::Impl {
   // A hit: the entry gains a holder and is marked used (only if the LRU clock moved, so that
   // hits on a hot entry do not keep writing its line).
   CacheEntry Hit(CacheEntryState* e, const char* src, std::size_t size) {
-    e->Ref();
+    cache::HoldTables::Word* hold = shared->holds.Acquire(cache::ThreadSlot(), e);
+    if (hold == nullptr) e->Ref();
     const std::uint64_t now = tick.load(std::memory_order_relaxed);
     if (e->last_use.load(std::memory_order_relaxed) != now) {
       e->last_use.store(now, std::memory_order_relaxed);
@@ -399,7 +457,7 @@ struct OffloadCache::Impl {
     HitCounters& c = e->node->hit[CounterSlot()];
     (e->phase.load(std::memory_order_acquire) == kReady ? c.hits : c.late_hits)
         .fetch_add(1, std::memory_order_relaxed);
-    return CacheEntry(e, src, size);
+    return CacheEntry(e, src, size, hold);
   }
 
   int DefaultPlacement(int src_node) const {
@@ -528,17 +586,20 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
       // replaces it in the index (the old one stays valid for its holders).
       m.RemoveLocked(m.entries.find(p));
     }
-    m.entries.emplace(p, e);
-    m.by_start.Insert(p, e);
-    m.max_size = std::max(m.max_size, size);
+    m.IndexLocked(p, e);
     node->entries.fetch_add(1, std::memory_order_relaxed);
   }
   node->misses.fetch_add(1, std::memory_order_relaxed);
   // Submit outside the lock. Until the handle is published, waiters sleep on the phase word.
+  // One engine and the single policy: nothing to plan (the common configuration; planning
+  // allocates).
   Result<std::vector<CopyPart>> plan =
-      PlanCopy(m.shared->config.copy_policy, *m.shared->topology, m.shared->config.engines,
-               from >= 0 ? from : to, to, size);
+      cfg.engines.size() == 1 && cfg.copy_policy.kind == PolicyKind::kSingle
+          ? Result<std::vector<CopyPart>>(std::vector<CopyPart>{{cfg.engines.front(), 0, size}})
+          : PlanCopy(cfg.copy_policy, *m.shared->topology, cfg.engines, from >= 0 ? from : to, to,
+                     size);
   Result<Handle> fill = plan.status();
+  m.shared->fills_in_flight.fetch_add(1, std::memory_order_acq_rel);
   if (plan.ok()) {
     SubmitOptions so;
     so.callback = [e](const Completion& c) {
@@ -550,7 +611,9 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
         e->Finish(kFailed, Status(c.status.code(), "cache fill failed, reading the source: " +
                                                        c.status.message()));
       }
+      std::shared_ptr<CacheShared> shared = e->shared;  // the entry may go with its reference
       e->Unref();
+      shared->FillDone();
     };
     const Operation op = Operation::Copy(e->mem, src, size);
     fill = plan->size() == 1 ? plan->front().engine->Submit(op, std::move(so))
@@ -562,6 +625,7 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
                               "cache fill could not be submitted, reading the source: " +
                                   fill.status().message()));
     e->Unref();  // the fill's reference
+    m.shared->FillDone();
     return CacheEntry(e, s, size);
   }
   e->fill = std::move(*fill);
@@ -620,7 +684,7 @@ std::size_t OffloadCache::Flush() {
     auto next = std::next(it);
     if (e->refs.load(std::memory_order_acquire) == 1 &&
         IsFinal(e->phase.load(std::memory_order_acquire)) &&
-        !e->dirty.load(std::memory_order_acquire)) {
+        !e->dirty.load(std::memory_order_acquire) && !m.shared->holds.Held(e)) {
       m.RemoveLocked(it);
       ++n;
     }
@@ -634,16 +698,11 @@ Result<std::size_t> OffloadCache::Clear(DirtyEntries dirty) {
 }
 
 void OffloadCache::WaitForFills() const {
-  std::vector<CacheEntry> filling;
-  {
-    std::shared_lock lock(impl_->lock);
-    for (const auto& [key, e] : impl_->entries) {
-      if (IsFinal(e->phase.load(std::memory_order_acquire))) continue;
-      e->Ref();
-      filling.push_back(CacheEntry(e, e->src, e->size));
-    }
+  // Counted, not looked up: a fill whose entry was already invalidated still reads its source.
+  std::atomic<std::uint32_t>& n = impl_->shared->fills_in_flight;
+  for (std::uint32_t v = n.load(std::memory_order_acquire); v != 0; v = n.load(std::memory_order_acquire)) {
+    FutexWait(&n, v);
   }
-  for (const CacheEntry& e : filling) (void)e.Wait();
 }
 
 std::vector<CacheNodeStats> OffloadCache::stats() const {

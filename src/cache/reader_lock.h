@@ -29,7 +29,7 @@ inline std::size_t ThreadSlot() {
 
 class ReaderLock {
  public:
-  static constexpr std::size_t kSlots = 32;
+  static constexpr std::size_t kSlots = 16;
 
   void lock_shared() {
     std::atomic<std::uint32_t>& slot = slots_[Slot()].readers;

@@ -1,0 +1,132 @@
+// Where cache hits keep their hold on an entry without writing a line that other cores write:
+// biased reference counting. Each thread slot has a table of words [count:16 | entry:48]; a hit
+// increments (or claims) a word of its own table, a release decrements the same word (from any
+// thread, with a CAS). While an entry is in the cache, the cache's own reference keeps it alive,
+// so table holds need no shared reference; when the cache lets go of an entry (eviction,
+// invalidation — always under its exclusive lock, when no hit can run), Detach converts every
+// table hold into references on the entry's shared count and clears the words, and releases
+// that then find their word no longer naming the entry drop a shared reference instead.
+// An entry is held through a table iff some word names it with a non-zero count.
+//
+// A word with count 0 may be claimed by any hit for any entry (no holder refers to it); an
+// entry's words lie within kProbe positions of its hash, so lookups, claims and Detach look at
+// kProbe words per table. No room (or an address above 2^48, or 65535 holds in one word): the
+// caller falls back to the shared count.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace tierflow::cache {
+
+class HoldTables {
+ public:
+  static constexpr std::size_t kTables = 32;
+  static constexpr std::size_t kWords = 2048;  // per table
+  static constexpr std::size_t kProbe = 16;
+
+  using Word = std::atomic<std::uint64_t>;
+
+  HoldTables() : tables_(std::make_unique<Table[]>(kTables)) {}
+
+  // A hold on `entry` in table `table`: the word, or null (use the shared count).
+  Word* Acquire(std::size_t table, const void* entry) {
+    const std::uint64_t key = Key(entry);
+    if (key == 0) return nullptr;
+    Table& t = tables_[table % kTables];
+    const std::size_t h = Hash(key);
+    for (std::size_t d = 0; d < kProbe; ++d) {  // an existing word for this entry
+      Word& w = t.words[(h + d) % kWords];
+      std::uint64_t v = w.load(std::memory_order_relaxed);
+      while ((v & kKeyMask) == key && Count(v) < kMaxCount) {
+        if (w.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel)) return &w;
+      }
+    }
+    for (std::size_t d = 0; d < kProbe; ++d) {  // a free word
+      Word& w = t.words[(h + d) % kWords];
+      std::uint64_t v = w.load(std::memory_order_relaxed);
+      while (Count(v) == 0) {
+        if (w.compare_exchange_weak(v, key | kOne, std::memory_order_acq_rel)) return &w;
+      }
+    }
+    return nullptr;
+  }
+
+  // One more hold through `w` on `entry` (a copy of a holder); false: the word was detached or
+  // is full, take a shared reference instead.
+  static bool Add(Word* w, const void* entry) {
+    const std::uint64_t key = Key(entry);
+    std::uint64_t v = w->load(std::memory_order_relaxed);
+    while ((v & kKeyMask) == key && Count(v) > 0 && Count(v) < kMaxCount) {
+      if (w->compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  }
+
+  // Releases a hold through `w`; false: the hold had been converted by Detach, drop a shared
+  // reference instead.
+  static bool Release(Word* w, const void* entry) {
+    const std::uint64_t key = Key(entry);
+    std::uint64_t v = w->load(std::memory_order_relaxed);
+    while ((v & kKeyMask) == key && Count(v) > 0) {
+      if (w->compare_exchange_weak(v, v - kOne, std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  }
+
+  // Whether any table holds `entry`. Only meaningful when no hit can run (exclusive lock).
+  bool Held(const void* entry) const {
+    const std::uint64_t key = Key(entry);
+    if (key == 0) return false;
+    for (std::size_t t = 0; t < kTables; ++t) {
+      for (std::size_t d = 0; d < kProbe; ++d) {
+        const std::uint64_t v = tables_[t].words[(Hash(key) + d) % kWords].load(std::memory_order_acquire);
+        if ((v & kKeyMask) == key && Count(v) > 0) return true;
+      }
+    }
+    return false;
+  }
+
+  // Moves every table hold on `entry` to its shared count (`add` adds n shared references) and
+  // clears its words. The references are added before a word is cleared, so that a release
+  // that finds the word cleared always has a reference to drop. Exclusive lock held.
+  template <typename AddRefs>
+  void Detach(const void* entry, AddRefs&& add) {
+    const std::uint64_t key = Key(entry);
+    if (key == 0) return;
+    for (std::size_t t = 0; t < kTables; ++t) {
+      for (std::size_t d = 0; d < kProbe; ++d) {
+        Word& w = tables_[t].words[(Hash(key) + d) % kWords];
+        std::uint64_t v = w.load(std::memory_order_acquire);
+        while ((v & kKeyMask) == key) {
+          const std::uint64_t n = Count(v);
+          add(static_cast<long>(n));
+          if (w.compare_exchange_weak(v, 0, std::memory_order_acq_rel)) break;
+          add(-static_cast<long>(n));  // a release or copy changed the count: again
+        }
+      }
+    }
+  }
+
+ private:
+  static constexpr std::uint64_t kKeyMask = (std::uint64_t{1} << 48) - 1;
+  static constexpr std::uint64_t kOne = std::uint64_t{1} << 48;
+  static constexpr std::uint64_t kMaxCount = 0xFFFF;
+  static std::uint64_t Count(std::uint64_t v) { return v >> 48; }
+  static std::uint64_t Key(const void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return a > kKeyMask ? 0 : a;
+  }
+  static std::size_t Hash(std::uint64_t key) {
+    return static_cast<std::size_t>((key >> 6) * 0x9E3779B97F4A7C15ull >> 40);
+  }
+  struct alignas(64) Table {
+    std::array<Word, kWords> words{};
+  };
+  std::unique_ptr<Table[]> tables_;
+};
+
+}  // namespace tierflow::cache
