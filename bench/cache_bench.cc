@@ -248,6 +248,7 @@ Status RunCacheBench(const CacheBenchConfig& cfg, std::ostream& out) {
   doc["engine"] = "cpu";
   doc["model"] = false;
   doc["hits_counted"] = st.hits;
+  doc["cache_tier"] = std::string(TierKindName(st.tier));
   if (cfg.json) {
     out << doc.dump(2) << "\n";
     return Status::Ok();

@@ -73,6 +73,7 @@ struct CacheConfig {
 
 struct CacheNodeStats {
   int node = -1;
+  TierKind tier = TierKind::kUnknown;  // what kind of memory the node is
   std::uint64_t hits = 0;          // found complete
   std::uint64_t late_hits = 0;     // found while its fill was still running
   std::uint64_t misses = 0;        // submitted a fill

@@ -711,6 +711,7 @@ std::vector<CacheNodeStats> OffloadCache::stats() const {
     if (!n) continue;
     CacheNodeStats s;
     s.node = n->id;
+    if (const NumaNode* t = impl_->shared->topology->node(n->id)) s.tier = t->kind;
     for (const HitCounters& c : n->hit) {
       s.hits += c.hits.load(std::memory_order_relaxed);
       s.late_hits += c.late_hits.load(std::memory_order_relaxed);

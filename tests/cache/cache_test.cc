@@ -71,6 +71,7 @@ TEST_F(CpuCache, FirstAccessFillsLaterAccessesShareTheEntry) {
   EXPECT_EQ(s.bytes_filled, src.size());
   EXPECT_EQ(s.entries, 1u);
   EXPECT_EQ(s.bytes_used, src.size());
+  EXPECT_EQ(s.tier, ThisSystem().node(0)->kind);
 }
 
 TEST_F(CpuCache, SubRangeIsServedFromTheContainingEntry) {

@@ -164,6 +164,23 @@ class BenchCopyDsa(unittest.TestCase):
         self.assertIn("experiment 'fig9'", p.stderr)
 
 
+class BenchCache(unittest.TestCase):
+    def test_json_contract(self):
+        doc = json.loads(run("bench", "cache", "--entries", "64", "--samples", "3", "--json").stdout)
+        keys = ("hit_ns_median", "hit_mops_1t", "hit_mops_2t", "miss_ns_median")
+        for k in keys:
+            self.assertGreater(doc[k], 0, k)
+            self.assertGreater(doc["baseline"][k], 0, k)
+        self.assertFalse(doc["model"])
+
+    def test_bad_inputs(self):
+        for args, text in [(("--entries", "1"), "--entries"), (("--entry-size", "1"), "--entry-size"),
+                           (("--samples", "2"), "--samples")]:
+            p = run("bench", "cache", *args, ok=False)
+            self.assertEqual(p.returncode, 1, args)
+            self.assertIn(text, p.stderr, args)
+
+
 class BenchSubmit(unittest.TestCase):
     def test_json_contract(self):
         doc = json.loads(run("bench", "submit", "--engine", "cpu", "--samples", "3", "--json").stdout)
