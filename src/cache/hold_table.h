@@ -57,9 +57,11 @@ class HoldTables {
 
   // One more hold through `w` on `entry` (a copy of a holder); false: the word was detached or
   // is full, take a shared reference instead.
+  // The loads acquire: a holder that sees its word cleared by Detach must also see the shared
+  // references Detach added before clearing it, or its own release could come first.
   static bool Add(Word* w, const void* entry) {
     const std::uint64_t key = Key(entry);
-    std::uint64_t v = w->load(std::memory_order_relaxed);
+    std::uint64_t v = w->load(std::memory_order_acquire);
     while ((v & kKeyMask) == key && Count(v) > 0 && Count(v) < kMaxCount) {
       if (w->compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel)) return true;
     }
@@ -70,7 +72,7 @@ class HoldTables {
   // reference instead.
   static bool Release(Word* w, const void* entry) {
     const std::uint64_t key = Key(entry);
-    std::uint64_t v = w->load(std::memory_order_relaxed);
+    std::uint64_t v = w->load(std::memory_order_acquire);
     while ((v & kKeyMask) == key && Count(v) > 0) {
       if (w->compare_exchange_weak(v, v - kOne, std::memory_order_acq_rel)) return true;
     }
