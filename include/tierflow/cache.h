@@ -54,8 +54,10 @@ struct CacheAllocator {
 };
 
 struct CacheConfig {
-  // Engines that fill entries (and write them back), divided by the copy policy; e.g. a
-  // DsaFleet's engines plus a CPU engine with PolicyKind::kAuto. Required.
+  // Engines that fill entries (and write them back): a source some engine reads directly (a
+  // file registered with a storage engine) is filled by that engine, other sources by the
+  // memory engines as the copy policy divides them (PlanFill); e.g. a DsaFleet's engines plus
+  // a CPU engine with PolicyKind::kAuto, plus an IoUringEngine for column files. Required.
   std::vector<Engine*> engines;
   CopyPolicy copy_policy;
   // The node an entry of [src, src+size) is cached on. Default: the HBM node nearest to the

@@ -65,6 +65,13 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
                                        std::span<Engine* const> engines, int src_node,
                                        int dst_node, std::size_t size);
 
+// A copy planned by where its source lives: an engine that reads the source directly (a
+// storage engine for a registered file) takes it whole; otherwise PlanCopy over the engines
+// that do not. The first piece of the Data Pipes planner: callers name tiers, not engines.
+Result<std::vector<CopyPart>> PlanFill(const CopyPolicy& policy, const Topology& topology,
+                                       std::span<Engine* const> engines, const void* src,
+                                       int src_node, int dst_node, std::size_t size);
+
 // The engine for a batch of small operations under `policy`: with kAuto, the destination
 // node's non-CPU engine (a DSA batch) when there are at least batch_min_ops operations each
 // below cpu_below, otherwise the destination's CPU engine; with other policies, the engine

@@ -30,6 +30,7 @@ struct EngineCapabilities {
   std::uint64_t preferred_chunk_bytes = 0;// the engine splits work into pieces of about this size
   int node = -1;                          // NUMA node the engine sits on, -1 if none
   bool is_model = false;                  // a software model of hardware (say so in all output)
+  bool copies_memory = true;              // false: reads only sources it holds (storage engines)
 };
 
 // A snapshot of live counters ("visible state").
@@ -70,6 +71,15 @@ class Engine {
 
   // The checks Submit applies, without submitting.
   Status Validate(const Operation& op) const;
+
+  // Whether this engine reads [p, p+n) from where it really lives rather than through memory:
+  // a storage engine for a file it has registered. Planners send such copies to it (a file
+  // read instead of page faults). Memory engines: false.
+  virtual bool ReadsSourceDirectly(const void* p, std::size_t n) const {
+    (void)p;
+    (void)n;
+    return false;
+  }
 
  protected:
   Engine() = default;

@@ -75,6 +75,7 @@ class IoUringEngine final : public Engine {
   void UnregisterFile(const void* base);
   // Whether [p, p+n) lies inside one registered file (a planner asks before choosing us).
   bool Covers(const void* p, std::size_t n) const;
+  bool ReadsSourceDirectly(const void* p, std::size_t n) const override { return Covers(p, n); }
 
   // The next `count` reads complete with -error (e.g. EIO), for tests of error handling.
   void InjectReadErrors(int count, int error);

@@ -596,8 +596,8 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
   Result<std::vector<CopyPart>> plan =
       cfg.engines.size() == 1 && cfg.copy_policy.kind == PolicyKind::kSingle
           ? Result<std::vector<CopyPart>>(std::vector<CopyPart>{{cfg.engines.front(), 0, size}})
-          : PlanCopy(cfg.copy_policy, *m.shared->topology, cfg.engines, from >= 0 ? from : to, to,
-                     size);
+          : PlanFill(cfg.copy_policy, *m.shared->topology, cfg.engines, src, from >= 0 ? from : to,
+                     to, size);
   Result<Handle> fill = plan.status();
   m.shared->fills_in_flight.fetch_add(1, std::memory_order_acq_rel);
   if (plan.ok()) {

@@ -117,6 +117,23 @@ Result<std::vector<CopyPart>> PlanAuto(const CopyPolicy& policy, const Topology&
 
 }  // namespace
 
+Result<std::vector<CopyPart>> PlanFill(const CopyPolicy& policy, const Topology& topology,
+                                       std::span<Engine* const> engines, const void* src,
+                                       int src_node, int dst_node, std::size_t size) {
+  std::vector<Engine*> memory;
+  for (Engine* e : engines) {
+    if (e == nullptr) continue;
+    if (e->ReadsSourceDirectly(src, size)) return std::vector<CopyPart>{{e, 0, size}};
+    if (e->capabilities().copies_memory) memory.push_back(e);
+  }
+  if (memory.empty()) {
+    return Status::NotFound(fmt::format(
+        "no engine can copy from [{}, +{}): the storage engines given do not hold that file and "
+        "no memory engine (CPU, DSA) was given", src, size));
+  }
+  return PlanCopy(policy, topology, memory, src_node, dst_node, size);
+}
+
 Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy, const Topology& topology,
                                   std::span<Engine* const> engines, int dst_node,
                                   std::span<const Operation> ops) {
@@ -143,6 +160,11 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
   Result<const NumaNode*> dst = topology.FindNode(dst_node);
   if (!dst.ok()) return dst.status();
 
+  std::vector<Engine*> memory_engines;
+  for (Engine* e : engines) {
+    if (e != nullptr && e->capabilities().copies_memory) memory_engines.push_back(e);
+  }
+  engines = memory_engines;  // storage engines read only their own files: never planned here
   if (policy.kind == PolicyKind::kAuto) return PlanAuto(policy, topology, engines, src_node, dst_node, size);
 
   std::vector<Engine*> chosen;

@@ -244,6 +244,7 @@ Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngine
   c.preferred_min_bytes = 64 * 1024;
   c.preferred_chunk_bytes = options.max_read_bytes;
   c.node = -1;
+  c.copies_memory = false;
   std::unique_ptr<IoUringEngine> e(new IoUringEngine(std::move(impl)));
   Impl* raw = e->impl_.get();
   raw->reaper = std::thread([raw] { raw->ReaperLoop(); });

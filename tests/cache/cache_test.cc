@@ -4,7 +4,10 @@
 
 #include <linux/idxd.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -20,6 +23,7 @@
 #include "engine/manual_engine.h"
 #include "random_bytes.h"
 #include "tierflow/dsa_engine.h"
+#include "tierflow/uring_engine.h"
 
 namespace tierflow {
 namespace {
@@ -255,6 +259,49 @@ TEST_F(CpuCache, BadInputIsRefused) {
   Result<CacheEntry> r = c->Access(v.data(), v.size());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("node 42"), std::string::npos);
+}
+
+// The engine for a fill follows the source's tier: a column file registered with the storage
+// engine is read from the file (io_uring), memory is copied by a memory engine.
+TEST(CachePlanner, FileBackedSourcesAreFilledByTheStorageEngine) {
+  auto data = RandomBytes(1 << 20, 80);
+  char name[] = "/tmp/tierflow-cache-column-XXXXXX";
+  int fd = mkstemp(name);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  close(fd);
+  Result<MappedFile> column = MappedFile::Open(name);
+  ASSERT_TRUE(column.ok());
+  auto uring = IoUringEngine::Create();
+  ASSERT_TRUE(uring.ok());
+  ASSERT_TRUE((*uring)->RegisterFile(*column).ok());
+  auto cpu = MakeCpuEngine();
+  CacheConfig c;
+  c.engines = {cpu.get(), uring->get()};
+  c.capacity[0] = 8 << 20;
+  auto cache = MakeCache(c);
+  CacheEntry from_file = Take(cache->Access(column->data() + 4096, 512 << 10));
+  ASSERT_TRUE(from_file.Wait().ok());
+  EXPECT_EQ(std::memcmp(from_file.data(), data.data() + 4096, 512 << 10), 0);
+  EXPECT_EQ((*uring)->stats().ops, 1u);
+  auto memory = RandomBytes(100000, 81);
+  CacheEntry from_memory = Take(cache->Access(memory.data(), memory.size()));
+  ASSERT_TRUE(from_memory.Wait().ok());
+  EXPECT_EQ((*uring)->stats().ops, 1u) << "memory goes to the CPU engine";
+  EXPECT_EQ(cpu->state().ops_submitted, 1u);
+  // Only a storage engine, and a source it does not hold: nothing can fill it; the entry
+  // reads the source and says why.
+  CacheConfig only_storage;
+  only_storage.engines = {uring->get()};
+  only_storage.copy_policy.kind = PolicyKind::kPushPull;  // a plan is made
+  auto c2 = MakeCache(only_storage);
+  CacheEntry orphan = Take(c2->Access(memory.data(), memory.size()));
+  Status why = orphan.Wait();
+  EXPECT_NE(why.message().find("no memory engine"), std::string::npos) << why.message();
+  EXPECT_EQ(orphan.data(), memory.data());
+  cache.reset();
+  c2.reset();
+  std::remove(name);
 }
 
 // --- memory pressure -----------------------------------------------------------------------
