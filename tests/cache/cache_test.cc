@@ -3,13 +3,12 @@
 #include "tierflow/cache.h"
 
 #include <linux/idxd.h>
-
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
