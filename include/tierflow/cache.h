@@ -86,6 +86,7 @@ struct CacheNodeStats {
   std::uint64_t write_backs = 0;
   std::uint64_t bytes_filled = 0;
   std::uint64_t bytes_used = 0;    // held by entries now
+  std::uint64_t peak_bytes = 0;    // the most held at once
   std::uint64_t capacity = 0;
   std::uint64_t entries = 0;
 };

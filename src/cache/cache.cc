@@ -44,7 +44,7 @@ struct CacheShared {
     std::atomic<std::size_t> capacity{0};
     std::atomic<bool> capacity_known{false};  // set on first use when not configured
     std::unique_ptr<cache::NodeArena> arena;  // default allocator
-    std::atomic<std::uint64_t> used{0}, entries{0};
+    std::atomic<std::uint64_t> used{0}, entries{0}, peak{0};
     std::atomic<std::uint64_t> misses{0}, not_cached{0}, failed_fills{0}, evictions{0},
         invalidations{0}, write_backs{0}, bytes_filled{0};
     HitCounters hit[kCounterSlots];
@@ -364,7 +364,8 @@ struct OffloadCache::Impl {
         Status error;
         void* p = shared->Allocate(node, size, &error);
         if (p != nullptr) {
-          node.used.fetch_add(charged, std::memory_order_relaxed);
+          const std::uint64_t now = node.used.fetch_add(charged, std::memory_order_relaxed) + charged;
+          if (now > node.peak.load(std::memory_order_relaxed)) node.peak.store(now, std::memory_order_relaxed);
           return static_cast<char*>(p);
         }
         *why = error;
@@ -724,6 +725,7 @@ std::vector<CacheNodeStats> OffloadCache::stats() const {
     s.write_backs = n->write_backs.load(std::memory_order_relaxed);
     s.bytes_filled = n->bytes_filled.load(std::memory_order_relaxed);
     s.bytes_used = n->used.load(std::memory_order_relaxed);
+    s.peak_bytes = n->peak.load(std::memory_order_relaxed);
     s.capacity = n->capacity_known.load(std::memory_order_relaxed) ? n->capacity.load() : 0;
     s.entries = n->entries.load(std::memory_order_relaxed);
     out.push_back(s);

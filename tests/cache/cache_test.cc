@@ -323,6 +323,7 @@ TEST(CacheMemory, EvictsLeastRecentlyUsedAndNeverExceedsCapacity) {
   CacheNodeStats s = Node0(*cache);
   EXPECT_EQ(s.evictions, 1u);
   EXPECT_LE(s.bytes_used, s.capacity);
+  EXPECT_EQ(s.peak_bytes, std::uint64_t{3} << 20);
   EXPECT_EQ(s.capacity, std::uint64_t{3} << 20);
 
   // Every entry held: nothing can be evicted, the access is served from the source.
