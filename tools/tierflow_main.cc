@@ -12,6 +12,7 @@
 #include "bench/copy_bench.h"
 #include "bench/dsa_copy_bench.h"
 #include "bench/submit_bench.h"
+#include "tools/qdp_command.h"
 #include "tools/alloc_counter.h"
 #include "tools/topology_command.h"
 
@@ -129,7 +130,40 @@ int main(int argc, char** argv) {
   cache_bench->add_option("--samples", cache_cfg.samples, "Samples (median reported)")->capture_default_str();
   cache_bench->add_flag("--json", cache_cfg.json, "JSON output");
 
+  tierflow::QdpConfig qdp_cfg;
+  std::string qdp_configs = "baseline,upper_limit,prefetch,prefetch_distributed,all_dram";
+  std::string qdp_capacity;
+  bool qdp_json = false;
+  CLI::App* qdp = app.add_subcommand(
+      "qdp", "Query-driven prefetching: SELECT SUM(b) FROM t WHERE a < x from storage (thesis ch. 6)");
+  qdp->add_option("--rows", qdp_cfg.rows, "Rows of each column")->capture_default_str();
+  qdp->add_option("--chunk-rows", qdp_cfg.chunk_rows, "Rows per chunk (a multiple of 512)")->capture_default_str();
+  qdp->add_option("--selectivity", qdp_cfg.selectivity, "Fraction of rows passing a < x")->capture_default_str();
+  qdp->add_option("--seed", qdp_cfg.seed, "Data seed")->capture_default_str();
+  qdp->add_option("--groups", qdp_cfg.groups, "Thread groups, each running every pipeline")->capture_default_str();
+  qdp->add_option("--threads-scan-a", qdp_cfg.threads_scan_a, "SCAN_a threads per group")->capture_default_str();
+  qdp->add_option("--threads-scan-b", qdp_cfg.threads_scan_b, "SCAN_b (prefetch) threads per group")->capture_default_str();
+  qdp->add_option("--threads-aggregate", qdp_cfg.threads_aggregate, "AGGREGATE threads per group")->capture_default_str();
+  qdp->add_option("--cache-capacity", qdp_capacity, "Fast-tier bytes for the cache (default: b's size)");
+  qdp->add_option("--iterations", qdp_cfg.iterations, "Timed iterations")->capture_default_str();
+  qdp->add_option("--warmup", qdp_cfg.warmup, "Untimed iterations first")->capture_default_str();
+  qdp->add_option("--data-dir", qdp_cfg.data_dir, "Directory for the column files (default: new in /tmp)");
+  qdp->add_option("--configs", qdp_configs, "Configurations to run")->capture_default_str();
+  qdp->add_flag("!--no-pin", qdp_cfg.pin, "Do not pin threads");
+  qdp->add_flag("--json", qdp_json, "JSON output");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (qdp->parsed()) {
+    qdp_cfg.configs = SplitList(qdp_configs);
+    if (!qdp_capacity.empty()) {
+      Result<std::size_t> cap = tierflow::bench::ParseSize(qdp_capacity);
+      if (!cap.ok() && qdp_capacity != "0") return Fail(cap.status());
+      qdp_cfg.cache_capacity = cap.ok() ? *cap : 0;
+    }
+    Status s = tierflow::tools::RunQdpCommand(qdp_cfg, qdp_json, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
 
   if (topo->parsed()) {
     Status s = tierflow::tools::RunTopologyCommand(topo_opts, std::cout);
