@@ -256,25 +256,29 @@ IoUringEngine::IoUringEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 IoUringEngine::~IoUringEngine() {
   Impl& m = *impl_;
   m.stopping.store(true);
-  std::deque<Read*> dropped;
-  {
-    std::lock_guard lock(m.sq_mu);
-    dropped.swap(m.pending);
-  }
-  for (Read* r : dropped) {
-    m.cancelled.fetch_add(1, std::memory_order_relaxed);
-    detail::OpState* s = r->state;
-    const std::uint64_t done = r->done;
-    delete r;
-    detail::CompletePart(s, done, StatusCode::kCancelled,
-                         "the io_uring engine was destroyed before this read was submitted");
-  }
-  // Reads in flight write into their destinations: wait for them, then stop the reaper.
-  for (;;) {
+  // Reads not submitted yet are cancelled — also continuations of short reads and retries
+  // that the reaper queues while we wait. Reads in flight write into their destinations:
+  // wait for them, then stop the reaper.
+  auto cancel_pending = [&m] {
+    std::deque<Read*> dropped;
     {
       std::lock_guard lock(m.sq_mu);
-      m.pending.clear();  // continuations of short reads are not resubmitted any more
-      if (m.in_flight == 0) {
+      dropped.swap(m.pending);
+    }
+    for (Read* r : dropped) {
+      m.cancelled.fetch_add(1, std::memory_order_relaxed);
+      detail::OpState* s = r->state;
+      const std::uint64_t done = r->done;
+      delete r;
+      detail::CompletePart(s, done, StatusCode::kCancelled,
+                           "the io_uring engine was destroyed before this read was submitted");
+    }
+  };
+  for (;;) {
+    cancel_pending();
+    {
+      std::lock_guard lock(m.sq_mu);
+      if (m.in_flight == 0 && m.pending.empty()) {
         io_uring_sqe* sqe = io_uring_get_sqe(&m.ring);
         if (sqe != nullptr) {
           io_uring_prep_nop(sqe);
