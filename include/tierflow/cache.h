@@ -179,6 +179,8 @@ class OffloadCache {
  private:
   struct Impl;
   explicit OffloadCache(std::unique_ptr<Impl> impl);
+  // Access, and whether it created the entry (a miss that submitted its fill).
+  Result<CacheEntry> Access(const void* src, std::size_t size, bool* missed);
   std::unique_ptr<Impl> impl_;
 };
 

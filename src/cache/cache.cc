@@ -528,6 +528,10 @@ OffloadCache::~OffloadCache() {
 }
 
 Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
+  return Access(src, size, nullptr);
+}
+
+Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size, bool* missed) {
   Impl& m = *impl_;
   const auto p = reinterpret_cast<std::uintptr_t>(src);
   if (src == nullptr) return Status::Invalid("cache access of a null source");
@@ -591,6 +595,7 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {
     node->entries.fetch_add(1, std::memory_order_relaxed);
   }
   node->misses.fetch_add(1, std::memory_order_relaxed);
+  if (missed != nullptr) *missed = true;
   // Submit outside the lock. Until the handle is published, waiters sleep on the phase word.
   // One engine and the single policy: nothing to plan (the common configuration; planning
   // allocates).
@@ -651,20 +656,10 @@ Result<std::size_t> OffloadCache::Prefetch(
     std::span<const std::pair<const void*, std::size_t>> ranges) {
   std::size_t submitted = 0;
   for (const auto& [src, size] : ranges) {
-    const std::uint64_t before = [&] {
-      std::uint64_t n = 0;
-      for (const auto& node : impl_->shared->nodes) {
-        if (node) n += node->misses.load(std::memory_order_relaxed);
-      }
-      return n;
-    }();
-    Result<CacheEntry> e = Access(src, size);
+    bool missed = false;
+    Result<CacheEntry> e = Access(src, size, &missed);
     if (!e.ok()) return e.status();
-    std::uint64_t after = 0;
-    for (const auto& node : impl_->shared->nodes) {
-      if (node) after += node->misses.load(std::memory_order_relaxed);
-    }
-    if (after > before) ++submitted;
+    submitted += missed ? 1 : 0;
   }
   return submitted;
 }
