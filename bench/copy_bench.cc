@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
-#include "bench/plot.h"
+#include "bench/python.h"
 #include "tierflow/buffer.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/topology.h"

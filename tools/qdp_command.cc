@@ -1,69 +1,199 @@
 #include "tools/qdp_command.h"
 
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-namespace tierflow::tools {
+#include "bench/python.h"
 
-Status RunQdpCommand(const QdpConfig& config, bool json, std::ostream& out) {
+namespace tierflow::tools {
+namespace {
+
+struct DuckDbResult {
+  std::uint64_t sum = 0;
+  double ms_median = 0;
+  double load_ms = 0;
+  std::vector<double> times_ms;
+  std::string version;
+};
+
+Result<DuckDbResult> RunDuckDb(const QdpReport& rep, int iterations, int warmup) {
+  Result<std::string> out = bench::RunPythonScript(
+      "tools/qdp_duckdb.py",
+      {rep.data_dir + "/a.u64", rep.data_dir + "/b.u64", std::to_string(rep.rows),
+       std::to_string(rep.x), std::to_string(rep.compute_threads), std::to_string(iterations),
+       std::to_string(warmup)},
+      "duckdb and numpy");
+  if (!out.ok()) return Status(out.status().code(), "--compare-duckdb: " + out.status().message());
+  DuckDbResult r;
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(*out);
+    r.sum = doc.at("sum").get<std::uint64_t>();
+    r.ms_median = doc.at("ms_median").get<double>();
+    r.load_ms = doc.at("load_ms").get<double>();
+    r.times_ms = doc.at("times_ms").get<std::vector<double>>();
+    r.version = doc.at("duckdb_version").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status(StatusCode::kInternal,
+                  fmt::format("--compare-duckdb: the referee printed what is not its JSON ({}): {}",
+                              e.what(), out->substr(0, 200)));
+  }
+  return r;
+}
+
+const QdpConfigResult* Find(const QdpReport& rep, std::string_view name) {
+  for (const QdpConfigResult& c : rep.configs) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::ostream& out) {
+  // DuckDB reads the column files after the run: keep them in a directory of our own.
+  std::string own_dir;
+  if (options.compare_duckdb && config.data_dir.empty()) {
+    char tmpl[] = "/tmp/tierflow-qdp-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      return Status::IoError(fmt::format("cannot create a data directory in /tmp: {}", std::strerror(errno)));
+    }
+    own_dir = config.data_dir = tmpl;
+  }
+  struct RemoveOwnDir {
+    std::string dir;
+    ~RemoveOwnDir() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  } remove_own_dir{own_dir};
+
   Result<QdpReport> r = RunQdp(config);
   if (!r.ok()) return r.status();
   const QdpReport& rep = *r;
-  if (json) {
-    nlohmann::json doc;
-    doc["configs"] = nlohmann::json::array();
-    for (const QdpConfigResult& c : rep.configs) {
-      doc["configs"].push_back({{"name", c.name},
-                                {"time_ms_median", c.time_ms_median},
-                                {"times_ms", c.times_ms},
-                                {"speedup", c.speedup},
-                                {"hit_rate", c.hit_rate},
-                                {"hits", c.hits},
-                                {"late_hits", c.late_hits},
-                                {"misses", c.misses},
-                                {"failed_fills", c.failed_fills},
-                                {"sum", c.sum},
-                                {"scan_a_ms", c.pipelines.scan_a_ms},
-                                {"scan_b_ms", c.pipelines.scan_b_ms},
-                                {"aggregate_ms", c.pipelines.aggregate_ms},
-                                {"bytes_from_storage", c.bytes_from_storage},
-                                {"bytes_to_fast_tier", c.bytes_to_fast_tier},
-                                {"cache_peak_bytes", c.cache_peak_bytes},
-                                {"resident_pages_at_start", c.resident_pages_at_start}});
+  const QdpConfigResult* all_dram = Find(rep, "all_dram");
+  const QdpConfigResult* distributed = Find(rep, "prefetch_distributed");
+  const QdpConfigResult* baseline = Find(rep, "baseline");
+
+  DuckDbResult duck;
+  if (options.compare_duckdb) {
+    const int iterations = options.duckdb_iterations > 0 ? options.duckdb_iterations : config.iterations;
+    Result<DuckDbResult> d = RunDuckDb(rep, iterations, config.warmup);
+    if (!d.ok()) return d.status();
+    duck = *d;
+    if (duck.sum != rep.expected_sum) {
+      return Status(StatusCode::kInternal,
+                    fmt::format("DuckDB's SUM(b) is {} but tierflow's is {} for the same columns "
+                                "({}): one of them is wrong; please report this with the files",
+                                duck.sum, rep.expected_sum, rep.data_dir));
     }
-    doc["expected_sum"] = rep.expected_sum;
-    doc["rows"] = rep.rows;
-    doc["chunk_rows"] = rep.chunk_rows;
-    doc["threads"] = rep.threads;
-    doc["storage_gbps"] = rep.storage_gbps;
-    doc["storage_floor_ms"] = rep.storage_floor_ms;
-    doc["fast_tier_peak_bytes"] = rep.fast_tier_peak_bytes;
-    doc["cache_capacity_bytes"] = rep.cache_capacity_bytes;
-    doc["slow_tier"] = "storage (column files, read cold)";
-    doc["fast_tier"] = "DRAM";
+  }
+
+  nlohmann::json doc;
+  doc["configs"] = nlohmann::json::array();
+  for (const QdpConfigResult& c : rep.configs) {
+    doc["configs"].push_back({{"name", c.name},
+                              {"time_ms_median", c.time_ms_median},
+                              {"times_ms", c.times_ms},
+                              {"speedup", c.speedup > 0 ? nlohmann::json(c.speedup) : nlohmann::json()},
+                              {"hit_rate", c.hit_rate},
+                              {"hits", c.hits},
+                              {"late_hits", c.late_hits},
+                              {"misses", c.misses},
+                              {"failed_fills", c.failed_fills},
+                              {"sum", c.sum},
+                              {"scan_a_ms", c.pipelines.scan_a_ms},
+                              {"scan_b_ms", c.pipelines.scan_b_ms},
+                              {"aggregate_ms", c.pipelines.aggregate_ms},
+                              {"bytes_from_slow_tier", c.bytes_from_slow_tier},
+                              {"bytes_to_fast_tier", c.bytes_to_fast_tier},
+                              {"cache_peak_bytes", c.cache_peak_bytes},
+                              {"resident_pages_at_start", c.resident_pages_at_start}});
+  }
+  doc["expected_sum"] = rep.expected_sum;
+  doc["x"] = rep.x;
+  doc["rows"] = rep.rows;
+  doc["chunk_rows"] = rep.chunk_rows;
+  doc["threads"] = rep.threads;
+  doc["compute_threads"] = rep.compute_threads;
+  doc["storage_gbps"] = rep.storage_gbps;
+  doc["storage_floor_ms"] = rep.storage_floor_ms;
+  doc["fast_tier_peak_bytes"] = rep.fast_tier_peak_bytes;
+  doc["cache_capacity_bytes"] = rep.cache_capacity_bytes;
+  doc["slow_tier"] = rep.slow_tier;
+  doc["fast_tier"] = rep.fast_tier;
+  doc["distributed_a_tier"] = rep.distributed_a_tier;
+  doc["fill_engine"] = rep.fill_engine;
+  doc["fills_on_model"] = rep.fills_on_model;
+  if (distributed != nullptr && rep.storage_floor_ms > 0) {
+    doc["prefetch_distributed_vs_floor"] = distributed->time_ms_median / rep.storage_floor_ms;
+  }
+  if (options.compare_duckdb) {
+    doc["duckdb_ms_median"] = duck.ms_median;
+    doc["duckdb_times_ms"] = duck.times_ms;
+    doc["duckdb_sum"] = duck.sum;
+    doc["duckdb_load_ms"] = duck.load_ms;
+    doc["duckdb_threads"] = rep.compute_threads;
+    doc["duckdb_version"] = duck.version;
+    if (all_dram != nullptr) doc["all_dram_vs_duckdb"] = all_dram->time_ms_median / duck.ms_median;
+  }
+  if (!options.plot_path.empty()) {
+    if (Status s = bench::Plot("plot_qdp.py", doc, options.plot_path); !s.ok()) return s;
+  }
+  if (options.json) {
     out << doc.dump(2) << "\n";
     return Status::Ok();
   }
+
   out << fmt::format(
-      "tierflow qdp  SELECT SUM(b) FROM t WHERE a < x   {} rows, chunks of {} rows, {} threads, "
+      "tierflow qdp  SELECT SUM(b) FROM t WHERE a < {}   {} rows, chunks of {} rows, {} threads, "
       "median of {} after {} warm-up\n"
-      "slow tier: storage (column files, cold every iteration); fast tier: DRAM; cache {} MiB\n\n"
-      "  {:<22} {:>10} {:>8} {:>9} {:>16} {:>9} {:>9} {:>9} {:>12} {:>12}\n",
-      rep.rows, rep.chunk_rows, rep.threads, config.iterations, config.warmup,
-      rep.cache_capacity_bytes >> 20, "configuration", "time ms", "speedup", "hit rate",
-      "hit/late/miss", "SCAN_a", "SCAN_b", "AGGREG.", "from storage", "to DRAM");
+      "slow tier: {}{}; fast tier: {}; cache {} MiB; a of prefetch_distributed on {}; fills from "
+      "{}{}\n\n"
+      "  {:<22} {:>10} {:>8} {:>9} {:>16} {:>9} {:>9} {:>9} {:>15} {:>13}\n",
+      rep.x, rep.rows, rep.chunk_rows, rep.threads, config.iterations, config.warmup, rep.slow_tier,
+      rep.slow_tier == "storage" ? " (column files, cold every iteration)" : "", rep.fast_tier,
+      rep.cache_capacity_bytes >> 20, rep.distributed_a_tier,
+      rep.slow_tier == "storage" ? "storage: io_uring" : "memory: " + rep.fill_engine,
+      rep.fills_on_model ? " (DSA DEVICE MODEL: software copies, not hardware)" : "",
+      "configuration", "time ms", "speedup", "hit rate", "hit/late/miss", "SCAN_a", "SCAN_b",
+      "AGGREG.", "from slow tier", "to fast tier");
   for (const QdpConfigResult& c : rep.configs) {
-    out << fmt::format("  {:<22} {:>10.1f} {:>7.2f}x {:>8.0f}% {:>16} {:>9.1f} {:>9.1f} {:>9.1f} {:>9} MiB {:>8} MiB\n",
-                       c.name, c.time_ms_median, c.speedup, c.hit_rate * 100,
-                       fmt::format("{}/{}/{}", c.hits, c.late_hits, c.misses), c.pipelines.scan_a_ms,
-                       c.pipelines.scan_b_ms, c.pipelines.aggregate_ms, c.bytes_from_storage >> 20,
-                       c.bytes_to_fast_tier >> 20);
+    out << fmt::format("  {:<22} {:>10.1f} {:>8} {:>8.0f}% {:>16} {:>9.1f} {:>9.1f} {:>9.1f} {:>11} MiB {:>9} MiB\n",
+                       c.name, c.time_ms_median,
+                       c.speedup > 0 ? fmt::format("{:.2f}x", c.speedup) : std::string("-"),
+                       c.hit_rate * 100, fmt::format("{}/{}/{}", c.hits, c.late_hits, c.misses),
+                       c.pipelines.scan_a_ms, c.pipelines.scan_b_ms, c.pipelines.aggregate_ms,
+                       c.bytes_from_slow_tier >> 20, c.bytes_to_fast_tier >> 20);
   }
   out << fmt::format(
-      "\nsum {} (every configuration; checked)   storage {:.2f} GB/s (large direct reads): floor "
-      "for b = {:.1f} ms   fast-tier peak {} MiB of {} MiB\n",
-      rep.expected_sum, rep.storage_gbps, rep.storage_floor_ms, rep.fast_tier_peak_bytes >> 20,
-      rep.cache_capacity_bytes >> 20);
+      "\nsum {} (every configuration; checked)   slow tier {:.2f} GB/s for b ({}, best of 3): "
+      "floor {:.1f} ms   fast-tier peak {} MiB of {} MiB\n",
+      rep.expected_sum, rep.storage_gbps,
+      rep.slow_tier == "storage" ? "large direct reads" : "copies by the fill engine",
+      rep.storage_floor_ms, rep.fast_tier_peak_bytes >> 20, rep.cache_capacity_bytes >> 20);
+  if (distributed != nullptr) {
+    out << fmt::format("prefetch_distributed: {:.2f}x the floor (target <= 1.25){}\n",
+                       distributed->time_ms_median / rep.storage_floor_ms,
+                       baseline != nullptr ? fmt::format(", {:.2f}x baseline's speed (target > 1)",
+                                                         distributed->speedup)
+                                           : std::string());
+  }
+  if (options.compare_duckdb) {
+    out << fmt::format("DuckDB {} ({} threads, data in its memory): {:.1f} ms median, sum {} (equal)",
+                       duck.version, rep.compute_threads, duck.ms_median, duck.sum);
+    if (all_dram != nullptr) {
+      out << fmt::format("; all_dram takes {:.2f}x DuckDB's time (target <= 0.6)",
+                         all_dram->time_ms_median / duck.ms_median);
+    }
+    out << "\n";
+  }
+  if (!options.plot_path.empty()) out << fmt::format("plot: {}\n", options.plot_path);
   return Status::Ok();
 }
 

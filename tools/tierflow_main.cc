@@ -132,10 +132,10 @@ int main(int argc, char** argv) {
 
   tierflow::QdpConfig qdp_cfg;
   std::string qdp_configs = "baseline,upper_limit,prefetch,prefetch_distributed,all_dram";
-  std::string qdp_capacity;
-  bool qdp_json = false;
+  std::string qdp_capacity, qdp_read_size;
+  tierflow::tools::QdpCommandOptions qdp_opts;
   CLI::App* qdp = app.add_subcommand(
-      "qdp", "Query-driven prefetching: SELECT SUM(b) FROM t WHERE a < x from storage (thesis ch. 6)");
+      "qdp", "Query-driven prefetching: SELECT SUM(b) FROM t WHERE a < x from a slow tier (thesis ch. 6)");
   qdp->add_option("--rows", qdp_cfg.rows, "Rows of each column")->capture_default_str();
   qdp->add_option("--chunk-rows", qdp_cfg.chunk_rows, "Rows per chunk (a multiple of 512)")->capture_default_str();
   qdp->add_option("--selectivity", qdp_cfg.selectivity, "Fraction of rows passing a < x")->capture_default_str();
@@ -147,10 +147,19 @@ int main(int argc, char** argv) {
   qdp->add_option("--cache-capacity", qdp_capacity, "Fast-tier bytes for the cache (default: b's size)");
   qdp->add_option("--iterations", qdp_cfg.iterations, "Timed iterations")->capture_default_str();
   qdp->add_option("--warmup", qdp_cfg.warmup, "Untimed iterations first")->capture_default_str();
-  qdp->add_option("--data-dir", qdp_cfg.data_dir, "Directory for the column files (default: new in /tmp)");
+  qdp->add_option("--data-dir", qdp_cfg.data_dir, "Directory for the column files, kept (default: new in /tmp, removed)");
+  qdp->add_flag("--reuse-data", qdp_cfg.reuse_data, "Read the columns from --data-dir instead of generating them");
   qdp->add_option("--configs", qdp_configs, "Configurations to run")->capture_default_str();
+  qdp->add_option("--b-tier", qdp_cfg.b_tier, "Slow tier: storage, node:N, or dram|hbm|cxl|nvm")->capture_default_str();
+  qdp->add_option("--cache-tier", qdp_cfg.cache_tier, "Fast tier the cache fills (default: DRAM of the CPUs)");
+  qdp->add_option("--a-tier", qdp_cfg.a_tier, "Tier of a in prefetch_distributed (default: DRAM of the CPUs)");
+  qdp->add_option("--engine", qdp_cfg.engine, "Fills from memory tiers: cpu, dsa or dsa-model")->capture_default_str();
+  qdp->add_option("--queue-depth", qdp_cfg.storage_queue_depth, "io_uring reads in flight")->capture_default_str();
+  qdp->add_option("--read-size", qdp_read_size, "Largest io_uring read (default 1MiB)");
   qdp->add_flag("!--no-pin", qdp_cfg.pin, "Do not pin threads");
-  qdp->add_flag("--json", qdp_json, "JSON output");
+  qdp->add_flag("--json", qdp_opts.json, "JSON output");
+  qdp->add_flag("--compare-duckdb", qdp_opts.compare_duckdb, "Time the same query in DuckDB (project venv) and check its sum");
+  qdp->add_option("--plot", qdp_opts.plot_path, "Write the per-pipeline times as a PNG");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -161,7 +170,12 @@ int main(int argc, char** argv) {
       if (!cap.ok() && qdp_capacity != "0") return Fail(cap.status());
       qdp_cfg.cache_capacity = cap.ok() ? *cap : 0;
     }
-    Status s = tierflow::tools::RunQdpCommand(qdp_cfg, qdp_json, std::cout);
+    if (!qdp_read_size.empty()) {
+      Result<std::size_t> rs = tierflow::bench::ParseSize(qdp_read_size);
+      if (!rs.ok()) return Fail(rs.status());
+      qdp_cfg.storage_read_bytes = *rs;
+    }
+    Status s = tierflow::tools::RunQdpCommand(qdp_cfg, qdp_opts, std::cout);
     return s.ok() ? 0 : Fail(s);
   }
 

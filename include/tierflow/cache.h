@@ -70,6 +70,11 @@ struct CacheConfig {
   // Default: a prefaulted arena per node, growing in `arena_chunk` steps up to the capacity.
   CacheAllocator allocator;
   std::size_t arena_chunk = std::size_t{64} << 20;
+  // Take the capacity of each node listed in `capacity` from the kernel in Create (prefaulted arena chunks),
+  // so that no fill during the run waits for the kernel to fault pages in (page faults during
+  // fills turn hits into late hits). Create fails when a node cannot give it, and with a
+  // user allocator (which reserves on its own).
+  bool reserve_capacity = false;
   WaitMode wait_mode = WaitMode::kBlock;  // how CacheEntry::Wait waits (no busy waiting)
 };
 
@@ -175,6 +180,9 @@ class OffloadCache {
   void WaitForFills() const;
 
   std::vector<CacheNodeStats> stats() const;
+  // Starts the counters over, to measure one phase (e.g. one query of many): counts go to 0,
+  // each node's peak to its bytes in use now; bytes used, entries and capacities stay.
+  void ResetStats();
 
  private:
   struct Impl;

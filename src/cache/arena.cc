@@ -55,6 +55,37 @@ void NodeArena::Free(void* p, std::size_t size) {
   }
 }
 
+Status NodeArena::Reserve(std::size_t bytes) {
+  std::lock_guard lock(mu_);
+  std::size_t have = 0;
+  for (const auto& c : chunks_) have += c->buffer.size();
+  if (have >= bytes) return Status::Ok();
+  // Check the whole amount first: taking chunk after chunk until the kernel refuses would
+  // leave the machine without memory (and the OOM killer choosing).
+  Result<NodeMemory> mem = QueryNodeMemory(node_);
+  if (!mem.ok()) return mem.status();
+  if (bytes - have > mem->free_bytes) {
+    return Status::OutOfMemory(fmt::format(
+        "{} more bytes wanted on NUMA node {}, which has {} bytes free: configure a smaller "
+        "capacity or free memory", bytes - have, node_, mem->free_bytes));
+  }
+  const std::size_t before = chunks_.size();
+  while (have < bytes) {
+    const std::size_t size = Round(std::min(chunk_, bytes - have));
+    Result<Buffer> b = Buffer::OnNode(node_, size);
+    if (!b.ok()) {
+      chunks_.resize(before);  // give back what this call took
+      return b.status();
+    }
+    auto c = std::make_unique<Chunk>();
+    c->buffer = std::move(*b);
+    c->free.emplace(0, c->buffer.size());
+    have += c->buffer.size();
+    chunks_.push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
 std::size_t NodeArena::reserved() const {
   std::lock_guard lock(mu_);
   std::size_t n = 0;

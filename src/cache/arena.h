@@ -23,6 +23,9 @@ class NodeArena {
   // has no memory for another chunk.
   void* Allocate(std::size_t size, Status* error);
   void Free(void* p, std::size_t size);
+  // Takes chunks from the kernel until `bytes` are reserved (the last one only as large as
+  // needed), so that later allocations up to that much find memory without a system call.
+  Status Reserve(std::size_t bytes);
   std::size_t reserved() const;  // bytes taken from the kernel
 
   static constexpr std::size_t kUnit = 64;

@@ -484,6 +484,10 @@ Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topol
     return Status::Invalid("CacheAllocator needs both allocate and free (or neither, for the "
                            "default prefaulted arena)");
   }
+  if (config.reserve_capacity && config.allocator.allocate) {
+    return Status::Invalid("reserve_capacity reserves the default arena's memory; with your own "
+                           "CacheAllocator, reserve in the allocator instead");
+  }
   if (config.arena_chunk < (std::size_t{1} << 20)) {
     return Status::Invalid("arena_chunk below 1 MiB: use at least 1 MiB");
   }
@@ -512,6 +516,12 @@ Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topol
     }
     node->capacity.store(bytes);
     node->capacity_known.store(true);
+    if (config.reserve_capacity && node->arena != nullptr) {
+      if (Status s = node->arena->Reserve(bytes); !s.ok()) {
+        return Status(s.code(), fmt::format("reserving the cache capacity of node {} ({} bytes): {}",
+                                            id, bytes, s.message()));
+      }
+    }
   }
   shared->config = std::move(config);
   auto impl = std::make_unique<Impl>();
@@ -726,6 +736,21 @@ std::vector<CacheNodeStats> OffloadCache::stats() const {
     out.push_back(s);
   }
   return out;
+}
+
+void OffloadCache::ResetStats() {
+  for (const auto& n : impl_->shared->nodes) {
+    if (!n) continue;
+    for (HitCounters& c : n->hit) {
+      c.hits.store(0, std::memory_order_relaxed);
+      c.late_hits.store(0, std::memory_order_relaxed);
+    }
+    for (auto* counter : {&n->misses, &n->not_cached, &n->failed_fills, &n->evictions,
+                          &n->invalidations, &n->write_backs, &n->bytes_filled}) {
+      counter->store(0, std::memory_order_relaxed);
+    }
+    n->peak.store(n->used.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
 }
 
 }  // namespace tierflow

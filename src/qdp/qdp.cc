@@ -4,15 +4,18 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <thread>
@@ -21,7 +24,10 @@
 
 #include "tierflow/buffer.h"
 #include "tierflow/cache.h"
+#include "tierflow/copy_policy.h"
 #include "tierflow/cpu_engine.h"
+#include "tierflow/dsa_fleet.h"
+#include "tierflow/dsa_inventory.h"
 #include "tierflow/topology.h"
 #include "tierflow/uring_engine.h"
 
@@ -36,7 +42,7 @@ struct StoredColumn {
   std::string path;
   MappedFile map;
   int fd = -1;
-  std::size_t bytes = 0;  // of data (the file is padded to a page multiple)
+  std::size_t bytes = 0;  // of the rows used (a reused file may hold more)
   ~StoredColumn() {
     if (fd >= 0) close(fd);
   }
@@ -44,7 +50,6 @@ struct StoredColumn {
 
 Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v, StoredColumn& out) {
   const std::size_t bytes = v.size() * sizeof(std::uint64_t);
-  const std::size_t padded = (bytes + kPage - 1) / kPage * kPage;
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IoError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   const char* p = reinterpret_cast<const char*>(v.data());
@@ -56,7 +61,9 @@ Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v,
     }
     done += static_cast<std::size_t>(n);
   }
-  if (ftruncate(fd, static_cast<off_t>(padded)) != 0 || fsync(fd) != 0) {
+  // Not padded to a page: the file's length says how many rows it holds (--reuse-data checks
+  // it); the storage engine reads an unaligned tail through the page cache.
+  if (fsync(fd) != 0) {
     close(fd);
     return Status::IoError(fmt::format("cannot finish {}: {}", path, std::strerror(errno)));
   }
@@ -138,12 +145,14 @@ struct Layout {
   const std::uint64_t* a = nullptr;
   const std::uint64_t* b = nullptr;
   bool prefetch = false;
+  bool a_slow = false, b_slow = false;  // on a slow memory tier: count the bytes read there
 };
 
 struct IterationResult {
   double ms = 0;
   QdpPipelineTimes pipelines;
   std::uint64_t sum = 0, hits = 0, late_hits = 0, misses = 0, failed = 0;
+  std::uint64_t slow_bytes = 0;  // read by the query itself from a slow memory tier
 };
 
 // One run of the query: G groups, each with its SCAN_a, SCAN_b (when prefetching) and
@@ -163,7 +172,7 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
   struct ThreadTimes {
     Clock::time_point start, end;
     int pipeline = 0;
-    std::uint64_t sum = 0, hits = 0, late = 0, misses = 0, failed = 0;
+    std::uint64_t sum = 0, hits = 0, late = 0, misses = 0, failed = 0, slow_bytes = 0;
   };
   const int per_group = cfg.threads_scan_a + (l.prefetch ? cfg.threads_scan_b : 0) + cfg.threads_aggregate;
   std::vector<ThreadTimes> times(static_cast<std::size_t>(G * per_group));
@@ -175,6 +184,7 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
       const std::uint64_t k = chunk_of(g, j), base = k * C, n = std::min(C, rows - base);
       Filter(l.a + base, n, x, mask.data() + base);
       ready[k].store(1, std::memory_order_release);
+      if (l.a_slow) t.slow_bytes += n * sizeof(std::uint64_t);
     }
     t.end = Clock::now();
   };
@@ -212,6 +222,7 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
       }
       while (ready[k].load(std::memory_order_acquire) == 0) std::this_thread::yield();
       sum += Sum(b, mask.data() + base, n);
+      if (l.b_slow && b == l.b + base) t.slow_bytes += n * sizeof(std::uint64_t);
     }
     t.sum = sum;
     t.end = Clock::now();
@@ -258,6 +269,7 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
     r.late_hits += t.late;
     r.misses += t.misses;
     r.failed += t.failed;
+    r.slow_bytes += t.slow_bytes;
   }
   r.pipelines = {busy[0], busy[1], busy[2]};
   return r;
@@ -291,6 +303,20 @@ Status Validate(const QdpConfig& c, int cpus) {
         "cache capacity 0: the cache could hold nothing; give at least one chunk ({} bytes), or "
         "less than b to see eviction", c.chunk_rows * 8));
   }
+  if (c.storage_queue_depth < 1 || c.storage_queue_depth > 4096) {
+    return Status::Invalid(fmt::format("--queue-depth {}: use 1..4096", c.storage_queue_depth));
+  }
+  if (c.storage_read_bytes < 4096 || c.storage_read_bytes % 4096 != 0 ||
+      c.storage_read_bytes > (std::size_t{1} << 30)) {
+    return Status::Invalid(fmt::format("--read-size {}: use a multiple of 4 KiB up to 1 GiB",
+                                       c.storage_read_bytes));
+  }
+  if (c.engine != "cpu" && c.engine != "dsa" && c.engine != "dsa-model") {
+    return Status::Invalid(fmt::format("--engine '{}': use cpu, dsa or dsa-model", c.engine));
+  }
+  if (c.reuse_data && c.data_dir.empty()) {
+    return Status::Invalid("--reuse-data reads the columns from --data-dir: give the directory");
+  }
   if (c.iterations < 1 || c.iterations > 100 || c.warmup < 0 || c.warmup > 10) {
     return Status::Invalid("--iterations must be 1..100 and --warmup 0..10");
   }
@@ -305,12 +331,151 @@ Status Validate(const QdpConfig& c, int cpus) {
   return Status::Ok();
 }
 
+// A tier of the experiment: the storage tier (column files) or a memory node.
+struct Tier {
+  bool storage = false;
+  int node = -1;
+  std::string label;  // "storage", "node 0 (dram)"
+};
+
+Result<Tier> ResolveTier(const Topology& topo, const std::string& spec, int cpu_node,
+                         std::string_view option, bool storage_allowed) {
+  auto label = [](const NumaNode& n) {
+    return fmt::format("node {} ({})", n.os_index, TierKindName(n.kind));
+  };
+  if (spec == "storage") {
+    if (!storage_allowed) {
+      return Status::Invalid(fmt::format("{} storage: this tier holds data the CPUs read and the "
+                                         "cache writes; name a memory node (node:N) or kind", option));
+    }
+    return Tier{true, -1, "storage"};
+  }
+  if (spec.rfind("node:", 0) == 0) {
+    int id = -1;
+    const char* first = spec.data() + 5;
+    const char* last = spec.data() + spec.size();
+    auto [end, ec] = std::from_chars(first, last, id);
+    if (ec != std::errc() || end != last || first == last) {
+      return Status::Invalid(fmt::format("{} '{}': write node:N with N a NUMA node number", option, spec));
+    }
+    Result<const NumaNode*> n = topo.FindNode(id);
+    if (!n.ok()) return Status::NotFound(fmt::format("{} {}: {}", option, spec, n.status().message()));
+    return Tier{false, id, label(**n)};
+  }
+  Result<TierKind> kind = ParseTierKind(spec);
+  if (!kind.ok() || *kind == TierKind::kStorage || *kind == TierKind::kUnknown) {
+    return Status::Invalid(fmt::format("{} '{}': use {}node:N, or a memory kind (dram, hbm, cxl, nvm)",
+                                       option, spec, storage_allowed ? "storage, " : ""));
+  }
+  Result<const NumaNode*> n = topo.NearestOfKind(cpu_node, *kind);
+  if (!n.ok()) {
+    std::string have;
+    for (const NumaNode& m : topo.nodes()) {
+      have += fmt::format("{}node {} ({})", have.empty() ? "" : ", ", m.os_index, TierKindName(m.kind));
+    }
+    return Status::NotFound(fmt::format("{} {}: this machine has no {} node (it has {})", option,
+                                        spec, spec, have));
+  }
+  return Tier{false, (*n)->os_index, label(**n)};
+}
+
+// Reads the first `rows` values of a column file written earlier (--reuse-data).
+Status ReadColumnFile(const std::string& path, std::uint64_t rows, std::vector<std::uint64_t>& out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return Status::NotFound(fmt::format(
+          "{} is missing: write the columns there first (tierflow qdp --data-dir DIR without "
+          "--reuse-data), or drop --reuse-data to generate them", path));
+    }
+    return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  }
+  struct stat st {};
+  const std::uint64_t need = rows * sizeof(std::uint64_t);
+  if (fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < need) {
+    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    close(fd);
+    return Status::Invalid(fmt::format(
+        "{} is short: its {} bytes hold {} rows, --rows {} needs {} bytes; use --rows {} or "
+        "fewer, or write the columns again (drop --reuse-data)",
+        path, size, size / sizeof(std::uint64_t), rows, need, size / sizeof(std::uint64_t)));
+  }
+  out.resize(rows);
+  auto* p = reinterpret_cast<char*>(out.data());
+  for (std::uint64_t done = 0; done < need;) {
+    ssize_t n = pread(fd, p + done, std::min<std::uint64_t>(need - done, 64 << 20), static_cast<off_t>(done));
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      close(fd);
+      return Status::IoError(fmt::format("cannot read {} at offset {}: {}", path, done, std::strerror(err)));
+    }
+    done += static_cast<std::uint64_t>(n);
+  }
+  close(fd);
+  return Status::Ok();
+}
+
+Status OpenColumn(const std::string& path, std::uint64_t rows, StoredColumn& out) {
+  out.path = path;
+  out.bytes = rows * sizeof(std::uint64_t);
+  out.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (out.fd < 0) return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  Result<MappedFile> m = MappedFile::Open(path);
+  if (!m.ok()) return m.status();
+  out.map = std::move(*m);
+  return Status::Ok();
+}
+
+// The engines that fill the cache from memory: the CPU engine, or Intel DSA (hardware or model).
+struct MemoryEngines {
+  std::unique_ptr<CpuEngine> cpu;
+  std::unique_ptr<DsaFleet> fleet;
+  std::vector<Engine*> engines;
+  bool model = false;
+};
+
+Result<MemoryEngines> MakeMemoryEngines(const Topology& topo, const std::string& name, int cpu_node,
+                                        int fast_node) {
+  MemoryEngines m;
+  if (name == "cpu") {
+    CpuEngineOptions co;
+    co.node = cpu_node;
+    Result<std::unique_ptr<CpuEngine>> cpu = CpuEngine::Create(topo, co);
+    if (!cpu.ok()) return cpu.status();
+    m.cpu = std::move(*cpu);
+    m.engines = {m.cpu.get()};
+    return m;
+  }
+  Result<DsaFleet> fleet = Status::Unsupported("");
+  if (name == "dsa") {
+    Result<DsaInventory> inv = DsaInventory::Discover();
+    if (!inv.ok()) return inv.status();
+    fleet = DsaFleet::Open(*inv);
+    if (!fleet.ok()) {
+      return Status(fleet.status().code(),
+                    fleet.status().message() + "\n--engine dsa-model runs the fills on the DSA "
+                                               "device model instead (software copies, labelled so)");
+    }
+  } else {
+    // One model device next to the fast tier, where a real one would take the fills.
+    const NumaNode* n = topo.node(fast_node);
+    DsaModelConfig mc;
+    mc.instant = false;  // engine threads: completion is asynchronous, as on hardware
+    fleet = DsaFleet::OnModel({n != nullptr && n->near_cpu_node >= 0 ? n->near_cpu_node : cpu_node}, mc);
+    m.model = true;
+  }
+  if (!fleet.ok()) return fleet.status();
+  m.fleet = std::make_unique<DsaFleet>(std::move(*fleet));
+  m.engines = m.fleet->engines();
+  return m;
+}
+
 }  // namespace
 
 Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   Result<Topology> topo = Topology::Discover();
   if (!topo.ok()) return topo.status();
-  const NumaNode* node = nullptr;
+  const NumaNode* node = nullptr;  // where the CPUs are: DRAM for all_dram and a
   for (const NumaNode& n : topo->nodes()) {
     if (n.has_cpus()) {
       node = &n;
@@ -320,18 +485,46 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   if (node == nullptr) return Status::NotFound("no NUMA node with CPUs");
   const std::vector<int> cpus = node->cpus;
   if (Status s = Validate(cfg, static_cast<int>(cpus.size())); !s.ok()) return s;
+  const std::string dram_spec = fmt::format("node:{}", node->os_index);
+  Result<Tier> slow = ResolveTier(*topo, cfg.b_tier, node->os_index, "--b-tier", true);
+  if (!slow.ok()) return slow.status();
+  Result<Tier> fast = ResolveTier(*topo, cfg.cache_tier.empty() ? dram_spec : cfg.cache_tier,
+                                  node->os_index, "--cache-tier", false);
+  if (!fast.ok()) return fast.status();
+  Result<Tier> a_tier = ResolveTier(*topo, cfg.a_tier.empty() ? dram_spec : cfg.a_tier,
+                                    node->os_index, "--a-tier", false);
+  if (!a_tier.ok()) return a_tier.status();
 
-  // Data: a uniform in [0, 2^32), b in [0, 2^32) (the sum of 2^32 rows fits 64 bits).
+  // Data: generated (a, b uniform in [0, 2^32): the sum of 2^32 rows fits 64 bits) or read
+  // back from column files.
   const std::uint64_t rows = cfg.rows;
-  std::vector<std::uint64_t> a(rows), b(rows);
-  std::mt19937_64 rng(cfg.seed);
-  for (std::uint64_t i = 0; i < rows; ++i) {
-    a[i] = rng() >> 32;
-    b[i] = rng() >> 32;
+  std::vector<std::uint64_t> a, b;
+  if (cfg.reuse_data) {
+    if (Status s = ReadColumnFile(cfg.data_dir + "/a.u64", rows, a); !s.ok()) return s;
+    if (Status s = ReadColumnFile(cfg.data_dir + "/b.u64", rows, b); !s.ok()) return s;
+  } else {
+    a.resize(rows);
+    b.resize(rows);
+    std::mt19937_64 rng(cfg.seed);
+    for (std::uint64_t i = 0; i < rows; ++i) {
+      a[i] = rng() >> 32;
+      b[i] = rng() >> 32;
+    }
   }
   const std::uint64_t x = static_cast<std::uint64_t>(cfg.selectivity * 4294967296.0);
-  std::uint64_t expected = 0;
-  for (std::uint64_t i = 0; i < rows; ++i) expected += a[i] < x ? b[i] : 0;
+  __extension__ unsigned __int128 wide = 0;
+  for (std::uint64_t i = 0; i < rows; ++i) {
+    if (a[i] >> 63 != 0) {
+      return Status::Invalid(fmt::format("row {} of a holds {}: the filter compares values below "
+                                         "2^63 (regenerate the columns)", i, a[i]));
+    }
+    wide += a[i] < x ? b[i] : 0;
+  }
+  if (wide >> 64 != 0) {
+    return Status::Invalid("SUM(b) over these rows does not fit 64 bits: use fewer rows, smaller "
+                           "values of b, or a lower selectivity");
+  }
+  const auto expected = static_cast<std::uint64_t>(wide);
 
   std::string dir = cfg.data_dir;
   bool remove_dir = false;
@@ -352,87 +545,162 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
     }
   } cleanup{dir, remove_dir};
   StoredColumn fa, fb;
-  if (Status s = WriteColumn(dir + "/a.u64", a, fa); !s.ok()) return s;
-  if (Status s = WriteColumn(dir + "/b.u64", b, fb); !s.ok()) return s;
+  if (cfg.reuse_data) {
+    if (Status s = OpenColumn(dir + "/a.u64", rows, fa); !s.ok()) return s;
+    if (Status s = OpenColumn(dir + "/b.u64", rows, fb); !s.ok()) return s;
+  } else {
+    if (Status s = WriteColumn(dir + "/a.u64", a, fa); !s.ok()) return s;
+    if (Status s = WriteColumn(dir + "/b.u64", b, fb); !s.ok()) return s;
+  }
+
+  // Every configuration's columns, placed before the first query: one copy per (column, node).
   const std::size_t bytes = rows * sizeof(std::uint64_t);
-  Result<Buffer> da = Buffer::OnNode(node->os_index, bytes), db = Buffer::OnNode(node->os_index, bytes);
-  if (!da.ok()) return da.status();
-  if (!db.ok()) return db.status();
-  std::memcpy(da->data(), a.data(), bytes);
-  std::memcpy(db->data(), b.data(), bytes);
+  std::map<std::pair<char, int>, Buffer> placed;
+  auto column_on = [&](char col, int on) -> Result<const std::uint64_t*> {
+    auto it = placed.find({col, on});
+    if (it == placed.end()) {
+      Result<Buffer> buf = Buffer::OnNode(on, bytes);
+      if (!buf.ok()) return buf.status();
+      std::memcpy(buf->data(), (col == 'a' ? a : b).data(), bytes);
+      it = placed.emplace(std::make_pair(col, on), std::move(*buf)).first;
+    }
+    return reinterpret_cast<const std::uint64_t*>(it->second.data());
+  };
+  struct Placement {
+    const std::uint64_t* a_slow = nullptr;
+    const std::uint64_t* b_slow = nullptr;
+    const std::uint64_t* a_dist = nullptr;
+    const std::uint64_t* b_fast = nullptr;
+    const std::uint64_t* a_dram = nullptr;
+    const std::uint64_t* b_dram = nullptr;
+  } on;
+  for (const std::string& name : cfg.configs) {
+    std::vector<std::pair<const std::uint64_t**, std::pair<char, int>>> need;
+    if (!slow->storage) {
+      need.push_back({&on.b_slow, {'b', slow->node}});  // also what the floor is measured with
+      if (name != "prefetch_distributed" && name != "all_dram") need.push_back({&on.a_slow, {'a', slow->node}});
+    }
+    if (name == "upper_limit") need.push_back({&on.b_fast, {'b', fast->node}});
+    if (name == "prefetch_distributed") need.push_back({&on.a_dist, {'a', a_tier->node}});
+    if (name == "all_dram") {
+      need.push_back({&on.a_dram, {'a', node->os_index}});
+      need.push_back({&on.b_dram, {'b', node->os_index}});
+    }
+    for (auto& [where, what] : need) {
+      Result<const std::uint64_t*> p = column_on(what.first, what.second);
+      if (!p.ok()) return p.status();
+      *where = *p;
+    }
+  }
+  if (slow->storage) {
+    on.a_slow = reinterpret_cast<const std::uint64_t*>(fa.map.data());
+    on.b_slow = reinterpret_cast<const std::uint64_t*>(fb.map.data());
+  }
   a = {};
   b = {};
 
-  // Engines: the storage engine reads b's file; the CPU engine serves memory sources.
+  // Engines: io_uring reads the column files; memory sources go to `engine`. The cache plans
+  // which one fills an entry (PlanFill), from where the source lives.
   IoUringEngineOptions uo;
-  uo.queue_depth = 64;
-  uo.max_read_bytes = 1 << 20;
+  uo.queue_depth = cfg.storage_queue_depth;
+  uo.max_read_bytes = cfg.storage_read_bytes;
   Result<std::unique_ptr<IoUringEngine>> uring = IoUringEngine::Create(uo);
   if (!uring.ok()) return uring.status();
   for (StoredColumn* c : {&fa, &fb}) {
     if (Status s = (*uring)->RegisterFile(c->map); !s.ok()) return s;
   }
-  CpuEngineOptions co;
-  co.node = node->os_index;
-  Result<std::unique_ptr<CpuEngine>> cpu = CpuEngine::Create(*topo, co);
-  if (!cpu.ok()) return cpu.status();
+  Result<MemoryEngines> memory = MakeMemoryEngines(*topo, cfg.engine, node->os_index, fast->node);
+  if (!memory.ok()) return memory.status();
+  std::vector<Engine*> engines = memory->engines;
+  engines.push_back(uring->get());
 
   QdpReport report;
   report.expected_sum = expected;
+  report.x = x;
   report.rows = rows;
   report.chunk_rows = cfg.chunk_rows;
   report.data_dir = dir;
   report.threads = cfg.groups * (cfg.threads_scan_a + cfg.threads_scan_b + cfg.threads_aggregate);
+  report.compute_threads = cfg.groups * (cfg.threads_scan_a + cfg.threads_aggregate);
+  report.slow_tier = slow->label;
+  report.fast_tier = fast->label;
+  report.distributed_a_tier = a_tier->label;
+  report.fill_engine = slow->storage ? "io_uring" : cfg.engine;
+  report.fills_on_model = !slow->storage && memory->model;
   report.cache_capacity_bytes = cfg.cache_capacity != QdpConfig::kCapacityOfB
                                     ? cfg.cache_capacity
                                     : (bytes + kPage - 1) / kPage * kPage;
 
-  // The storage floor: b's file read with large direct reads, cold.
+  // The floor: b moved from the slow tier into fast-tier memory taken for it (as the cache's
+  // arena is) by the engine a fill would use, best of three; on storage, large direct reads of
+  // the cold file.
   {
-    if (Status s = MakeCold(fb); !s.ok()) return s;
-    const auto t0 = Clock::now();
-    Result<Handle> h = (*uring)->Submit(Operation::Copy(db->data(), fb.map.data(), bytes));
-    if (!h.ok()) return h.status();
-    if (Status s = h->Wait(); !s.ok()) return s;
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    report.storage_gbps = static_cast<double>(bytes) / s / 1e9;
-    report.storage_floor_ms = static_cast<double>(bytes) / (report.storage_gbps * 1e9) * 1e3;
-    if (std::memcmp(db->data(), fb.map.data(), bytes) != 0) {
-      return Status(StatusCode::kInternal, "b read back from storage differs from what was written");
+    Result<Buffer> into = Buffer::OnNode(fast->node, bytes);
+    if (!into.ok()) return into.status();
+    const CopyPolicy policy;
+    double best_s = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      if (slow->storage) {
+        if (Status s = MakeCold(fb); !s.ok()) return s;
+      }
+      const auto t0 = Clock::now();
+      Result<std::vector<CopyPart>> parts =
+          PlanFill(policy, *topo, engines, on.b_slow, slow->storage ? node->os_index : slow->node,
+                   fast->node, bytes);
+      if (!parts.ok()) return parts.status();
+      Result<Handle> h = SubmitParts(Operation::Copy(into->data(), on.b_slow, bytes), *parts);
+      if (!h.ok()) return h.status();
+      if (Status s = h->Wait(); !s.ok()) return s;
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (rep == 0 || s < best_s) best_s = s;
+    }
+    report.storage_gbps = static_cast<double>(bytes) / best_s / 1e9;
+    report.storage_floor_ms = best_s * 1e3;
+    if (std::memcmp(into->data(), fb.map.data(), bytes) != 0) {
+      return Status(StatusCode::kInternal, "b as read from the slow tier differs from its file");
     }
   }
 
-  const auto* dram_a = reinterpret_cast<const std::uint64_t*>(da->data());
-  const auto* dram_b = reinterpret_cast<const std::uint64_t*>(db->data());
-  const auto* file_a = reinterpret_cast<const std::uint64_t*>(fa.map.data());
-  const auto* file_b = reinterpret_cast<const std::uint64_t*>(fb.map.data());
   double baseline_ms = 0;
   for (const std::string& name : cfg.configs) {
     Layout l;
-    if (name == "baseline") l = {file_a, file_b, false};
-    if (name == "upper_limit") l = {file_a, dram_b, false};
-    if (name == "prefetch") l = {file_a, file_b, true};
-    if (name == "prefetch_distributed") l = {dram_a, file_b, true};
-    if (name == "all_dram") l = {dram_a, dram_b, false};
+    if (name == "baseline") l = {on.a_slow, on.b_slow, false};
+    if (name == "upper_limit") l = {on.a_slow, on.b_fast, false};
+    if (name == "prefetch") l = {on.a_slow, on.b_slow, true};
+    if (name == "prefetch_distributed") l = {on.a_dist, on.b_slow, true};
+    if (name == "all_dram") l = {on.a_dram, on.b_dram, false};
+    // What the query reads from a slow memory tier, by the configuration's definition (on a
+    // machine where the tiers are one node, pointers alone would not tell).
+    l.a_slow = !slow->storage && (name == "baseline" || name == "upper_limit" || name == "prefetch");
+    l.b_slow = !slow->storage && (name == "baseline" || l.prefetch);
     QdpConfigResult res;
     res.name = name;
     std::vector<double> sa, sb, ag;
+    // One cache per configuration, its capacity taken from the fast tier before the first
+    // query (as a database's buffer is), emptied before every iteration.
+    CacheConfig cc;
+    cc.engines = engines;
+    cc.capacity[fast->node] = report.cache_capacity_bytes;
+    cc.reserve_capacity = true;
+    cc.arena_chunk = std::max<std::size_t>(std::size_t{1} << 20,
+                                           std::min<std::size_t>(report.cache_capacity_bytes, 64 << 20));
+    const int fast_node = fast->node;
+    cc.placement = [fast_node](const void*, std::size_t, int) { return fast_node; };
+    Result<std::unique_ptr<OffloadCache>> cache = OffloadCache::Create(*topo, cc);
+    if (!cache.ok()) return cache.status();
     std::uint64_t peak = 0;
     for (int it = 0; it < cfg.warmup + cfg.iterations; ++it) {
-      // Cold: column pages out of the page cache, a fresh cache.
-      for (StoredColumn* c : {&fa, &fb}) {
-        if (Status s = MakeCold(*c); !s.ok()) return s;
+      (*cache)->WaitForFills();
+      if (Result<std::size_t> cleared = (*cache)->Clear(DirtyEntries::kDiscard); !cleared.ok()) {
+        return cleared.status();
       }
-      res.resident_pages_at_start = ResidentPages(fa) + ResidentPages(fb);
-      CacheConfig cc;
-      cc.engines = {cpu->get(), uring->get()};
-      cc.capacity[node->os_index] = report.cache_capacity_bytes;
-      cc.arena_chunk = std::max<std::size_t>(std::size_t{1} << 20,
-                                             std::min<std::size_t>(report.cache_capacity_bytes, 64 << 20));
-      const int fast = node->os_index;
-      cc.placement = [fast](const void*, std::size_t, int) { return fast; };
-      Result<std::unique_ptr<OffloadCache>> cache = OffloadCache::Create(*topo, cc);
-      if (!cache.ok()) return cache.status();
+      (*cache)->ResetStats();
+      if (slow->storage) {  // cold: no page of either column file in the page cache
+        for (StoredColumn* c : {&fa, &fb}) {
+          if (Status s = MakeCold(*c); !s.ok()) return s;
+        }
+        res.resident_pages_at_start = ResidentPages(fa) + ResidentPages(fb);
+      }
       const IoUringEngineStats before = (*uring)->stats();
       if (cfg.inject_storage_errors > 0) (*uring)->InjectReadErrors(cfg.inject_storage_errors, EIO);
       IterationResult r = RunQuery(cfg, l, x, cache->get(), cpus);
@@ -445,7 +713,7 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       }
       CacheNodeStats cs;
       for (const CacheNodeStats& n : (*cache)->stats()) {
-        if (n.node == node->os_index) cs = n;
+        if (n.node == fast_node) cs = n;
       }
       peak = std::max(peak, cs.peak_bytes);
       if (it < cfg.warmup) continue;
@@ -460,8 +728,12 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       res.failed_fills = cs.failed_fills;
       const std::uint64_t through = r.hits + r.late_hits + r.misses;
       res.hit_rate = through == 0 ? 0 : static_cast<double>(r.hits + r.late_hits) / static_cast<double>(through);
-      const IoUringEngineStats after = (*uring)->stats();
-      res.bytes_from_storage = (after.bytes - before.bytes) + (ResidentPages(fa) + ResidentPages(fb)) * kPage;
+      if (slow->storage) {
+        const IoUringEngineStats after = (*uring)->stats();
+        res.bytes_from_slow_tier = (after.bytes - before.bytes) + (ResidentPages(fa) + ResidentPages(fb)) * kPage;
+      } else {
+        res.bytes_from_slow_tier = r.slow_bytes + (l.prefetch ? cs.bytes_filled : 0);
+      }
       res.bytes_to_fast_tier = cs.bytes_filled;
     }
     res.time_ms_median = Median(res.times_ms);

@@ -346,6 +346,52 @@ TEST(CacheMemory, EvictsLeastRecentlyUsedAndNeverExceedsCapacity) {
   EXPECT_EQ(Node0(*cache).bytes_used, 0u);
 }
 
+TEST(CacheMemory, ReservedCapacityIsTakenAtCreationAndStatsStartOver) {
+  auto engine = MakeCpuEngine();
+  CacheConfig c;
+  c.engines = {engine.get()};
+  c.capacity[0] = (3 << 20) + (512 << 10);  // not a multiple of the chunk: a smaller last chunk
+  c.arena_chunk = 1 << 20;
+  c.reserve_capacity = true;
+  auto cache = MakeCache(c);
+  std::vector<std::vector<unsigned char>> src;
+  for (int i = 0; i < 4; ++i) src.push_back(RandomBytes(768 << 10, 40 + i));
+  for (auto& s : src) ASSERT_TRUE(Take(cache->Access(s.data(), s.size())).Wait().ok());
+  CacheNodeStats s = Node0(*cache);
+  EXPECT_EQ(s.misses, 4u);
+  EXPECT_EQ(s.peak_bytes, 4u * (768 << 10));
+  EXPECT_LE(s.bytes_used, s.capacity);
+
+  // A second phase: entries stay, counters start over, the peak starts at what is in use.
+  cache->ResetStats();
+  s = Node0(*cache);
+  EXPECT_EQ(s.misses + s.hits + s.bytes_filled + s.evictions, 0u);
+  EXPECT_EQ(s.peak_bytes, s.bytes_used);
+  EXPECT_EQ(s.entries, 4u);
+  CacheEntry hit = Take(cache->Access(src[0].data(), src[0].size()));
+  EXPECT_TRUE(hit.cached());
+  EXPECT_EQ(std::memcmp(hit.data(), src[0].data(), src[0].size()), 0);
+  EXPECT_EQ(Node0(*cache).hits, 1u);
+  hit = CacheEntry();
+  ASSERT_TRUE(cache->Clear().ok());
+  cache->ResetStats();
+  EXPECT_EQ(Node0(*cache).peak_bytes, 0u);
+
+  // More than the node has: Create says so; and no reservation with a user allocator.
+  CacheConfig huge = c;
+  huge.capacity[0] = std::size_t{1} << 50;
+  Result<std::unique_ptr<OffloadCache>> r = OffloadCache::Create(ThisSystem(), huge);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("reserving the cache capacity of node 0"), std::string::npos)
+      << r.status().message();
+  CacheConfig own = c;
+  own.allocator.allocate = [](std::size_t n, int) { return std::malloc(n); };
+  own.allocator.free = [](void* p, std::size_t, int) { std::free(p); };
+  r = OffloadCache::Create(ThisSystem(), own);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("reserve in the allocator"), std::string::npos);
+}
+
 TEST(CacheMemory, UserAllocatorIsUsedAndBalanced) {
   auto engine = MakeCpuEngine();
   std::atomic<int> allocs{0}, frees{0};

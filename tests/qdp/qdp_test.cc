@@ -2,6 +2,12 @@
 // the selectivity, chunking, cache capacity or storage errors; bad parameters are refused.
 #include "tierflow/qdp.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace tierflow {
@@ -18,8 +24,8 @@ QdpConfig Small() {
   return c;
 }
 
-void ExpectAllExact(const QdpReport& r) {
-  ASSERT_EQ(r.configs.size(), 5u);
+void ExpectAllExact(const QdpReport& r, std::size_t configs = 5) {
+  ASSERT_EQ(r.configs.size(), configs);
   for (const QdpConfigResult& c : r.configs) {
     EXPECT_EQ(c.sum, r.expected_sum) << c.name;
     EXPECT_EQ(c.resident_pages_at_start, 0u) << c.name << " did not start cold";
@@ -93,6 +99,154 @@ TEST(Qdp, BadParametersAreRefused) {
   c = Small();
   c.data_dir = "/nonexistent/dir";
   refuse(c, "cannot create");
+  c = Small();
+  c.engine = "gpu";
+  refuse(c, "--engine 'gpu'");
+  c = Small();
+  c.storage_queue_depth = 0;
+  refuse(c, "--queue-depth 0");
+  c = Small();
+  c.storage_read_bytes = 1000;
+  refuse(c, "multiple of 4 KiB");
+  c = Small();
+  c.reuse_data = true;
+  refuse(c, "give the directory");
+}
+
+// Tiers this machine lacks, or that cannot hold what they are asked to, are named.
+TEST(Qdp, TiersThatDoNotExistAreRefused) {
+  auto refuse = [](QdpConfig c, const char* words) {
+    Result<QdpReport> r = RunQdp(c);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
+  };
+  QdpConfig c = Small();
+  c.b_tier = "node:99";
+  refuse(c, "--b-tier node:99");
+  c = Small();
+  c.cache_tier = "node:x";
+  refuse(c, "write node:N");
+  c = Small();
+  c.cache_tier = "storage";
+  refuse(c, "--cache-tier storage");
+  c = Small();
+  c.a_tier = "tape";
+  refuse(c, "--a-tier 'tape'");
+  c = Small();
+  c.cache_tier = "cxl";  // none here (unless TIERFLOW_TIERS says otherwise)
+  Result<QdpReport> r = RunQdp(c);
+  if (!r.ok()) {
+    EXPECT_NE(r.status().message().find("this machine has no cxl node"), std::string::npos)
+        << r.status().message();
+  }
+}
+
+// The memory-tier path: b on a memory node, filled by the CPU engine or the DSA model.
+TEST(Qdp, MemoryTiersWithCpuAndDsaModelFillsAreExact) {
+  for (const char* engine : {"cpu", "dsa-model"}) {
+    QdpConfig c = Small();
+    c.b_tier = "node:0";
+    c.cache_tier = "dram";
+    c.engine = engine;
+    c.selectivity = 0.3;
+    c.cache_capacity = 6 * 4096 * 8;  // smaller than b: eviction on the memory path too
+    Result<QdpReport> r = RunQdp(c);
+    ASSERT_TRUE(r.ok()) << engine << ": " << r.status().ToString();
+    ExpectAllExact(*r);
+    EXPECT_EQ(r->slow_tier.rfind("node 0", 0), 0u) << r->slow_tier;
+    EXPECT_EQ(r->fill_engine, engine);
+    EXPECT_EQ(r->fills_on_model, std::string(engine) == "dsa-model");
+    EXPECT_GT(r->storage_gbps, 0);
+    EXPECT_LE(r->fast_tier_peak_bytes, r->cache_capacity_bytes);
+    const QdpConfigResult& base = r->configs[0];
+    EXPECT_EQ(base.bytes_from_slow_tier, 2 * c.rows * 8) << "baseline reads a and b there";
+    const QdpConfigResult& pd = r->configs[3];
+    EXPECT_GT(pd.bytes_to_fast_tier, 0u);
+    EXPECT_EQ(r->configs[4].bytes_from_slow_tier, 0u) << "all_dram reads nothing slow";
+  }
+}
+
+TEST(Qdp, DsaEngineWithoutDeviceSaysSoAndOffersTheModel) {
+  QdpConfig c = Small();
+  c.b_tier = "node:0";
+  c.engine = "dsa";
+  Result<QdpReport> r = RunQdp(c);
+  if (r.ok()) GTEST_SKIP() << "this machine has a usable DSA";
+  EXPECT_NE(r.status().message().find("--engine dsa-model"), std::string::npos) << r.status().message();
+}
+
+class QdpFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tierflow-qdp-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+// Columns written once are read back by a later run; missing or short files are named.
+TEST_F(QdpFiles, ReusedColumnsGiveTheSameSumAndBadFilesAreNamed) {
+  QdpConfig c = Small();
+  c.data_dir = dir_;
+  c.configs = {"baseline", "prefetch_distributed"};
+  Result<QdpReport> first = RunQdp(c);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/b.u64")) << "a given --data-dir keeps the files";
+
+  QdpConfig again = c;
+  again.reuse_data = true;
+  again.seed = 999;  // ignored: the data comes from the files
+  Result<QdpReport> second = RunQdp(again);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->expected_sum, first->expected_sum);
+  ExpectAllExact(*second, 2);
+  again.rows = c.rows - 1000;  // fewer rows than the files hold: fine
+  ASSERT_TRUE(RunQdp(again).ok());
+
+  again.rows = c.rows + 1;
+  Result<QdpReport> r = RunQdp(again);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("a.u64 is short"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("--rows 100000 or fewer"), std::string::npos) << r.status().message();
+
+  again.rows = c.rows;
+  std::filesystem::remove(dir_ + "/b.u64");
+  r = RunQdp(again);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("b.u64 is missing"), std::string::npos) << r.status().message();
+}
+
+TEST_F(QdpFiles, ForeignColumnsTheFilterOrTheSumCannotHandleAreRefused) {
+  auto write = [&](const char* name, std::vector<std::uint64_t> v) {
+    FILE* f = std::fopen((dir_ + "/" + name).c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(v.data(), 8, v.size(), f), v.size());
+    std::fclose(f);
+  };
+  QdpConfig c = Small();
+  c.rows = 3;
+  c.chunk_rows = 512;
+  c.data_dir = dir_;
+  c.reuse_data = true;
+  c.selectivity = 1;
+  write("a.u64", {1, std::uint64_t{1} << 63, 2});
+  write("b.u64", {1, 2, 3});
+  Result<QdpReport> r = RunQdp(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("row 1 of a"), std::string::npos) << r.status().message();
+  write("a.u64", {1, 2, 3});
+  write("b.u64", {~std::uint64_t{0}, 2, 3});
+  r = RunQdp(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("does not fit 64 bits"), std::string::npos) << r.status().message();
+  write("b.u64", {~std::uint64_t{0} - 5, 2, 3});  // the sum fits exactly: 2^64 - 1
+  c.configs = {"baseline", "prefetch_distributed", "all_dram"};
+  r = RunQdp(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->expected_sum, ~std::uint64_t{0});
+  ExpectAllExact(*r, 3);
 }
 
 }  // namespace
