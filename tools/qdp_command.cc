@@ -87,10 +87,11 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
     if (!d.ok()) return d.status();
     duck = *d;
     if (duck.sum != rep.expected_sum) {
+      remove_own_dir.dir.clear();  // the evidence stays
       return Status(StatusCode::kInternal,
                     fmt::format("DuckDB's SUM(b) is {} but tierflow's is {} for the same columns "
-                                "({}): one of them is wrong; please report this with the files",
-                                duck.sum, rep.expected_sum, rep.data_dir));
+                                "(kept in {}): one of them is wrong; please report this with the "
+                                "files", duck.sum, rep.expected_sum, rep.data_dir));
     }
   }
 
