@@ -14,11 +14,11 @@ $(BUILD)/build.ninja:
 build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Until the query-driven prefetching issue lands: the tiers and a short copy benchmark.
+# The main job: the tiers, then query-driven prefetching from storage (2^27 rows of two uint64
+# columns) refereed by DuckDB, with its plot.
 demo: build
 	$(BUILD)/tierflow topology
-	$(BUILD)/tierflow bench copy --engine cpu --sizes 4KiB,1MiB,64MiB --threads 0 --reps 5
-	$(BUILD)/tierflow bench submit
+	$(BUILD)/tierflow qdp --compare-duckdb --plot $(BUILD)/qdp.png
 
 test: build
 	$(MAKE) --no-print-directory test-unit test-asan test-tsan test-install

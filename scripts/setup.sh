@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what tierflow needs on Debian 12 (only what is missing) and makes the Python venv
-# used for plots and CLI tests. Safe to run repeatedly.
+# used for plots, the DuckDB referee and CLI tests. Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,8 +19,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c "import matplotlib, numpy" 2>/dev/null; then
-  echo "setup: creating .venv with matplotlib and numpy"
+if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c "import matplotlib, numpy, duckdb" 2>/dev/null; then
+  echo "setup: creating .venv with matplotlib, numpy and duckdb"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
 fi

@@ -28,7 +28,7 @@
 namespace tierflow {
 
 struct QdpConfig {
-  std::uint64_t rows = std::uint64_t{1} << 24;
+  std::uint64_t rows = std::uint64_t{1} << 27;  // 2 x 1 GiB: `make demo` runs this
   std::uint64_t chunk_rows = std::uint64_t{1} << 16;  // a multiple of 512 (direct I/O of b)
   double selectivity = 0.5;                            // fraction of rows with a < x
   std::uint64_t seed = 1;
