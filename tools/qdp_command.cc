@@ -124,6 +124,7 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
   doc["compute_threads"] = rep.compute_threads;
   doc["storage_gbps"] = rep.storage_gbps;
   doc["storage_floor_ms"] = rep.storage_floor_ms;
+  doc["floor_samples_ms"] = rep.floor_samples_ms;
   doc["fast_tier_peak_bytes"] = rep.fast_tier_peak_bytes;
   doc["cache_capacity_bytes"] = rep.cache_capacity_bytes;
   doc["slow_tier"] = rep.slow_tier;
@@ -173,11 +174,11 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
                        c.bytes_from_slow_tier >> 20, c.bytes_to_fast_tier >> 20);
   }
   out << fmt::format(
-      "\nsum {} (every configuration; checked)   slow tier {:.2f} GB/s for b ({}, best of 3): "
+      "\nsum {} (every configuration; checked)   slow tier {:.2f} GB/s for b ({}, best of {}): "
       "floor {:.1f} ms   fast-tier peak {} MiB of {} MiB\n",
       rep.expected_sum, rep.storage_gbps,
       rep.slow_tier == "storage" ? "large direct reads" : "copies by the fill engine",
-      rep.storage_floor_ms, rep.fast_tier_peak_bytes >> 20, rep.cache_capacity_bytes >> 20);
+      rep.floor_samples_ms.size(), rep.storage_floor_ms, rep.fast_tier_peak_bytes >> 20, rep.cache_capacity_bytes >> 20);
   const bool storage = rep.slow_tier == "storage";
   if (!storage && rep.slow_tier == rep.fast_tier) {
     out << "b and the cache are on the same node: prefetching can only add copies here (the "

@@ -157,6 +157,7 @@ int main(int argc, char** argv) {
   qdp->add_option("--queue-depth", qdp_cfg.storage_queue_depth, "io_uring reads in flight")->capture_default_str();
   qdp->add_option("--read-size", qdp_read_size, "Largest io_uring read (default 1MiB)");
   qdp->add_flag("!--no-pin", qdp_cfg.pin, "Do not pin threads");
+  qdp->add_flag("--oversubscribe", qdp_cfg.oversubscribe, "Allow more computing threads than CPUs (exact sums, meaningless times)");
   qdp->add_flag("--json", qdp_opts.json, "JSON output");
   qdp->add_flag("--compare-duckdb", qdp_opts.compare_duckdb, "Time the same query in DuckDB (project venv) and check its sum");
   qdp->add_option("--plot", qdp_opts.plot_path, "Write the per-pipeline times as a PNG");

@@ -37,6 +37,9 @@ struct QdpConfig {
   int threads_scan_b = 1;          // per group (prefetching configurations)
   int threads_aggregate = 1;       // per group
   bool pin = true;                 // pin threads to the CPUs of the node, round robin
+  // Allow more computing threads than CPUs (refused otherwise): the sums stay exact, the
+  // times mean little. For checking many groups on a small machine.
+  bool oversubscribe = false;
   static constexpr std::uint64_t kCapacityOfB = ~std::uint64_t{0};
   std::uint64_t cache_capacity = kCapacityOfB;  // bytes of the fast tier for the cache
   int iterations = 5;              // timed, after `warmup`
@@ -86,10 +89,12 @@ struct QdpReport {
   std::string slow_tier, fast_tier, distributed_a_tier;  // as resolved ("storage", "node 0 (dram)")
   std::string fill_engine;       // what filled from memory ("cpu", "dsa", "dsa-model")
   bool fills_on_model = false;   // memory fills ran on the DSA device model
-  // The slow tier's bandwidth for b, measured in the same run (best of three): storage: large
-  // direct reads of b's file, cold; memory: the fill engine copying b to the fast tier.
+  // The slow tier's bandwidth for b, measured in the same run into the cache's memory, before
+  // every configuration and twice after the last (the best counts): storage: large direct
+  // reads of b's file, cold; memory: the fill engine copying b to the fast tier.
   double storage_gbps = 0;
   double storage_floor_ms = 0;   // b's bytes / storage_gbps: prefetch_distributed's floor
+  std::vector<double> floor_samples_ms;
   std::uint64_t fast_tier_peak_bytes = 0;
   std::uint64_t cache_capacity_bytes = 0;
   int threads = 0;          // every pipeline's threads

@@ -113,6 +113,31 @@ TEST(Qdp, BadParametersAreRefused) {
   refuse(c, "give the directory");
 }
 
+// Several groups, several threads per pipeline: each group takes every G-th chunk, each
+// pipeline's threads share the group's chunks. More threads than this machine has CPUs, so
+// oversubscribed (the sums are what is checked).
+TEST(Qdp, ManyGroupsAndThreadsPerPipelineAreExact) {
+  QdpConfig c = Small();
+  c.groups = 3;
+  c.threads_scan_a = 2;
+  c.threads_scan_b = 2;
+  c.threads_aggregate = 2;
+  c.oversubscribe = true;
+  c.selectivity = 0.7;
+  c.cache_capacity = 10 * 4096 * 8;
+  Result<QdpReport> r = RunQdp(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectAllExact(*r);
+  EXPECT_EQ(r->threads, 18);
+  EXPECT_EQ(r->compute_threads, 12);
+  const QdpConfigResult& pd = r->configs[3];
+  EXPECT_EQ(pd.hits + pd.late_hits + pd.misses, (c.rows + c.chunk_rows - 1) / c.chunk_rows);
+  c.oversubscribe = false;
+  r = RunQdp(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--oversubscribe"), std::string::npos);
+}
+
 // Tiers this machine lacks, or that cannot hold what they are asked to, are named.
 TEST(Qdp, TiersThatDoNotExistAreRefused) {
   auto refuse = [](QdpConfig c, const char* words) {
