@@ -24,6 +24,13 @@ QdpConfig Small() {
   return c;
 }
 
+// The run is refused with an error that contains `words`.
+void Refuse(const QdpConfig& c, const char* words) {
+  Result<QdpReport> r = RunQdp(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
+}
+
 void ExpectAllExact(const QdpReport& r, std::size_t configs = 5) {
   ASSERT_EQ(r.configs.size(), configs);
   for (const QdpConfigResult& c : r.configs) {
@@ -76,41 +83,36 @@ TEST(Qdp, StorageErrorsDuringFillsNeverGiveAWrongSum) {
 }
 
 TEST(Qdp, BadParametersAreRefused) {
-  auto refuse = [](QdpConfig c, const char* words) {
-    Result<QdpReport> r = RunQdp(c);
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
-  };
   QdpConfig c = Small();
   c.chunk_rows = 1000;
-  refuse(c, "multiple of 512");
+  Refuse(c, "multiple of 512");
   c = Small();
   c.cache_capacity = 0;
-  refuse(c, "cache capacity 0");
+  Refuse(c, "cache capacity 0");
   c = Small();
   c.threads_scan_a = 64;
-  refuse(c, "more threads than cores");
+  Refuse(c, "more threads than cores");
   c = Small();
   c.configs = {"turbo"};
-  refuse(c, "configuration 'turbo'");
+  Refuse(c, "configuration 'turbo'");
   c = Small();
   c.selectivity = 2;
-  refuse(c, "selectivity");
+  Refuse(c, "selectivity");
   c = Small();
   c.data_dir = "/nonexistent/dir";
-  refuse(c, "cannot create");
+  Refuse(c, "cannot create");
   c = Small();
   c.engine = "gpu";
-  refuse(c, "--engine 'gpu'");
+  Refuse(c, "--engine 'gpu'");
   c = Small();
   c.storage_queue_depth = 0;
-  refuse(c, "--queue-depth 0");
+  Refuse(c, "--queue-depth 0");
   c = Small();
   c.storage_read_bytes = 1000;
-  refuse(c, "multiple of 4 KiB");
+  Refuse(c, "multiple of 4 KiB");
   c = Small();
   c.reuse_data = true;
-  refuse(c, "give the directory");
+  Refuse(c, "give the directory");
 }
 
 // Several groups, several threads per pipeline: each group takes every G-th chunk, each
@@ -140,23 +142,18 @@ TEST(Qdp, ManyGroupsAndThreadsPerPipelineAreExact) {
 
 // Tiers this machine lacks, or that cannot hold what they are asked to, are named.
 TEST(Qdp, TiersThatDoNotExistAreRefused) {
-  auto refuse = [](QdpConfig c, const char* words) {
-    Result<QdpReport> r = RunQdp(c);
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
-  };
   QdpConfig c = Small();
   c.b_tier = "node:99";
-  refuse(c, "--b-tier node:99");
+  Refuse(c, "--b-tier node:99");
   c = Small();
   c.cache_tier = "node:x";
-  refuse(c, "write node:N");
+  Refuse(c, "write node:N");
   c = Small();
   c.cache_tier = "storage";
-  refuse(c, "--cache-tier storage");
+  Refuse(c, "--cache-tier storage");
   c = Small();
   c.a_tier = "tape";
-  refuse(c, "--a-tier 'tape'");
+  Refuse(c, "--a-tier 'tape'");
   c = Small();
   c.cache_tier = "cxl";  // none here (unless TIERFLOW_TIERS says otherwise)
   Result<QdpReport> r = RunQdp(c);
