@@ -324,6 +324,10 @@ Status Validate(const QdpConfig& c, int cpus) {
   }
   const std::vector<std::string> known = {"baseline", "upper_limit", "prefetch",
                                           "prefetch_distributed", "all_dram"};
+  if (c.configs.empty()) {
+    return Status::Invalid("--configs is empty: name at least one of baseline, upper_limit, "
+                           "prefetch, prefetch_distributed, all_dram");
+  }
   for (const std::string& n : c.configs) {
     if (std::find(known.begin(), known.end(), n) == known.end()) {
       return Status::Invalid(fmt::format("configuration '{}': use baseline, upper_limit, prefetch, "

@@ -95,6 +95,8 @@ TEST(Qdp, BadParametersAreRefused) {
   c = Small();
   c.configs = {"turbo"};
   Refuse(c, "configuration 'turbo'");
+  c.configs = {};
+  Refuse(c, "--configs is empty");
   c = Small();
   c.selectivity = 2;
   Refuse(c, "selectivity");
