@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu/engine_fixture.h"
+#include "fixture_topology.h"
 #include "tierflow/buffer.h"
 
 namespace tierflow {
@@ -30,7 +31,7 @@ std::vector<unsigned char> Pattern(std::size_t n, unsigned seed) {
 }
 
 TEST(CpuEngine, CreateErrors) {
-  Result<Topology> xeon = Topology::FromXmlFile(std::string(TIERFLOW_FIXTURES) + "/xeon-max-9468-snc4-flat.xml");
+  Result<Topology> xeon = testing::FixtureTopology("xeon-max-9468-snc4-flat.xml");
   ASSERT_TRUE(xeon.ok());
   CpuEngineOptions o;
   o.node = 8;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fixture_topology.h"
 #include "random_bytes.h"
 #include "tierflow/copy_policy.h"
 #include "tierflow/topology.h"
@@ -26,8 +27,7 @@ DsaDiscoveryOptions Fixture(const std::string& name) {
 class XeonMaxFleet : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<Topology> t =
-        Topology::FromXmlFile(std::string(TIERFLOW_FIXTURES) + "/xeon-max-9468-snc4-flat.xml");
+    Result<Topology> t = testing::FixtureTopology("xeon-max-9468-snc4-flat.xml");
     ASSERT_TRUE(t.ok());
     topo_ = std::make_unique<Topology>(std::move(*t));
     Result<DsaInventory> inv = DsaInventory::Discover(Fixture("xeon-max-8swq"));

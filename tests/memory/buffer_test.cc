@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fixture_topology.h"
 namespace tierflow {
 namespace {
 
@@ -72,7 +73,7 @@ TEST(Buffer, OnTier) {
     Result<Buffer> hbm = Buffer::OnTier(*t, TierKind::kHbm, 0, 4096);
     EXPECT_EQ(hbm.status().code(), StatusCode::kNotFound);
   }
-  Result<Topology> xml = Topology::FromXmlFile(std::string(TIERFLOW_FIXTURES) + "/cxl-host.xml");
+  Result<Topology> xml = testing::FixtureTopology("cxl-host.xml");
   ASSERT_TRUE(xml.ok());
   Result<Buffer> remote = Buffer::OnTier(*xml, TierKind::kCxl, 0, 4096);
   EXPECT_EQ(remote.status().code(), StatusCode::kInvalidArgument);

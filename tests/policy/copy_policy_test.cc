@@ -9,6 +9,7 @@
 
 #include "cpu/engine_fixture.h"
 #include "engine/manual_engine.h"
+#include "fixture_topology.h"
 
 namespace tierflow {
 namespace {
@@ -18,8 +19,7 @@ using testing::ManualEngine;
 class XeonMaxPolicies : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<Topology> t =
-        Topology::FromXmlFile(std::string(TIERFLOW_FIXTURES) + "/xeon-max-9468-snc4-flat.xml");
+    Result<Topology> t = testing::FixtureTopology("xeon-max-9468-snc4-flat.xml");
     ASSERT_TRUE(t.ok());
     topo_ = std::make_unique<Topology>(std::move(*t));
     for (int node = 0; node < 8; ++node) {  // one engine per DDR node, as one DSA per node

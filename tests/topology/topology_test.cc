@@ -5,13 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include "fixture_topology.h"
 namespace tierflow {
 namespace {
 
-std::string Fixture(const std::string& name) { return std::string(TIERFLOW_FIXTURES) + "/" + name; }
-
 Topology Load(const std::string& name) {
-  Result<Topology> t = Topology::FromXmlFile(Fixture(name));
+  Result<Topology> t = testing::FixtureTopology(name);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return std::move(t).value();
 }
@@ -168,7 +167,7 @@ TEST(TierOverrides, FileWithCommentsAndLineNumbers) {
 
 TEST(TierOverrides, OverrideReclassifiesAndUnknownNodeFails) {
   TopologyOptions o;
-  o.xml_path = Fixture("cxl-host.xml");
+  o.xml_path = testing::FixturePath("cxl-host.xml");
   o.use_environment = false;
   o.overrides.Set(2, TierKind::kNvm);
   Result<Topology> t = Topology::Discover(o);
@@ -184,7 +183,7 @@ TEST(TierOverrides, OverrideReclassifiesAndUnknownNodeFails) {
 TEST(TierOverrides, EnvironmentVariable) {
   setenv("TIERFLOW_TIERS", "2=hbm", 1);
   TopologyOptions o;
-  o.xml_path = Fixture("cxl-host.xml");
+  o.xml_path = testing::FixturePath("cxl-host.xml");
   Result<Topology> t = Topology::Discover(o);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->node(2)->kind, TierKind::kHbm);
