@@ -43,11 +43,21 @@ struct StoredColumn {
   std::string path;
   MappedFile map;
   int fd = -1;
-  std::size_t bytes = 0;  // of the rows used (a reused file may hold more)
   ~StoredColumn() {
     if (fd >= 0) close(fd);
   }
 };
+
+// A column file as the storage tier: its mapping and a descriptor for page-cache control.
+Status OpenColumn(const std::string& path, StoredColumn& out) {
+  out.path = path;
+  out.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (out.fd < 0) return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  Result<MappedFile> m = MappedFile::Open(path);
+  if (!m.ok()) return m.status();
+  out.map = std::move(*m);
+  return Status::Ok();
+}
 
 Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v, StoredColumn& out) {
   const std::size_t bytes = v.size() * sizeof(std::uint64_t);
@@ -64,17 +74,11 @@ Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v,
   }
   // Not padded to a page: the file's length says how many rows it holds (--reuse-data checks
   // it); the storage engine reads an unaligned tail through the page cache.
-  if (fsync(fd) != 0) {
-    close(fd);
-    return Status::IoError(fmt::format("cannot finish {}: {}", path, std::strerror(errno)));
-  }
-  out.path = path;
-  out.fd = fd;
-  out.bytes = bytes;
-  Result<MappedFile> m = MappedFile::Open(path);
-  if (!m.ok()) return m.status();
-  out.map = std::move(*m);
-  return Status::Ok();
+  const bool synced = fsync(fd) == 0;
+  const int err = errno;
+  close(fd);
+  if (!synced) return Status::IoError(fmt::format("cannot finish {}: {}", path, std::strerror(err)));
+  return OpenColumn(path, out);
 }
 
 std::uint64_t ResidentPages(const StoredColumn& c) {
@@ -421,17 +425,6 @@ Status ReadColumnFile(const std::string& path, std::uint64_t rows, std::vector<s
   return Status::Ok();
 }
 
-Status OpenColumn(const std::string& path, std::uint64_t rows, StoredColumn& out) {
-  out.path = path;
-  out.bytes = rows * sizeof(std::uint64_t);
-  out.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (out.fd < 0) return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  Result<MappedFile> m = MappedFile::Open(path);
-  if (!m.ok()) return m.status();
-  out.map = std::move(*m);
-  return Status::Ok();
-}
-
 // The engines that fill the cache from memory: the CPU engine, or Intel DSA (hardware or model).
 struct MemoryEngines {
   std::unique_ptr<CpuEngine> cpu;
@@ -552,8 +545,8 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   } cleanup{dir, remove_dir};
   StoredColumn fa, fb;
   if (cfg.reuse_data) {
-    if (Status s = OpenColumn(dir + "/a.u64", rows, fa); !s.ok()) return s;
-    if (Status s = OpenColumn(dir + "/b.u64", rows, fb); !s.ok()) return s;
+    if (Status s = OpenColumn(dir + "/a.u64", fa); !s.ok()) return s;
+    if (Status s = OpenColumn(dir + "/b.u64", fb); !s.ok()) return s;
   } else {
     if (Status s = WriteColumn(dir + "/a.u64", a, fa); !s.ok()) return s;
     if (Status s = WriteColumn(dir + "/b.u64", b, fb); !s.ok()) return s;
