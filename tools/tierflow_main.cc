@@ -157,6 +157,8 @@ int main(int argc, char** argv) {
   qdp->add_option("--queue-depth", qdp_cfg.storage_queue_depth, "io_uring reads in flight")->capture_default_str();
   qdp->add_option("--read-size", qdp_read_size, "Largest io_uring read (default 1MiB)");
   qdp->add_flag("!--no-pin", qdp_cfg.pin, "Do not pin threads");
+  qdp->add_flag("!--no-huge-pages", qdp_cfg.huge_pages,
+                "Columns, mask and cache memory in 4 KiB pages (default: transparent huge pages)");
   qdp->add_flag("--oversubscribe", qdp_cfg.oversubscribe, "Allow more computing threads than CPUs (exact sums, meaningless times)");
   qdp->add_flag("--json", qdp_opts.json, "JSON output");
   qdp->add_flag("--compare-duckdb", qdp_opts.compare_duckdb, "Time the same query in DuckDB (project venv) and check its sum");

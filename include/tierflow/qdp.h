@@ -57,6 +57,7 @@ struct QdpConfig {
   std::size_t storage_read_bytes = std::size_t{1} << 20;  // largest single read
   std::vector<std::string> configs = {"baseline", "upper_limit", "prefetch",
                                        "prefetch_distributed", "all_dram"};
+  bool huge_pages = true;           // transparent huge pages for columns, mask and cache memory
   int inject_storage_errors = 0;   // fail this many storage reads per iteration (tests)
 };
 
@@ -79,6 +80,11 @@ struct QdpConfigResult {
   std::uint64_t cache_peak_bytes = 0;
   std::uint64_t resident_pages_at_start = 0;  // column pages in the page cache before (must be 0)
   std::vector<double> times_ms;
+  // The floor (b moved from the slow tier, see QdpReport) measured right before each timed
+  // iteration, and time_ms_median / the median of those: the time against the floor the slow
+  // tier offered while this configuration ran.
+  std::vector<double> floor_ms;
+  double vs_floor = 0;
 };
 
 struct QdpReport {
@@ -89,12 +95,12 @@ struct QdpReport {
   std::string slow_tier, fast_tier, distributed_a_tier;  // as resolved ("storage", "node 0 (dram)")
   std::string fill_engine;       // what filled from memory ("cpu", "dsa", "dsa-model")
   bool fills_on_model = false;   // memory fills ran on the DSA device model
-  // The slow tier's bandwidth for b, measured in the same run into the cache's memory, before
-  // every configuration and twice after the last (the best counts): storage: large direct
-  // reads of b's file, cold; memory: the fill engine copying b to the fast tier.
+  // The slow tier's bandwidth for b, measured in the same run into the cache's memory right
+  // before every timed iteration of every configuration (the best counts): storage: large
+  // direct reads of b's file, cold; memory: the fill engine copying b to the fast tier.
   double storage_gbps = 0;
   double storage_floor_ms = 0;   // b's bytes / storage_gbps: prefetch_distributed's floor
-  std::vector<double> floor_samples_ms;
+  std::vector<double> floor_samples_ms;  // every sample, in the order taken
   std::uint64_t fast_tier_peak_bytes = 0;
   std::uint64_t cache_capacity_bytes = 0;
   int threads = 0;          // every pipeline's threads

@@ -17,7 +17,7 @@ void* NodeArena::Allocate(std::size_t size, Status* error) {
       return c->buffer.data() + off;
     }
   }
-  Result<Buffer> b = Buffer::OnNode(node_, std::max(chunk_, need));
+  Result<Buffer> b = Buffer::OnNode(node_, std::max(chunk_, need), options_);
   if (!b.ok()) {
     *error = b.status();
     return nullptr;
@@ -72,7 +72,7 @@ Status NodeArena::Reserve(std::size_t bytes) {
   const std::size_t before = chunks_.size();
   while (have < bytes) {
     const std::size_t size = Round(std::min(chunk_, bytes - have));
-    Result<Buffer> b = Buffer::OnNode(node_, size);
+    Result<Buffer> b = Buffer::OnNode(node_, size, options_);
     if (!b.ok()) {
       chunks_.resize(before);  // give back what this call took
       return b.status();

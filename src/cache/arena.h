@@ -16,8 +16,12 @@ namespace tierflow::cache {
 
 class NodeArena {
  public:
-  // `chunk`: how much to take from the kernel at a time (larger blocks get a chunk of their own).
-  NodeArena(int node, std::size_t chunk) : node_(node), chunk_(chunk) {}
+  // `chunk`: how much to take from the kernel at a time (larger blocks get a chunk of their own);
+  // `options`: how each chunk is allocated (huge pages; chunks are always prefaulted).
+  NodeArena(int node, std::size_t chunk, AllocOptions options = {})
+      : node_(node), chunk_(chunk), options_(options) {
+    options_.prefault = true;
+  }
 
   // A block of at least `size` bytes, 64-byte aligned, or null with `*error` set when the node
   // has no memory for another chunk.
@@ -38,6 +42,7 @@ class NodeArena {
   };
   int node_;
   std::size_t chunk_;
+  AllocOptions options_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Chunk>> chunks_;
 };

@@ -162,12 +162,12 @@ struct IterationResult {
 
 // One run of the query: G groups, each with its SCAN_a, SCAN_b (when prefetching) and
 // AGGREGATE threads; group g handles chunks g, g+G, ...; within a group each pipeline's
-// threads take chunks from a shared counter.
+// threads take chunks from a shared counter. `mask` has a byte per row (both loops
+// vectorise); SCAN_a writes a chunk's bytes before AGGREGATE may read them.
 IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
-                         OffloadCache* cache, const std::vector<int>& cpus) {
+                         OffloadCache* cache, const std::vector<int>& cpus, std::uint8_t* mask) {
   const std::uint64_t rows = cfg.rows, C = cfg.chunk_rows;
   const std::uint64_t chunks = (rows + C - 1) / C;
-  std::vector<std::uint8_t> mask(rows);  // one byte per row: both loops vectorise
   auto ready = std::make_unique<std::atomic<std::uint32_t>[]>(chunks);
   const int G = cfg.groups;
   struct GroupCounters {
@@ -187,7 +187,7 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
   auto scan_a = [&](int g, ThreadTimes& t) {
     for (std::uint64_t j; (j = next[g].a.fetch_add(1)), chunk_of(g, j) < chunks;) {
       const std::uint64_t k = chunk_of(g, j), base = k * C, n = std::min(C, rows - base);
-      Filter(l.a + base, n, x, mask.data() + base);
+      Filter(l.a + base, n, x, mask + base);
       ready[k].store(1, std::memory_order_release);
       if (l.a_slow) t.slow_bytes += n * sizeof(std::uint64_t);
     }
@@ -226,7 +226,7 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
         if (e.valid()) b = static_cast<const std::uint64_t*>(e.data());
       }
       while (ready[k].load(std::memory_order_acquire) == 0) std::this_thread::yield();
-      sum += Sum(b, mask.data() + base, n);
+      sum += Sum(b, mask + base, n);
       if (l.b_slow && b == l.b + base) t.slow_bytes += n * sizeof(std::uint64_t);
     }
     t.sum = sum;
@@ -278,6 +278,15 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
   }
   r.pipelines = {busy[0], busy[1], busy[2]};
   return r;
+}
+
+// Rows first_row .. first_row+n-1 of a column with their values, as one number: sum of
+// value * (2 * row + 1) mod 2^64. Pieces add up to the whole column's, and a value in the wrong
+// row changes it but for a coincidence of powers of two (the weights differ).
+std::uint64_t Fingerprint(const std::uint64_t* v, std::uint64_t n, std::uint64_t first_row) {
+  std::uint64_t f = 0;
+  for (std::uint64_t i = 0; i < n; ++i) f += v[i] * (2 * (first_row + i) + 1);
+  return f;
 }
 
 double Median(std::vector<double> v) {
@@ -519,6 +528,7 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
     }
     wide += a[i] < x ? b[i] : 0;
   }
+  const std::uint64_t b_fingerprint = Fingerprint(b.data(), rows, 0);
   if (wide >> 64 != 0) {
     return Status::Invalid("SUM(b) over these rows does not fit 64 bits: use fewer rows, smaller "
                            "values of b, or a lower selectivity");
@@ -553,12 +563,17 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   }
 
   // Every configuration's columns, placed before the first query: one copy per (column, node).
+  // The columns, the mask and the cache's memory are large and streamed: transparent huge pages
+  // unless turned off (fewer TLB misses for the loops, fewer pages for the kernel to pin for
+  // each direct read: prefetch_distributed ran 3-10 % faster with them here).
+  AllocOptions big;
+  if (cfg.huge_pages) big.huge_pages = HugePages::kTransparent;
   const std::size_t bytes = rows * sizeof(std::uint64_t);
   std::map<std::pair<char, int>, Buffer> placed;
   auto column_on = [&](char col, int on) -> Result<const std::uint64_t*> {
     auto it = placed.find({col, on});
     if (it == placed.end()) {
-      Result<Buffer> buf = Buffer::OnNode(on, bytes);
+      Result<Buffer> buf = Buffer::OnNode(on, bytes, big);
       if (!buf.ok()) return buf.status();
       std::memcpy(buf->data(), (col == 'a' ? a : b).data(), bytes);
       it = placed.emplace(std::make_pair(col, on), std::move(*buf)).first;
@@ -636,67 +651,89 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   // so all of them pay the same.
   const std::size_t arena_chunk = std::max<std::size_t>(
       std::size_t{1} << 20, std::min<std::size_t>(report.cache_capacity_bytes, 64 << 20));
-  cache::NodeArena arena(fast->node, arena_chunk);
+  cache::NodeArena arena(fast->node, arena_chunk, big);
   if (Status s = arena.Reserve(report.cache_capacity_bytes); !s.ok()) {
     return Status(s.code(), fmt::format("the cache's {} bytes on {}: {}", report.cache_capacity_bytes,
                                         fast->label, s.message()));
   }
 
+  // The filter's mask, one byte per row on the CPUs' node, made once: a buffer allocated and
+  // freed by every iteration would hand memory back to the host and fault it in again.
+  Result<Buffer> mask = Buffer::OnNode(node->os_index, rows, big);
+  if (!mask.ok()) return mask.status();
+
   // The floor: b moved from the slow tier into that memory by what a fill would use (the plan
   // PlanFill makes: large direct reads of the cold file on storage, the fill engine on memory),
-  // in pieces of an arena chunk, as many in flight as the capacity holds. Measured before
-  // every configuration and twice after the last; the best is the floor (this VM's storage
-  // varies between runs seconds apart, e.g. while the host takes back freed memory).
-  std::vector<void*> blocks;
-  const std::size_t piece = std::min(arena_chunk, bytes);
-  for (std::size_t held = 0; held + piece <= std::max(report.cache_capacity_bytes, piece) &&
-                             blocks.size() * piece < bytes;
-       held += piece) {
-    Status err;
-    void* p = arena.Allocate(piece, &err);
-    if (p == nullptr) return err;
-    blocks.push_back(p);
-  }
+  // in pieces of an arena chunk, as many in flight as the capacity holds. It is measured right
+  // before every timed iteration, in the pages that iteration's cache then fills (taken from
+  // the arena and given back), so each query has a floor taken under the same conditions: this
+  // VM's storage varies 2-3x between reads seconds apart. Checked untimed against b's
+  // fingerprint (not against the file, which would fault b into the page cache).
+  const std::size_t piece = std::min({arena_chunk, bytes, report.cache_capacity_bytes});
+  const std::size_t pieces_in_flight = std::max<std::size_t>(1, report.cache_capacity_bytes / piece);
   const auto* b_src = reinterpret_cast<const std::byte*>(on.b_slow);
-  auto measure_floor = [&]() -> Status {
-    const CopyPolicy policy;
-    if (slow->storage) {
-      if (Status s = MakeCold(fb); !s.ok()) return s;
+  auto measure_floor = [&]() -> Result<double> {
+    std::vector<void*> blocks;
+    auto give_back = [&] {
+      for (void* p : blocks) arena.Free(p, piece);
+    };
+    for (std::size_t i = 0; i < pieces_in_flight && i * piece < bytes; ++i) {
+      Status err;
+      void* p = arena.Allocate(piece, &err);
+      if (p == nullptr) {
+        give_back();
+        return err;
+      }
+      blocks.push_back(p);
     }
-    double busy_s = 0;  // the verification between rounds is not counted
-    for (std::size_t round = 0; round < bytes; round += blocks.size() * piece) {
+    const CopyPolicy policy;
+    double busy_s = 0;  // the check between rounds is not counted
+    std::uint64_t fingerprint = 0;
+    Status failed;
+    for (std::size_t round = 0; round < bytes && failed.ok(); round += blocks.size() * piece) {
+      if (slow->storage) {
+        if (Status s = MakeCold(fb); !s.ok()) {
+          failed = s;
+          break;
+        }
+      }
       const auto t0 = Clock::now();
       std::vector<Handle> handles;
-      for (std::size_t i = 0; i < blocks.size() && round + i * piece < bytes; ++i) {
+      for (std::size_t i = 0; i < blocks.size() && round + i * piece < bytes && failed.ok(); ++i) {
         const std::size_t off = round + i * piece, n = std::min(piece, bytes - off);
         Result<std::vector<CopyPart>> parts = PlanFill(
             policy, *topo, engines, b_src + off, slow->storage ? node->os_index : slow->node, fast->node, n);
-        if (!parts.ok()) return parts.status();
-        Result<Handle> h = SubmitParts(Operation::Copy(blocks[i], b_src + off, n), *parts);
-        if (!h.ok()) return h.status();
+        Result<Handle> h = parts.ok() ? SubmitParts(Operation::Copy(blocks[i], b_src + off, n), *parts)
+                                      : Result<Handle>(parts.status());
+        if (!h.ok()) {
+          failed = h.status();
+          break;
+        }
         handles.push_back(std::move(*h));
       }
+      // Every submitted read finishes before its memory is given back; sleeping, as the cache
+      // waits (a polling waiter would take a CPU from the completions).
       for (Handle& h : handles) {
-        if (Status s = h.Wait(); !s.ok()) return s;
+        if (Status s = h.Wait(WaitMode::kBlock); !s.ok() && failed.ok()) failed = s;
       }
       busy_s += std::chrono::duration<double>(Clock::now() - t0).count();
-      for (std::size_t i = 0; i < handles.size(); ++i) {
+      for (std::size_t i = 0; i < handles.size() && failed.ok(); ++i) {
         const std::size_t off = round + i * piece, n = std::min(piece, bytes - off);
-        if (std::memcmp(blocks[i], fb.map.data() + off, n) != 0) {
-          return Status(StatusCode::kInternal, "b as read from the slow tier differs from its file");
-        }
-      }
-      if (slow->storage) {
-        if (Status s = MakeCold(fb); !s.ok()) return s;  // the check read pages in
+        fingerprint += Fingerprint(static_cast<const std::uint64_t*>(blocks[i]), n / sizeof(std::uint64_t),
+                                   off / sizeof(std::uint64_t));
       }
     }
-    report.floor_samples_ms.push_back(busy_s * 1e3);
-    return Status::Ok();
+    give_back();
+    if (!failed.ok()) return failed;
+    if (fingerprint != b_fingerprint) {
+      return Status(StatusCode::kInternal, "b as read from the slow tier differs from b: the floor "
+                                           "measurement read wrong data; please report this");
+    }
+    return busy_s * 1e3;
   };
 
   double baseline_ms = 0;
   for (const std::string& name : cfg.configs) {
-    if (Status s = measure_floor(); !s.ok()) return s;
     Layout l;
     if (name == "baseline") l = {on.a_slow, on.b_slow, false};
     if (name == "upper_limit") l = {on.a_slow, on.b_fast, false};
@@ -731,6 +768,13 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
         return cleared.status();
       }
       (*cache)->ResetStats();
+      double floor_ms = 0;
+      if (it >= cfg.warmup) {  // in the memory the cache just gave back
+        Result<double> f = measure_floor();
+        if (!f.ok()) return f.status();
+        floor_ms = *f;
+        report.floor_samples_ms.push_back(floor_ms);
+      }
       if (slow->storage) {  // cold: no page of either column file in the page cache
         for (StoredColumn* c : {&fa, &fb}) {
           if (Status s = MakeCold(*c); !s.ok()) return s;
@@ -739,7 +783,7 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       }
       const IoUringEngineStats before = (*uring)->stats();
       if (cfg.inject_storage_errors > 0) (*uring)->InjectReadErrors(cfg.inject_storage_errors, EIO);
-      IterationResult r = RunQuery(cfg, l, x, cache->get(), cpus);
+      IterationResult r = RunQuery(cfg, l, x, cache->get(), cpus, reinterpret_cast<std::uint8_t*>(mask->data()));
       (*uring)->InjectReadErrors(0, 0);
       (*cache)->WaitForFills();
       if (r.sum != expected) {
@@ -754,6 +798,7 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       peak = std::max(peak, cs.peak_bytes);
       if (it < cfg.warmup) continue;
       res.times_ms.push_back(r.ms);
+      res.floor_ms.push_back(floor_ms);
       sa.push_back(r.pipelines.scan_a_ms);
       sb.push_back(r.pipelines.scan_b_ms);
       ag.push_back(r.pipelines.aggregate_ms);
@@ -773,16 +818,14 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       res.bytes_to_fast_tier = cs.bytes_filled;
     }
     res.time_ms_median = Median(res.times_ms);
+    const double floor_median = Median(res.floor_ms);
+    res.vs_floor = floor_median > 0 ? res.time_ms_median / floor_median : 0;
     res.pipelines = {Median(sa), Median(sb), Median(ag)};
     res.cache_peak_bytes = peak;
     report.fast_tier_peak_bytes = std::max(report.fast_tier_peak_bytes, peak);
     if (name == "baseline") baseline_ms = res.time_ms_median;
     report.configs.push_back(res);
   }
-  for (int rep = 0; rep < 2; ++rep) {
-    if (Status s = measure_floor(); !s.ok()) return s;
-  }
-  for (void* p : blocks) arena.Free(p, piece);
   report.storage_floor_ms = *std::min_element(report.floor_samples_ms.begin(), report.floor_samples_ms.end());
   report.storage_gbps = static_cast<double>(bytes) / (report.storage_floor_ms * 1e-3) / 1e9;
   for (QdpConfigResult& r : report.configs) {

@@ -4,9 +4,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -31,13 +33,27 @@ void Refuse(const QdpConfig& c, const char* words) {
   EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Every sum exact, every iteration cold, and a floor sample beside every timed iteration.
 void ExpectAllExact(const QdpReport& r, std::size_t configs = 5) {
   ASSERT_EQ(r.configs.size(), configs);
+  std::size_t samples = 0;
   for (const QdpConfigResult& c : r.configs) {
     EXPECT_EQ(c.sum, r.expected_sum) << c.name;
     EXPECT_EQ(c.resident_pages_at_start, 0u) << c.name << " did not start cold";
     EXPECT_GT(c.time_ms_median, 0) << c.name;
+    ASSERT_EQ(c.floor_ms.size(), c.times_ms.size()) << c.name;
+    for (double f : c.floor_ms) EXPECT_GT(f, 0) << c.name;
+    EXPECT_DOUBLE_EQ(c.vs_floor, c.time_ms_median / Median(c.floor_ms)) << c.name;
+    samples += c.floor_ms.size();
   }
+  ASSERT_EQ(r.floor_samples_ms.size(), samples);
+  EXPECT_DOUBLE_EQ(r.storage_floor_ms, *std::min_element(r.floor_samples_ms.begin(), r.floor_samples_ms.end()));
+  EXPECT_GT(r.storage_gbps, 0);
 }
 
 TEST(Qdp, ExactSumsForSelectivitiesAndSeeds) {
@@ -63,11 +79,21 @@ TEST(Qdp, ExactSumsForSelectivitiesAndSeeds) {
 TEST(Qdp, CacheSmallerThanBStillExactAndWithinCapacity) {
   QdpConfig c = Small();
   c.rows = 300000;
-  c.cache_capacity = 4 * 4096 * 8;  // four chunks of b's 74
+  c.cache_capacity = 4 * 4096 * 8;  // four chunks of b's 74 (the floor reads b in 19 rounds)
+  c.iterations = 2;
   Result<QdpReport> r = RunQdp(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectAllExact(*r);
   EXPECT_LE(r->fast_tier_peak_bytes, r->cache_capacity_bytes);
+}
+
+TEST(Qdp, FourKibPagesGiveTheSameSums) {
+  QdpConfig c = Small();
+  c.huge_pages = false;
+  c.iterations = 3;
+  Result<QdpReport> r = RunQdp(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectAllExact(*r);
 }
 
 TEST(Qdp, StorageErrorsDuringFillsNeverGiveAWrongSum) {

@@ -39,14 +39,30 @@ class JsonContract(unittest.TestCase):
             self.assertEqual(c["resident_pages_at_start"], 0, c["name"] + " started warm")
             self.assertGreaterEqual(c["hit_rate"], 0)
             self.assertLessEqual(c["hit_rate"], 1)
+            # a floor beside every timed iteration; the ratio is of the two medians
+            self.assertEqual(len(c["floor_ms"]), len(c["times_ms"]), c["name"])
+            floors = sorted(c["floor_ms"])
+            self.assertAlmostEqual(c["vs_floor"], c["time_ms_median"] / floors[len(floors) // 2])
         self.assertEqual(doc["configs"][0]["speedup"], 1.0)
         self.assertGreater(doc["storage_floor_ms"], 0)
+        self.assertEqual(doc["storage_floor_ms"], min(doc["floor_samples_ms"]))
+        self.assertEqual(len(doc["floor_samples_ms"]), sum(len(c["times_ms"]) for c in doc["configs"]))
+        self.assertEqual(doc["prefetch_distributed_vs_floor"], doc["configs"][3]["vs_floor"])
+        self.assertAlmostEqual(doc["prefetch_distributed_vs_best_floor"],
+                               doc["configs"][3]["time_ms_median"] / doc["storage_floor_ms"])
+        self.assertTrue(doc["huge_pages"])
         self.assertLessEqual(doc["fast_tier_peak_bytes"], doc["cache_capacity_bytes"])
         self.assertEqual(doc["slow_tier"], "storage")
         self.assertNotIn("duckdb_ms_median", doc)
         prefetched = doc["configs"][3]
         self.assertEqual(prefetched["hits"] + prefetched["late_hits"] + prefetched["misses"],
                          (100000 + 4095) // 4096)
+
+    def test_four_kib_pages_on_request(self):
+        doc = json.loads(qdp("--rows", "20000", *SMALL, "--configs", "prefetch_distributed",
+                             "--no-huge-pages", "--json").stdout)
+        self.assertFalse(doc["huge_pages"])
+        self.assertEqual(doc["configs"][0]["sum"], doc["expected_sum"])
 
     def test_speedup_is_null_without_a_baseline(self):
         doc = json.loads(qdp("--rows", "20000", *SMALL, "--configs", "all_dram", "--json").stdout)
