@@ -565,7 +565,7 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   // Every configuration's columns, placed before the first query: one copy per (column, node).
   // The columns, the mask and the cache's memory are large and streamed: transparent huge pages
   // unless turned off (fewer TLB misses for the loops, fewer pages for the kernel to pin for
-  // each direct read: prefetch_distributed ran 3-10 % faster with them here).
+  // each direct read; all_dram ran 3-10 % faster with them here).
   AllocOptions big;
   if (cfg.huge_pages) big.huge_pages = HugePages::kTransparent;
   const std::size_t bytes = rows * sizeof(std::uint64_t);
