@@ -14,8 +14,24 @@
 //    least recently used first; if that is not enough the access reports "not cached" (data()
 //    is the source) and the cache stays within its capacity. An entry's memory is freed when it
 //    has left the cache and its last CacheEntry is gone, never before.
-//  - Mutable data: MarkDirty() and WriteBack() copy a modified entry back to its source;
-//    invalidating a dirty entry requires a choice (write back or discard).
+//  - Mutable data (the dirty-data contract): modify an entry through mutable_data(), then call
+//    MarkDirty(). From the moment MarkDirty returns ok until the modification is written back
+//    (WriteBack, Invalidate/Clear with kWriteBack, an access that needs the range, or the
+//    cache's destruction) or explicitly discarded (kDiscard), the cache keeps it: a dirty entry
+//    is never evicted or flushed, Invalidate/Clear with kRefuse refuse it, and no path copies
+//    anything but a complete cached copy over a source.
+//      * An Access returns data that includes every modification acknowledged (MarkDirty
+//        returned ok) before it: a range inside a dirty entry is served from that entry; a
+//        range that only overlaps one is filled after that entry has been written back.
+//      * Marking an entry dirty (or writing it back) takes every other entry overlapping its
+//        range out of the cache, because their copies no longer match. Holders keep such
+//        entries readable: a CacheEntry you hold is the data as of its fill plus what was
+//        modified through it, not a live view of modifications made through other entries.
+//      * An entry that has left the cache (Invalidate, Clear, a modification through an
+//        overlapping entry, the cache's destruction) can no longer be marked dirty or written
+//        back: MarkDirty and WriteBack say so, and the modification is not acknowledged.
+//      * Modifications made while a write-back of the same entry runs need another MarkDirty
+//        afterwards (the entry then stays dirty); the cache never merges two entries' bytes.
 //
 // Thread safety: every member of OffloadCache and CacheEntry may be called from any thread.
 // A hit takes no exclusive lock and writes no cache line shared with other readers of other
@@ -122,11 +138,19 @@ class CacheEntry {
   bool WeakWait() const;
   int node() const;  // where the copy lives
 
-  // The cached copy has been modified: it must be written back or explicitly discarded.
-  void MarkDirty() const;
+  // Acknowledges a modification of the cached copy (made through mutable_data()): from now on
+  // the cache writes it back or refuses to drop it (see the dirty-data contract above).
+  // Other entries overlapping this one leave the cache. Errors (nothing is marked, the
+  // modification is not acknowledged): an empty entry; not cached (filling, failed, no room:
+  // there is no copy to modify); the entry has left the cache (the message says how).
+  Status MarkDirty() const;
+  // Modifications acknowledged and not yet written back or discarded.
   bool dirty() const;
-  // Copies the cached range back to the source through the cache's engines; clears the dirty
-  // mark when that copy has completed. Errors: not cached (nothing to write back).
+  // Copies the cached range back to the source through the cache's engines (recording a
+  // modification first, as MarkDirty does); the entry is clean once that copy has completed,
+  // unless MarkDirty was called again meanwhile. Errors: those of MarkDirty; the copy's
+  // error through the handle (a source that is not writable, for example), with the entry
+  // still dirty.
   Result<Handle> WriteBack() const;
 
  private:
@@ -145,17 +169,21 @@ class OffloadCache {
   // Errors: no engines, a capacity for a node the topology lacks, an allocator with only one of
   // allocate/free. `topology` must describe this system and outlive the cache.
   static Result<std::unique_ptr<OffloadCache>> Create(const Topology& topology, CacheConfig config);
-  // Waits for fills in flight (they read the sources), writes nothing back (dirty entries are
-  // lost: invalidate them with kWriteBack first), frees what no CacheEntry holds; entries still
-  // held keep their memory until released.
+  // Waits for fills in flight (they read the sources), writes dirty entries back and waits for
+  // that (a write-back that fails here cannot be reported, and its modifications are lost:
+  // call Clear(DirtyEntries::kWriteBack) first to see errors), frees what no CacheEntry
+  // holds; entries still held keep their memory until released. The engines must outlive the
+  // cache.
   ~OffloadCache();
   OffloadCache(const OffloadCache&) = delete;
   OffloadCache& operator=(const OffloadCache&) = delete;
 
   // The entry for [src, src+size): an existing one that contains it, or a new one whose fill is
-  // submitted now. Errors (nothing cached, nothing submitted): null src, size 0, a range that
-  // wraps, a placement outside the topology. Lack of room is not an error: the entry then
-  // reads from the source and Wait() says why.
+  // submitted now (after writing back dirty entries the range overlaps, and waiting for that).
+  // Errors (nothing cached, nothing submitted): null src, size 0, a range that wraps, a
+  // placement outside the topology, a failed write-back of an overlapping dirty entry (which
+  // stays dirty). Lack of room is not an error: the entry then reads from the source and
+  // Wait() says why.
   Result<CacheEntry> Access(const void* src, std::size_t size);
   // An existing entry only: never submits. Empty entry (valid() false) when none.
   CacheEntry WeakAccess(const void* src, std::size_t size);
@@ -165,8 +193,14 @@ class OffloadCache {
   Result<std::size_t> Prefetch(std::span<const std::pair<const void*, std::size_t>> ranges);
 
   // Removes every entry overlapping [src, src+size) (size 0: the entries starting at src).
-  // Dirty entries follow `dirty`; with kRefuse the first dirty one fails the call and nothing
-  // is removed. Returns how many entries were removed.
+  // Dirty entries follow `dirty`: with kRefuse the first dirty one fails the call and nothing
+  // is removed; with kWriteBack they are written back first (entries marked dirty while that
+  // runs are written back too) and a failed write-back fails the call with nothing removed
+  // and the modifications kept; kDiscard drops the modifications. The check and the removal
+  // are atomic with respect to MarkDirty: a MarkDirty that returned ok before is honoured, and
+  // one that comes after finds the entry gone and says so. Fills of removed entries still in
+  // flight are waited for: once the call returns, no engine reads the range for them (the
+  // source may change). Returns how many entries were removed.
   Result<std::size_t> Invalidate(const void* src, std::size_t size,
                                  DirtyEntries dirty = DirtyEntries::kRefuse);
   // Drops every entry no CacheEntry holds and whose fill has finished (dirty ones are kept).
@@ -175,8 +209,8 @@ class OffloadCache {
   // follow `dirty` as in Invalidate.
   Result<std::size_t> Clear(DirtyEntries dirty = DirtyEntries::kRefuse);
 
-  // Waits until every fill submitted before the call has finished (including fills of entries
-  // invalidated meanwhile: they still read their sources).
+  // Waits until every fill and write-back submitted before the call has finished (including
+  // fills of entries invalidated meanwhile: they still read their sources).
   void WaitForFills() const;
 
   std::vector<CacheNodeStats> stats() const;

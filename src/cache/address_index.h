@@ -37,6 +37,19 @@ class AddressIndex {
       }
     }
   }
+  // Points `key` at `value`, replacing the value it had (Insert would add a second slot).
+  void Assign(std::uintptr_t key, Value* value) {
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = Hash(key) & mask;; i = (i + 1) & mask) {
+      Slot& s = slots_[i];
+      if (s.key == key && s.value != nullptr) {
+        s.value = value;
+        return;
+      }
+      if (s.key == kEmpty) break;
+    }
+    Insert(key, value);
+  }
   // Leaves a tombstone (key kept, value null) so that probes continue past it.
   void Erase(std::uintptr_t key) {
     const std::size_t mask = slots_.size() - 1;

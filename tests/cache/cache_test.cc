@@ -185,7 +185,7 @@ TEST_F(CpuCache, DirtyEntriesNeedAChoice) {
   CacheEntry e = Take(cache_->Access(src.data(), src.size()));
   ASSERT_TRUE(e.Wait().ok());
   static_cast<unsigned char*>(e.mutable_data())[10] ^= 0xff;
-  e.MarkDirty();
+  ASSERT_TRUE(e.MarkDirty().ok());
   Result<std::size_t> refused = cache_->Invalidate(src.data(), src.size());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("dirty"), std::string::npos);
@@ -197,14 +197,14 @@ TEST_F(CpuCache, DirtyEntriesNeedAChoice) {
   CacheEntry f = Take(cache_->Access(src.data(), src.size()));
   ASSERT_TRUE(f.Wait().ok());
   static_cast<unsigned char*>(f.mutable_data())[20] ^= 0xff;
-  f.MarkDirty();
+  ASSERT_TRUE(f.MarkDirty().ok());
   ASSERT_TRUE(cache_->Invalidate(src.data(), src.size(), DirtyEntries::kDiscard).ok());
   EXPECT_EQ(src[20], original[20]) << "discarded";
 
   CacheEntry g = Take(cache_->Access(src.data(), src.size()));
   ASSERT_TRUE(g.Wait().ok());
   static_cast<unsigned char*>(g.mutable_data())[30] ^= 0xff;
-  g.MarkDirty();
+  ASSERT_TRUE(g.MarkDirty().ok());
   Result<Handle> wb = g.WriteBack();
   ASSERT_TRUE(wb.ok());
   ASSERT_TRUE(wb->Wait().ok());

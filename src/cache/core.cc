@@ -1,0 +1,375 @@
+#include "cache/core.h"
+
+#include <algorithm>
+#include <climits>
+#include <mutex>
+#include <shared_mutex>
+
+#include <fmt/format.h>
+
+#include "common/futex.h"
+#include "engine/op_state.h"
+#include "tierflow/buffer.h"
+
+namespace tierflow {
+
+namespace detail {
+
+void CacheEntryState::Unref() {
+  if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (mem != nullptr) {
+    core->Free(*node, mem, size);
+    node->used.fetch_sub(charged, std::memory_order_relaxed);
+  }
+  delete this;
+}
+
+void CacheEntryState::Finish(cache::Phase p, Status s) {
+  status = std::move(s);
+  phase.store(p, std::memory_order_release);
+  FutexWake(&phase, INT_MAX);
+}
+
+const Status& CacheEntryState::AwaitFill() const {
+  for (;;) {
+    const std::uint32_t p = phase.load(std::memory_order_acquire);
+    if (cache::IsFinal(p)) return status;
+    if (p == cache::kSubmitted) {
+      // The callback sets the final phase before the handle reports completion.
+      (void)fill.Wait(core->config.wait_mode);
+      continue;
+    }
+    FutexWait(const_cast<std::atomic<std::uint32_t>*>(&phase), cache::kClaimed);  // until submitted
+  }
+}
+
+}  // namespace detail
+
+namespace cache {
+
+namespace {
+
+std::string RangeText(const detail::CacheEntryState* e) {
+  return fmt::format("[{}, +{})", static_cast<const void*>(e->src), e->size);
+}
+
+// Write-backs of one entry run one at a time (see CacheEntryState::writing_back).
+void BeginWriteBack(detail::CacheEntryState* e) {
+  for (std::uint32_t busy = 0; !e->writing_back.compare_exchange_weak(
+           busy, 1, std::memory_order_acquire, std::memory_order_relaxed);
+       busy = 0) {
+    if (busy != 0) FutexWait(&e->writing_back, busy);  // until the one in flight completes
+  }
+}
+
+// Waits until no write-back of the entry is in flight.
+void AwaitWriteBack(detail::CacheEntryState* e) {
+  for (std::uint32_t busy = e->writing_back.load(std::memory_order_acquire); busy != 0;
+       busy = e->writing_back.load(std::memory_order_acquire)) {
+    FutexWait(&e->writing_back, busy);
+  }
+}
+
+Handle CompletedHandle() {
+  detail::OpState* state = detail::AcquireOpState();
+  detail::CompletePart(state, 0);  // the submission guard: the operation is complete
+  return Handle(state);
+}
+
+void EndWriteBack(detail::CacheEntryState* e) {
+  e->writing_back.store(0, std::memory_order_release);
+  FutexWake(&e->writing_back, INT_MAX);
+}
+
+}  // namespace
+
+void* Core::Allocate(NodeState& n, std::size_t size, Status* error) {
+  if (config.allocator.allocate) {
+    void* p = config.allocator.allocate(size, n.id);
+    if (p == nullptr) *error = Status::OutOfMemory("the cache's allocator returned null");
+    return p;
+  }
+  return n.arena->Allocate(size, error);
+}
+
+void Core::Free(NodeState& n, void* p, std::size_t size) {
+  if (config.allocator.free) {
+    config.allocator.free(p, size, n.id);
+  } else {
+    n.arena->Free(p, size);
+  }
+}
+
+void Core::CopyDone() {
+  if (copies_in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    FutexWake(&copies_in_flight, INT_MAX);
+  }
+}
+
+void Core::WaitForCopies() const {
+  // Counted, not looked up: a fill whose entry was already invalidated still reads its source.
+  const std::atomic<std::uint32_t>& n = copies_in_flight;
+  for (std::uint32_t v = n.load(std::memory_order_acquire); v != 0; v = n.load(std::memory_order_acquire)) {
+    FutexWait(const_cast<std::atomic<std::uint32_t>*>(&n), v);
+  }
+}
+
+// --- the index -------------------------------------------------------------------------------
+
+void Core::IndexLocked(Entry* e) {
+  index.Insert(e);
+  e->indexed.store(true, std::memory_order_relaxed);
+  e->node->entries.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Core::RemoveLocked(Entry* e) {
+  index.Erase(e);
+  e->indexed.store(false, std::memory_order_relaxed);
+  e->node->entries.fetch_sub(1, std::memory_order_relaxed);
+  // Holders in the per-thread tables now keep the entry through its shared count.
+  holds.Detach(e, [e](long n) {
+    if (n >= 0) {
+      e->refs.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+    } else {
+      e->refs.fetch_sub(static_cast<std::uint32_t>(-n), std::memory_order_relaxed);
+    }
+  });
+  e->Unref();
+}
+
+std::vector<Core::Entry*> Core::TargetsLocked(std::uintptr_t p, std::size_t n, bool all) const {
+  std::vector<Entry*> out;
+  auto add = [&out](Entry* e) { out.push_back(e); };
+  if (all) {
+    index.ForEach(add);
+  } else {
+    index.ForEachOverlapping(p, n, add);
+  }
+  return out;
+}
+
+// Evicts unreferenced, finished, clean entries of `node`, least recently used first, until
+// `need` more bytes fit in its capacity (or, with `one_more`, at least one entry). Returns
+// whether anything was evicted.
+bool Core::EvictLocked(NodeState& node, std::size_t need, bool one_more) {
+  std::vector<std::pair<std::uint64_t, Entry*>> victims;
+  index.ForEach([&](Entry* e) {
+    if (e->node != &node || e->refs.load(std::memory_order_acquire) != 1 ||
+        !IsFinal(e->phase.load(std::memory_order_acquire)) || e->dirty()) {
+      return;
+    }
+    victims.emplace_back(e->last_use.load(std::memory_order_relaxed), e);
+  });
+  std::sort(victims.begin(), victims.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  bool any = false;
+  for (const auto& [use, e] : victims) {
+    const bool fits = node.used.load(std::memory_order_relaxed) + need <=
+                      node.capacity.load(std::memory_order_relaxed);
+    if (fits && (!one_more || any)) break;
+    if (holds.Held(e)) continue;  // a hit holds it through its table
+    RemoveLocked(e);
+    node.evictions.fetch_add(1, std::memory_order_relaxed);
+    any = true;
+  }
+  return any;
+}
+
+char* Core::MakeRoomLocked(NodeState& node, std::size_t size, std::size_t charged, Status* why) {
+  if (!node.capacity_known.load(std::memory_order_relaxed)) {
+    Result<NodeMemory> m = QueryNodeMemory(node.id);
+    node.capacity.store(m.ok() ? m->free_bytes / 2 : 0, std::memory_order_relaxed);
+    node.capacity_known.store(true, std::memory_order_relaxed);
+  }
+  const std::size_t capacity = node.capacity.load(std::memory_order_relaxed);
+  if (charged > capacity) {
+    *why = Status::Unsupported(fmt::format(
+        "not cached: {} bytes exceed the cache's capacity on node {} ({} bytes)", size, node.id,
+        capacity));
+    return nullptr;
+  }
+  if (node.used.load(std::memory_order_relaxed) + charged > capacity) {
+    EvictLocked(node, charged, false);
+  }
+  for (;;) {
+    if (node.used.load(std::memory_order_relaxed) + charged <= capacity) {
+      Status error;
+      void* p = Allocate(node, size, &error);
+      if (p != nullptr) {
+        const std::uint64_t now = node.used.fetch_add(charged, std::memory_order_relaxed) + charged;
+        if (now > node.peak.load(std::memory_order_relaxed)) node.peak.store(now, std::memory_order_relaxed);
+        return static_cast<char*>(p);
+      }
+      *why = error;
+    } else {
+      *why = Status::Unsupported(fmt::format(
+          "not cached: node {} holds {} of its {} bytes in entries that are in use, dirty "
+          "or still filling", node.id, node.used.load(), capacity));
+    }
+    // Fragmented, or the node itself is short of memory: evict one more and try again.
+    if (!EvictLocked(node, charged, true)) {
+      *why = Status(why->code(), fmt::format("not cached: {}", why->message()));
+      return nullptr;
+    }
+  }
+}
+
+// --- dirty data ------------------------------------------------------------------------------
+
+Status Core::MarkDirty(Entry* e) {
+  dirty_used.store(true, std::memory_order_relaxed);  // published to misses by the lock below
+  const auto p = reinterpret_cast<std::uintptr_t>(e->src);
+  auto left = [e] {
+    return Status::Invalid(fmt::format(
+        "the entry for {} has left the cache (Invalidate, Clear, a modification through an "
+        "overlapping entry, or the cache's destruction): its copy is no longer kept in step "
+        "with the source, so a modification of it cannot be tracked or written back; Access "
+        "the range again and modify the new entry", RangeText(e)));
+  };
+  {
+    std::shared_lock held(lock);
+    if (!e->indexed.load(std::memory_order_relaxed)) return left();
+    bool alone = true;
+    index.ForEachOverlapping(p, e->size, [&](Entry* o) { alone = alone && o == e; });
+    if (alone) {
+          e->dirty_seq.fetch_add(1, std::memory_order_acq_rel);
+      return Status::Ok();
+    }
+  }
+  // Other entries hold copies of some of these bytes: they would be stale once the
+  // modification is written back, so they leave the cache (their holders keep them).
+  std::lock_guard held(lock);
+  if (!e->indexed.load(std::memory_order_relaxed)) return left();
+  std::vector<Entry*> others = TargetsLocked(p, e->size, false);
+  std::erase(others, e);
+  for (Entry* o : others) {
+    if (o->dirty()) {
+      return Status::Invalid(fmt::format(
+          "the entry for {} overlaps {}, which holds modifications not written back: write "
+          "that entry back (or invalidate it) first", RangeText(e), RangeText(o)));
+    }
+  }
+  for (Entry* o : others) {
+    // A fill still reading the source must finish before a write-back can change it (its
+    // holders get the data as of their access, not a mix). Fills need no lock to complete.
+    (void)o->AwaitFill();
+    o->node->invalidations.fetch_add(1, std::memory_order_relaxed);
+    RemoveLocked(o);
+  }
+  e->dirty_seq.fetch_add(1, std::memory_order_acq_rel);
+  return Status::Ok();
+}
+
+Result<Handle> Core::SubmitWriteBack(Entry* e) {
+  if (!e->ready()) {  // only a complete cached copy may ever go over the source
+    return Status::Invalid(fmt::format(
+        "write back of {}: the entry is not cached (its fill is running, failed or found no "
+        "room), so there is no copy to write back and data() is the source already",
+        RangeText(e)));
+  }
+  Result<int> src_node = NodeOfAddress(e->src);
+  const int to = src_node.ok() ? *src_node : e->node->id;
+  Result<std::vector<CopyPart>> plan =
+      PlanCopy(config.copy_policy, *topology, config.engines, e->node->id, to, e->size);
+  if (!plan.ok()) return plan.status();
+  BeginWriteBack(e);
+  if (!e->dirty()) {
+    // A write-back that completed meanwhile copied every recorded modification (or they were
+    // discarded); copying again could land after the entry has left the cache, over bytes
+    // that entries created since then have written back.
+    EndWriteBack(e);
+    return CompletedHandle();
+  }
+  const std::uint64_t seq = e->dirty_seq.load(std::memory_order_acquire);
+  SubmitOptions so;
+  e->Ref();
+  CopyStarted();
+  so.callback = [e, seq](const Completion& c) {
+    std::shared_ptr<Core> core = e->core;  // the entry may go with its reference
+      if (c.status.ok()) {
+      e->CleanUpTo(seq);
+      e->node->write_backs.fetch_add(1, std::memory_order_relaxed);
+    }
+    EndWriteBack(e);
+    e->Unref();
+    core->CopyDone();
+  };
+  Result<Handle> h = SubmitParts(Operation::Copy(const_cast<char*>(e->src), e->mem, e->size),
+                                 *plan, std::move(so));
+  if (!h.ok()) {  // the callback will not run
+    EndWriteBack(e);
+    e->Unref();
+    CopyDone();
+  }
+  return h;
+}
+
+Status Core::WriteBackAll(const std::vector<Entry*>& entries) {
+  std::vector<Handle> handles;
+  Status failed;
+  for (Entry* e : entries) {
+    Result<Handle> h = SubmitWriteBack(e);
+    if (h.ok()) {
+      handles.push_back(std::move(*h));
+    } else if (failed.ok()) {
+      failed = h.status();
+    }
+  }
+  for (Handle& h : handles) {
+    Status s = h.Wait(config.wait_mode);
+    if (!s.ok() && failed.ok()) failed = s;
+  }
+  for (Entry* e : entries) e->Unref();
+  return failed;
+}
+
+Status Core::CleanLocked(std::unique_lock<ReaderLock>& held, std::uintptr_t p, std::size_t n,
+                         bool all) {
+  constexpr int kRoundsOutsideLock = 2;
+  for (int round = 0;; ++round) {
+    std::vector<Entry*> dirty = TargetsLocked(p, n, all);
+    std::erase_if(dirty, [](Entry* e) { return !e->dirty(); });
+    if (dirty.empty()) return Status::Ok();
+    for (Entry* e : dirty) e->Ref();
+    const bool under_lock = round >= kRoundsOutsideLock;
+    if (!under_lock) held.unlock();
+    Status s = WriteBackAll(dirty);
+    if (!under_lock) held.lock();
+    if (!s.ok()) return s;
+  }
+}
+
+Result<std::size_t> Core::Remove(std::uintptr_t p, std::size_t n, bool all, DirtyEntries dirty) {
+  std::unique_lock held(lock);
+  if (dirty == DirtyEntries::kWriteBack) {
+    if (Status s = CleanLocked(held, p, n, all); !s.ok()) {
+      return Status(s.code(), "writing a dirty entry back failed; nothing was invalidated and "
+                              "the modifications are kept: " + s.message());
+    }
+  }
+  const std::vector<Entry*> targets = TargetsLocked(p, n, all);
+  if (dirty == DirtyEntries::kRefuse) {
+    for (Entry* e : targets) {
+      if (!e->dirty()) continue;
+      return Status::Invalid(fmt::format(
+          "the cached copy of {} is dirty (modified, not written back): invalidate with "
+          "DirtyEntries::kWriteBack to keep the changes or kDiscard to drop them", RangeText(e)));
+    }
+  }
+  for (Entry* e : targets) {
+    // Once the call returns, no fill of a removed entry still reads the range: the caller may
+    // change the source, and a later write-back must not race a fill reading it.
+    (void)e->AwaitFill();
+    if (dirty == DirtyEntries::kDiscard) {
+      e->CleanUpTo(e->dirty_seq.load(std::memory_order_acquire));
+      // A write-back already running must land before the range can be cached anew.
+      AwaitWriteBack(e);
+    }
+    e->node->invalidations.fetch_add(1, std::memory_order_relaxed);
+    RemoveLocked(e);
+  }
+  return targets.size();
+}
+
+}  // namespace cache
+}  // namespace tierflow

@@ -1,0 +1,80 @@
+// What the offloading cache and its entries share: configuration, nodes, the index and its
+// lock. Entries may outlive their cache, so both hold the core. Internal to src/cache.
+//
+// The dirty-data invariant (see cache.h for the contract it gives users): an entry in the
+// index that is dirty overlaps no other entry in the index. MarkDirty removes the entries
+// overlapping the one it marks; an access that would create an entry overlapping a dirty one
+// writes that one back first. So the source plus the dirty entries is always the latest
+// data, and a write-back never copies bytes over modifications made through another entry.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cache/entry_index.h"
+#include "cache/entry_state.h"
+#include "cache/hold_table.h"
+#include "cache/reader_lock.h"
+#include "tierflow/cache.h"
+
+namespace tierflow::cache {
+
+struct Core {
+  using Entry = detail::CacheEntryState;
+
+  const Topology* topology = nullptr;
+  CacheConfig config;
+  std::vector<std::unique_ptr<NodeState>> nodes;  // indexed by OS node index (null where none)
+  HoldTables holds;                               // hits' holds on entries, per thread slot
+  // Fills and write-backs submitted and not finished, entries indexed or not (a futex word:
+  // WaitForCopies sleeps until it is 0).
+  std::atomic<std::uint32_t> copies_in_flight{0};
+  // Some entry was marked dirty once: from then on, misses look for dirty entries they overlap.
+  std::atomic<bool> dirty_used{false};
+  std::atomic<std::uint64_t> tick{1};  // advanced on every miss: the LRU clock
+  // Hits and MarkDirty take it shared; inserting and removing entries take it exclusively.
+  mutable ReaderLock lock;
+  EntryIndex index;  // under `lock`
+
+  NodeState* NodeOf(int id) const {
+    return id >= 0 && static_cast<std::size_t>(id) < nodes.size() ? nodes[id].get() : nullptr;
+  }
+  void* Allocate(NodeState& n, std::size_t size, Status* error);
+  void Free(NodeState& n, void* p, std::size_t size);
+  void CopyStarted() { copies_in_flight.fetch_add(1, std::memory_order_acq_rel); }
+  void CopyDone();
+  void WaitForCopies() const;
+
+  // --- the index; the exclusive lock is held ------------------------------------------------
+  void IndexLocked(Entry* e);
+  // Takes the entry out of the index and drops the cache's reference; holders keep it.
+  void RemoveLocked(Entry* e);
+  // Every entry (all), or those overlapping [p, p+n) (n 0: those starting at p).
+  std::vector<Entry*> TargetsLocked(std::uintptr_t p, std::size_t n, bool all) const;
+  // Room for `charged` bytes on `node`, evicting as needed: the memory, or null and why not.
+  char* MakeRoomLocked(NodeState& node, std::size_t size, std::size_t charged, Status* why);
+
+  // --- dirty data -----------------------------------------------------------------------------
+  // Records a modification of a cached entry (see CacheEntry::MarkDirty).
+  Status MarkDirty(Entry* e);
+  // Copies a complete cached copy back to its source; the entry counts as clean up to the
+  // modifications recorded before the copy started, once it has completed.
+  Result<Handle> SubmitWriteBack(Entry* e);
+  // Writes back every dirty entry among the targets (see TargetsLocked). Returns with `held`
+  // locked and no target dirty, or with the first write-back error. Copies run outside the
+  // lock at first, so hits go on meanwhile; if entries keep being marked dirty, a last round
+  // runs under the lock, where no MarkDirty can come between.
+  Status CleanLocked(std::unique_lock<ReaderLock>& held, std::uintptr_t p, std::size_t n, bool all);
+  // Invalidate and Clear.
+  Result<std::size_t> Remove(std::uintptr_t p, std::size_t n, bool all, DirtyEntries dirty);
+
+ private:
+  bool EvictLocked(NodeState& node, std::size_t need, bool one_more);
+  Status WriteBackAll(const std::vector<Entry*>& entries);
+};
+
+}  // namespace tierflow::cache
