@@ -38,10 +38,10 @@ test-tsan:
 	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_BUILD_TOOLS=OFF \
 	  -DTIERFLOW_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target cpu_concurrency_test handle_test dsa_engine_test \
-	  data_ops_test dsa_fleet_test cache_test cache_dirty_test cache_dirty_stress_test hold_table_test \
+	  data_ops_test dsa_fleet_test cache_test cache_dirty_test cache_dirty_stress_test fault_test hold_table_test \
 	  uring_engine_test qdp_test
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j $(JOBS) --output-on-failure \
-	  -R '^(Modes/)?(Concurrency|ConcurrencyWaitMode|Handle)\.|^DsaEngine\.(ManyThreads|Destroyed|SharedWq|Dedicated|Drain|CompletionThread)|^Model/Dsa|^Engines/DataOps\.|^XeonMaxFleet\.|^Cache(Deadlocks|Stress|Memory|Planner|Dirty|DirtyNotCached|DirtyRace|DirtyStress)\.|^CpuCache\.|^HoldTables\.|^IoUringEngine\.|^Qdp\.'
+	  -R '^(Modes/)?(Concurrency|ConcurrencyWaitMode|Handle)\.|^DsaEngine\.(ManyThreads|Destroyed|SharedWq|Dedicated|Drain|CompletionThread)|^Model/Dsa|^Engines/DataOps\.|^XeonMaxFleet\.|^Cache(Deadlocks|Stress|Memory|Planner|Dirty|DirtyNotCached|DirtyRace|DirtyStress)\.|^CpuCache\.|^HoldTables\.|^IoUringEngine\.|^Qdp\.|^Sizes/CpuEngineFaults\.|^DsaModelFaults\.'
 
 # cmake --install into a scratch prefix, then build and run a consumer with find_package.
 test-install:

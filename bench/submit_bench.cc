@@ -11,6 +11,7 @@
 #include "bench/bench_util.h"
 #include "tierflow/buffer.h"
 #include "tierflow/cpu_engine.h"
+#include "cpu/kernels.h"
 #include "dsa/descriptor.h"
 #include "tierflow/dsa_engine.h"
 #include "tierflow/topology.h"
@@ -195,6 +196,40 @@ Status RunDsaHardwareSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*a
   return Status::Ok();
 }
 
+// What reporting faults as errors costs a piece (see common/fault_guard.h): the same 4 KiB
+// copy kernel run directly and through the guard, alternating, in this process.
+struct GuardCost {
+  Summary plain, guarded;
+};
+GuardCost MeasureFaultGuard(CpuIsa isa, int samples, const Buffer& src, const Buffer& dst) {
+  const cpu::Kernels& k = cpu::KernelsFor(isa);
+  cpu::PieceWork w;
+  w.kind = OpKind::kCopy;
+  w.dst = reinterpret_cast<char*>(dst.data());
+  w.src = reinterpret_cast<const char*>(src.data());
+  w.n = k4K;
+  Status err;
+  auto no_count = [] { return std::uint64_t{0}; };
+  auto plain = [&] {
+    cpu::PieceResult r = cpu::RunPiece(k, w);
+    return r.difference == w.n ? Status::Ok() : Status(StatusCode::kInternal, "copy compared");
+  };
+  auto guarded = [&] {
+    cpu::PieceResult r;
+    Status fault;
+    return cpu::RunPieceGuarded(k, w, &r, &fault) ? Status::Ok() : fault;
+  };
+  GuardCost c;
+  std::vector<double> p, g;
+  for (int s = 0; s < samples; ++s) {
+    p.push_back(PerCallNs(1, 20000, plain, err, no_count, nullptr).median);
+    g.push_back(PerCallNs(1, 20000, guarded, err, no_count, nullptr).median);
+  }
+  c.plain = Summarize(std::move(p));
+  c.guarded = Summarize(std::move(g));
+  return c;
+}
+
 }  // namespace
 
 Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)(),
@@ -255,6 +290,7 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
   Summary handoff_ns = PerCallNs(cfg.samples, 5000, handed, err, allocations, &allocs);
   Summary batch_ns = PerCallNs(cfg.samples, 500, batched, err, allocations, &allocs);
   if (!err.ok()) return err;
+  const GuardCost guard = MeasureFaultGuard((*engine)->isa(), cfg.samples, *src, *dst);
   const std::uint64_t measured_ops = static_cast<std::uint64_t>(cfg.samples) * (20000 + 5000 + 500);
   std::vector<double> gbps = {kBatch * k4K / batch_ns.max, kBatch * k4K / batch_ns.median,
                               kBatch * k4K / batch_ns.min};
@@ -269,6 +305,9 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
   doc["batch64_4k_ns_median"] = batch_ns.median;
   doc["handoff_4k_ns_median"] = handoff_ns.median;
   doc["handoff_4k_ns_min"] = handoff_ns.min;
+  doc["fault_guard_ns_median"] = guard.guarded.median - guard.plain.median;
+  doc["piece_4k_plain_ns_median"] = guard.plain.median;
+  doc["piece_4k_guarded_ns_median"] = guard.guarded.median;
   doc["steady_state_allocations"] = allocs;
   doc["measured_ops"] = measured_ops;
   doc["samples"] = cfg.samples;
@@ -281,9 +320,12 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
       "  submit+wait one 4 KiB copy (inline)      {:8.1f} ns   (min {:.1f})\n"
       "  batch of 64 x 4 KiB, submit+wait         {:8.2f} GB/s ({:.0f} ns per batch)\n"
       "  4 KiB copy handed to a worker            {:8.1f} ns   (min {:.1f}; submit to done)\n"
+      "  fault guard per piece (faults as errors) {:8.1f} ns   (4 KiB copy kernel {:.1f} -> {:.1f})\n"
       "  heap allocations on these paths, warm    {:8} over {} submissions\n",
       CpuIsaName((*engine)->isa()), cfg.samples, single_ns.median, single_ns.min, gbps[1],
-      batch_ns.median, handoff_ns.median, handoff_ns.min, allocs, measured_ops);
+      batch_ns.median, handoff_ns.median, handoff_ns.min,
+      guard.guarded.median - guard.plain.median, guard.plain.median, guard.guarded.median, allocs,
+      measured_ops);
   return Status::Ok();
 }
 

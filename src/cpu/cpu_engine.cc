@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "common/fault_guard.h"
 #include "common/fork_guard.h"
 #include "common/futex.h"
 #include "common/mapping.h"
@@ -183,7 +184,14 @@ struct CpuEngine::Impl final : ForkAware {
     cpu::PieceWork w = cpu::WorkOf(p);
     w.nt = p.nt;
     w.overlapping = p.overlapping;
-    cpu::PieceResult r = cpu::RunPiece(*kernels, w);
+    cpu::PieceResult r;
+    Status fault;
+    if (!cpu::RunPieceGuarded(*kernels, w, &r, &fault)) [[unlikely]] {
+      pieces_failed.fetch_add(1, std::memory_order_relaxed);
+      in_flight.fetch_sub(1, std::memory_order_relaxed);
+      detail::FailPart(p.state, 0, fault.code(), fault.message());
+      return;
+    }
     if (r.difference < p.size) diff = p.report_base + p.offset + r.difference;
     if (p.kind == OpKind::kCrc32c) {
       p.state->crc.fetch_xor(Crc32cShift(r.crc, p.tail), std::memory_order_relaxed);
@@ -356,6 +364,7 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
                                                                       : CpuIsa::kBaseline)));
   }
 
+  if (Status s = InstallFaultHandler(); !s.ok()) return s;
   auto impl = std::make_unique<Impl>(options.queue_capacity);
   impl->opts = options;
   impl->isa = isa;

@@ -2,6 +2,7 @@
 
 #include "common/cache_flush.h"
 #include "common/crc32c.h"
+#include "common/fault_guard.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -72,6 +73,35 @@ PieceResult RunPiece(const Kernels& k, const PieceWork& w) {
       break;  // no data: engines complete drains themselves
   }
   return r;
+}
+
+namespace {
+
+// The piece's ranges, in the order PieceRanges lists them (called by the fault handler).
+int LocatePieceFault(const void* context, std::uintptr_t a) {
+  const auto& w = *static_cast<const PieceWork*>(context);
+  const void* ranges[] = {w.dst, w.dst2, w.src, w.src2};
+  for (int i = 0; i < 4; ++i) {
+    const auto b = reinterpret_cast<std::uintptr_t>(ranges[i]);
+    if (b != 0 && a >= b && a - b < w.n) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool RunPieceGuarded(const Kernels& k, const PieceWork& w, PieceResult* result, Status* error) {
+  MemoryFault fault;
+  if (RunGuarded(&w, &LocatePieceFault, &fault, [&] { *result = RunPiece(k, w); })) [[likely]] {
+    return true;
+  }
+  const bool writes = WritesData(w.kind);
+  const GuardedRange ranges[] = {{w.dst, w.n, "destination", writes, w.phase},
+                                 {w.dst2, w.n, "second destination", writes, w.phase},
+                                 {w.src, w.n, "source", false, w.phase},
+                                 {w.src2, w.n, "second source", false, w.phase}};
+  *error = FaultError(std::string("CPU ") + std::string(OpKindName(w.kind)), fault, ranges);
+  return false;
 }
 
 std::size_t FirstPatternDifference(const void* p, std::uint64_t pattern, std::size_t phase,

@@ -48,6 +48,11 @@ struct PieceResult {
   std::uint32_t crc = 0;       // kCrc32c: Crc32c(crc_seed, the piece)
 };
 PieceResult RunPiece(const Kernels& k, const PieceWork& w);
+// RunPiece with a memory fault on one of the piece's ranges (a read-only destination, a
+// PROT_NONE source, a truncated file mapping) returned as false with *error naming the range,
+// the reason and the fix, instead of ending the process (common/fault_guard.h; the handler
+// must be installed). What the piece wrote before the fault stays written.
+bool RunPieceGuarded(const Kernels& k, const PieceWork& w, PieceResult* result, Status* error);
 
 // The fields an engine's piece description shares with PieceWork (members of the same names:
 // kind, dst, dst2, src, src2, size, pattern, offset, keep_in_cache).

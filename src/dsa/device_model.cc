@@ -20,6 +20,7 @@
 #include "common/cache_flush.h"
 #include "common/cpu_relax.h"
 #include "common/crc32c.h"
+#include "common/fault_guard.h"
 #include "common/fork_guard.h"
 #include "common/mapping.h"
 #include "dsa/descriptor.h"
@@ -152,33 +153,33 @@ struct DsaDeviceModel::Impl final : ForkAware {
     return n;
   }
 
-  // Write permission, as the IOMMU checks it: the first page of [p, p+n) this process cannot
-  // write (n if all can). MADV_POPULATE_WRITE faults the pages in writable — what the device's
-  // write would do — and fails where a CPU write would crash (EINVAL for a read-only mapping,
-  // EFAULT/ENOMEM otherwise). Kernels before 5.14 lack it (probed once): then only mapping is
-  // checked, and the model writes (and crashes) where hardware would fault.
-  static bool PopulateWriteWorks() {
-    static const bool works = [] {
-      void* p = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) return false;
-      const bool ok = madvise(p, kPage, MADV_POPULATE_WRITE) == 0;
-      munmap(p, kPage);
-      return ok;
-    }();
-    return works;
-  }
-  std::uint64_t FirstUnwritable(std::uint64_t p, std::uint64_t n) const {
-    if (p == 0 || !cfg.translate_addresses || !PopulateWriteWorks()) return n;
-    const std::uint64_t first = p & ~(kPage - 1);
-    const std::uint64_t end = (p + n + kPage - 1) & ~(kPage - 1);
-    auto writable = [](std::uint64_t a, std::uint64_t len) {
-      return madvise(Ptr(a), len, MADV_POPULATE_WRITE) == 0;
+  // Permissions, as the IOMMU checks them: the first page of [p, p+n) this process cannot
+  // read (or, with `write`, write), n if it can all. One byte of each page is read — or
+  // written with an atomic OR of 0, which changes nothing — under the fault guard: the access
+  // faults the page in, as the device's access would, and a page a CPU access would crash on
+  // (PROT_NONE, read-only for a write, past the end of a mapped file) is reported instead.
+  std::uint64_t FirstRefused(std::uint64_t p, std::uint64_t n, bool write) const {
+    if (p == 0 || !cfg.translate_addresses) return n;
+    struct Span {
+      std::uint64_t p, n;
+    } span{p, n};
+    auto locate = [](const void* c, std::uintptr_t a) {
+      const Span& s = *static_cast<const Span*>(c);
+      return a >= s.p && a - s.p < s.n ? 0 : -1;
     };
-    if (writable(first, end - first)) return n;
-    for (std::uint64_t page = first; page < end; page += kPage) {
-      if (!writable(page, kPage)) return page <= p ? 0 : page - p;
-    }
-    return n;
+    MemoryFault fault;
+    const bool all = RunGuarded(&span, locate, &fault, [&] {
+      for (std::uint64_t a = p; a < p + n; a = (a & ~(kPage - 1)) + kPage) {
+        if (write) {
+          __atomic_fetch_or(Ptr<unsigned char>(a), 0, __ATOMIC_RELAXED);
+        } else {
+          (void)*Ptr<volatile const unsigned char>(a);
+        }
+      }
+    });
+    if (all) return n;
+    const std::uint64_t page = fault.address & ~(kPage - 1);
+    return page <= p ? 0 : page - p;
   }
 
   Outcome ExecuteData(const dsa_hw_desc& d) {
@@ -212,7 +213,7 @@ struct DsaDeviceModel::Impl final : ForkAware {
         for (std::uint64_t base : w == 0 ? reads : writes) {
           if (base == 0) continue;
           std::uint64_t f = FirstUnmapped(base, n);
-          if (w == 1 && f == n) f = FirstUnwritable(base, n);
+          if (f == n) f = FirstRefused(base, n, /*write=*/w == 1);
           if (f < first) {
             first = f;
             addr = base + f;
@@ -496,6 +497,7 @@ Result<std::shared_ptr<DsaDeviceModel>> DsaDeviceModel::Create(const DsaModelCon
   if (config.max_transfer_size == 0 || config.max_transfer_size > (std::uint64_t{1} << 31)) {
     return Status::Invalid(fmt::format("max_transfer_size {}: use 1..2 GiB", config.max_transfer_size));
   }
+  if (Status s = InstallFaultHandler(); !s.ok()) return s;  // address translation probes pages
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
   impl->queues.resize(config.wqs.size());

@@ -19,6 +19,7 @@
 #include "common/futex.h"
 #include "common/mapping.h"
 #include "common/pattern.h"
+#include "common/fault_guard.h"
 #include "cpu/kernels.h"
 #include "dsa/descriptor.h"
 #include "dsa/monitor_wait.h"
@@ -375,7 +376,11 @@ struct DsaEngine::Impl final : ForkAware {
     cpu::PieceWork w = cpu::WorkOf(p);
     w.crc_seed = p.crc_seed;
     w.overlapping = p.kind == OpKind::kMove;  // a piece of an overlapping move overlaps itself
-    cpu::PieceResult r = cpu::RunPiece(*kernels, w);
+    cpu::PieceResult r;
+    Status fault;
+    if (!cpu::RunPieceGuarded(*kernels, w, &r, &fault)) {
+      return Fail(j, i, fault.code(), fault.message());
+    }
     if (r.difference < p.size) NoteDifference(j, p, r.difference);
     if (p.kind == OpKind::kCrc32c) AddCrc(j, p, r.crc);
     Done(j, i, p.size);
@@ -835,6 +840,9 @@ DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   m.description += m.use_umwait ? "; completion wait: umwait" : "; completion wait: pause";
   if (m.opts.max_batch != 0) m.max_batch = std::min(m.max_batch, m.opts.max_batch);
   m.kernels = &cpu::KernelsFor(DetectCpuIsa());
+  // Pieces that run on the CPU report faults as the device would. sigaction() fails only for
+  // invalid signals; if it ever did, a fault would end the process as it did before.
+  (void)InstallFaultHandler();
   m.caps.ops = kAllOps;  // kDrain included: the engine keeps its own queue
   m.caps.max_op_bytes = kMaxOpBytes;
   m.caps.max_batch = kMaxOpsPerSubmit;

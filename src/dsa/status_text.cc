@@ -37,8 +37,9 @@ std::string StatusText(unsigned s) {
              "touched page; touch the page and resubmit the rest, prefault the buffers, or use a "
              "WQ with block_on_fault=1";
     case DSA_COMP_PAGE_FAULT_IR:
-      return "page fault reported by interrupt (status 0x04): not used by user-space "
-             "submission; the descriptor asked for an interrupt it cannot get";
+      return fmt::format("page fault reported by interrupt (status 0x{:02x}): not used by "
+                         "user-space submission; the descriptor asked for an interrupt it cannot "
+                         "get", s);
     case DSA_COMP_BATCH_FAIL:
       return "batch failed: at least one descriptor of the batch did not succeed (see its own "
              "completion record)";
@@ -75,8 +76,13 @@ std::string StatusText(unsigned s) {
     case DSA_COMP_PRIV_BAD: return "privileged descriptor submitted from user space";
     case DSA_COMP_TRAFFIC_CLASS_CONF: return "traffic class configuration error";
     case DSA_COMP_PFAULT_RDBA: return "page fault on a read-back address";
-    case DSA_COMP_HW_ERR1: return "hardware error (status 0x1e): check dmesg for idxd errors";
-    case DSA_COMP_HW_ERR_DRB: return "hardware error on a read-back (status 0x1f)";
+    // The numbers come from the header's values, never written by hand (0x20 and 0x21 were
+    // once printed as 0x1e and 0x1f).
+    case DSA_COMP_HW_ERR1:
+      return fmt::format("hardware error (status 0x{:02x}): check dmesg for idxd errors", s);
+    case DSA_COMP_HW_ERR_DRB:
+      return fmt::format("hardware error on a read-back (status 0x{:02x}): check dmesg for "
+                         "idxd errors", s);
     case DSA_COMP_TRANSLATION_FAIL:
       return "address translation failed: the buffer is not mapped in this process, or the "
              "PASID of this process is not bound to the device";

@@ -2,9 +2,12 @@
 // no source byte changes except by a write-back of a complete cached copy, and an access sees
 // every modification acknowledged before it. One regression test per defect of issue 12
 // (items 1-4), then races of MarkDirty against Clear/Invalidate.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "engine/manual_engine.h"
 #include "random_bytes.h"
 #include "tierflow/cache.h"
+#include "tierflow/uring_engine.h"
 
 namespace tierflow {
 namespace {
@@ -201,6 +205,42 @@ TEST_F(CacheDirty, TheCacheWritesDirtyEntriesBackWhenDestroyed) {
   EXPECT_EQ(src[5], original[5] ^ 0xff);
   EXPECT_FALSE(e.MarkDirty().ok()) << "the entry outlived its cache: nothing tracks it";
   EXPECT_FALSE(e.WriteBack().ok());
+}
+
+// Item 5 through the cache: writing a modified entry back to a read-only column file used
+// to crash the process in a CPU engine worker.
+TEST(CacheDirtyFaults, WriteBackToAReadOnlySourceFailsAndKeepsTheModification) {
+  auto data = RandomBytes(64 << 10, 7);
+  char name[] = "/tmp/tierflow-readonly-column-XXXXXX";
+  const int fd = mkstemp(name);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  close(fd);
+  Result<MappedFile> column = MappedFile::Open(name);
+  ASSERT_TRUE(column.ok());
+  auto engine = MakeCpuEngine();
+  auto cache = MakeCache(engine.get());
+  CacheEntry e = Filled(*cache, column->data(), data.size());
+  Bytes(e)[3] ^= 0xff;
+  ASSERT_TRUE(e.MarkDirty().ok());
+  Result<Handle> wb = e.WriteBack();
+  ASSERT_TRUE(wb.ok());
+  Status s = wb->Wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("read-only"), std::string::npos) << s.message();
+  EXPECT_TRUE(e.dirty()) << "the modification is kept";
+  Result<std::size_t> n = cache->Invalidate(column->data(), data.size(), DirtyEntries::kWriteBack);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("nothing was invalidated"), std::string::npos);
+  EXPECT_FALSE(cache->Clear(DirtyEntries::kWriteBack).ok());
+  Result<CacheEntry> larger = cache->Access(column->data(), data.size() + 1);
+  ASSERT_FALSE(larger.ok()) << "it would be filled without the modification";
+  EXPECT_NE(larger.status().message().find("write-back failed"), std::string::npos);
+  EXPECT_TRUE(cache->WeakAccess(column->data(), data.size()).valid());
+  EXPECT_EQ(Read(e)[3], data[3] ^ 0xff);
+  ASSERT_TRUE(cache->Clear(DirtyEntries::kDiscard).ok());
+  EXPECT_EQ(std::memcmp(column->data(), data.data(), data.size()), 0);
+  std::remove(name);
 }
 
 // --- races of MarkDirty against Clear and Invalidate (item 2) --------------------------------

@@ -154,6 +154,17 @@ TEST(DsaDescriptor, EveryStatusHasAMessage) {
     EXPECT_GT(t.size(), 15u) << std::hex << c;
   }
   EXPECT_NE(StatusText(0x3c).find("undocumented completion status 0x3c"), std::string::npos);
+  // Every status number printed is the one the device wrote (issue 12, item 7: 0x20 and 0x21
+  // were printed as 0x1e and 0x1f).
+  static_assert(DSA_COMP_HW_ERR1 == 0x20 && DSA_COMP_HW_ERR_DRB == 0x21);
+  for (unsigned c : codes) {
+    const std::string t = StatusText(c);
+    const std::size_t at = t.find("status 0x");
+    if (at == std::string::npos) continue;
+    EXPECT_EQ(std::stoul(t.substr(at + 9, 2), nullptr, 16), c) << t;
+  }
+  EXPECT_NE(StatusText(DSA_COMP_HW_ERR1).find("status 0x20"), std::string::npos);
+  EXPECT_NE(StatusText(DSA_COMP_HW_ERR_DRB).find("status 0x21"), std::string::npos);
 
   Record rec;
   ClearRecord(rec);
