@@ -183,6 +183,9 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
   }
   if (cfg.reps < 1 || cfg.reps > 1000) return Status::Invalid("--reps must be 1..1000");
   if (cfg.warmup < 0 || cfg.warmup > 100) return Status::Invalid("--warmup must be 0..100");
+  if (!(cfg.min_round_ms >= 0 && cfg.min_round_ms <= 10000)) {  // also false for nan
+    return Status::Invalid(fmt::format("--min-round-ms {}: use 0..10000", cfg.min_round_ms));
+  }
   for (const std::string& m : cfg.modes) {
     if (m != "single" && m != "batch") {
       return Status::Invalid(fmt::format("mode '{}': use single or batch", m));
@@ -196,9 +199,11 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
   }
   Result<Topology> topo = Topology::Discover();
   if (!topo.ok()) return topo.status();
-  for (const auto* list : {&cfg.src_nodes, &cfg.dst_nodes}) {
+  for (const auto& [option, list] : {std::pair{"--src-node", &cfg.src_nodes}, std::pair{"--dst-node", &cfg.dst_nodes}}) {
     for (int node : *list) {
-      if (Result<NodeMemory> m = QueryNodeMemory(node); !m.ok()) return m.status();
+      if (Result<NodeMemory> m = QueryNodeMemory(node); !m.ok()) {
+        return Status(m.status().code(), fmt::format("{} {}: {}", option, node, m.status().message()));
+      }
     }
   }
   const int cpus_total = [&] {

@@ -1,5 +1,11 @@
-// The tierflow command-line tool: `topology`, `bench copy`, `bench submit`.
+// The tierflow command-line tool: `topology`, `bench copy|submit|cache`, `qdp`.
+//
+// Every value is checked while the command line is parsed (tools/cli_checks.h), before any
+// command starts: a bad value ends the program at once with exit status 1 and a message that
+// names the option, the value and what to give instead, as the errors of a command that ran
+// do.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,14 +18,21 @@
 #include "bench/copy_bench.h"
 #include "bench/dsa_copy_bench.h"
 #include "bench/submit_bench.h"
-#include "tools/qdp_command.h"
+#include "tierflow/cpu_engine.h"
 #include "tools/alloc_counter.h"
+#include "tools/cli_checks.h"
+#include "tools/qdp_command.h"
 #include "tools/topology_command.h"
 
 namespace {
 
 using tierflow::Result;
 using tierflow::Status;
+namespace tools = tierflow::tools;
+namespace bench = tierflow::bench;
+
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+constexpr std::uint64_t kPiB = std::uint64_t{1} << 50;
 
 std::vector<std::string> SplitList(const std::string& text) {
   std::vector<std::string> out;
@@ -33,18 +46,9 @@ std::vector<std::string> SplitList(const std::string& text) {
   return out;
 }
 
-Result<std::vector<int>> ParseIntList(const std::string& what, const std::string& text) {
+std::vector<int> IntList(const std::string& text) {  // checked by IntegerListIn already
   std::vector<int> out;
-  for (const std::string& item : SplitList(text)) {
-    try {
-      std::size_t used = 0;
-      int v = std::stoi(item, &used);
-      if (used != item.size()) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return Status::Invalid(fmt::format("{}: '{}' is not an integer (expected e.g. 1,2,4)", what, item));
-    }
-  }
+  for (const std::string& item : SplitList(text)) out.push_back(std::stoi(item));
   return out;
 }
 
@@ -53,185 +57,342 @@ int Fail(const Status& s) {
   return 1;
 }
 
+// The same exit status as a failed command: scripts test for non-zero.
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "tierflow: error: %s\n", message.c_str());
+  return 1;
+}
+
+// TIERFLOW_ISA chooses the CPU engine's kernels; a value that names no ISA is refused for
+// every command rather than ignored (empty counts as unset).
+Status CheckEnvironment() {
+  const char* isa = std::getenv("TIERFLOW_ISA");
+  if (isa == nullptr || *isa == '\0') return Status::Ok();
+  if (Result<tierflow::CpuIsa> r = tierflow::ParseCpuIsa(isa); !r.ok()) {
+    return Status::Invalid(fmt::format("TIERFLOW_ISA={}: {}, or unset it", isa, r.status().message()));
+  }
+  return Status::Ok();
+}
+
+// --- topology ---------------------------------------------------------------------------------
+
+struct TopologyCli {
+  CLI::App* cmd = nullptr;
+  tools::TopologyCommandOptions o;
+};
+
+void AddTopology(CLI::App& app, TopologyCli& c) {
+  c.cmd = app.add_subcommand("topology", "List the NUMA nodes and their memory tiers");
+  c.cmd->add_flag("--json", c.o.json, "Machine-readable output");
+  c.cmd->add_option("--xml", c.o.xml, "Read an hwloc XML topology instead of this system")
+      ->check(tools::ReadableFile("hwloc XML topology"));
+  c.cmd->add_option("--tier-config", c.o.tier_config, "File of 'NODES KIND' overrides")
+      ->check(tools::ReadableFile("tier config file"));
+  c.cmd->add_option("--tiers", c.o.tiers, "Inline overrides, e.g. 8-15=hbm,16=cxl")
+      ->check(tools::NotEmpty("overrides such as 8-15=hbm,16=cxl"));
+  c.cmd->add_option("--sysfs-root", c.o.sysfs_root,
+                    "Read DSA devices from this sysfs tree (DIR/bus/dsa or DIR/sys/bus/dsa) "
+                    "instead of /sys")
+      ->check(tools::ExistingDirectory());
+  c.cmd->add_option("--dev-root", c.o.dev_root,
+                    "Where the WQ character devices (dsa/wqN.M) are; default: the 'dev' beside "
+                    "the sysfs tree, or /dev")
+      ->check(tools::ExistingDirectory());
+}
+
+// --- bench copy -----------------------------------------------------------------------------
+
+struct CopyCli {
+  CLI::App* cmd = nullptr;
+  bench::CopyBenchConfig cfg;
+  bench::DsaCopyBenchConfig dsa;
+  std::string sizes = "4KiB,64KiB,1MiB,16MiB,64MiB", modes = "single", batches = "16",
+              threads = "0", submitters = "1", policies = "single", src_nodes = "0",
+              dst_nodes = "0", experiments = "submission,threads,placement,cpu";
+  bool json = false, csv = false, no_flush = false, no_progress = false;
+};
+
+void AddCopyEngineOptions(CopyCli& c) {
+  CLI::App* cmd = c.cmd;
+  cmd->add_option("--engine", c.cfg.engine,
+                  "Engine: cpu, dsa (this machine's DSAs) or dsa-model (the DSA device model)")
+      ->capture_default_str()
+      ->check(tools::OneOf("engine", {"cpu", "dsa", "dsa-model"}));
+  cmd->add_option("--experiments", c.experiments,
+                  "dsa/dsa-model: thesis experiments submission (Fig. 3.4), threads (3.5), "
+                  "placement (3.6/3.7), cpu (3.8)")
+      ->capture_default_str()
+      ->check(tools::ListOf("experiment", {"submission", "threads", "placement", "cpu"}));
+  cmd->add_option("--sysfs-root", c.dsa.sysfs_root,
+                  "dsa: read the DSA inventory here instead of /sys; dsa-model: lay the models "
+                  "out like the devices found here (e.g. a fixture tree)")
+      ->check(tools::ExistingDirectory());
+  cmd->add_option("--dev-root", c.dsa.dev_root, "dsa: where the WQ character devices are")
+      ->check(tools::ExistingDirectory());
+  cmd->add_option("--xml", c.dsa.xml,
+                  "dsa-model: place by this hwloc XML topology (e.g. a Xeon Max); buffers stay local")
+      ->check(tools::ReadableFile("hwloc XML topology"));
+}
+
+void AddCopy(CLI::App& bench_cmd, CopyCli& c) {
+  c.cmd = bench_cmd.add_subcommand("copy", "Copy throughput of an engine against glibc memcpy");
+  AddCopyEngineOptions(c);
+  CLI::App* cmd = c.cmd;
+  cmd->add_option("--sizes", c.sizes, "Copy sizes, e.g. 4KiB,1MiB,1GiB")
+      ->capture_default_str()
+      ->check(tools::SizeListIn(1, kGiB));
+  cmd->add_option("--mode", c.modes, "Submission modes: single,batch")
+      ->capture_default_str()
+      ->check(tools::ListOf("mode", {"single", "batch"}));
+  cmd->add_option("--batch", c.batches, "Batch sizes for batch mode")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(1, 4096));
+  cmd->add_option("--threads", c.threads, "Engine worker threads (0 = all CPUs of the node); "
+                  "memcpy is also split over this many")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(0, 4096));
+  cmd->add_option("--submitters", c.submitters, "Submitting threads per engine")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(1, 256));
+  cmd->add_option("--policy", c.policies, "Copy policies: single,push-pull,socket,brute-force,auto")
+      ->capture_default_str()
+      ->check(tools::ListOf("copy policy", {"single", "push-pull", "socket", "brute-force", "auto"}));
+  cmd->add_option("--src-node", c.src_nodes, "Source NUMA nodes")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(0, 4095));
+  cmd->add_option("--dst-node", c.dst_nodes, "Destination NUMA nodes")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(0, 4095));
+  cmd->add_option("--reps", c.cfg.reps, "Timed repetitions")->capture_default_str()->check(tools::IntegerIn(1, 1000));
+  cmd->add_option("--warmup", c.cfg.warmup, "Untimed warm-up rounds")->capture_default_str()->check(tools::IntegerIn(0, 100));
+  cmd->add_option("--min-round-ms", c.cfg.min_round_ms, "Repeat small copies so a round lasts this long")
+      ->capture_default_str()
+      ->check(tools::RealIn(0, 10000));
+  cmd->add_flag("--no-flush", c.no_flush, "Do not flush caches before each round");
+  cmd->add_flag("--no-progress", c.no_progress, "No progress bar");
+  auto* j = cmd->add_flag("--json", c.json, "JSON output");
+  cmd->add_flag("--csv", c.csv, "CSV output")->excludes(j);
+  cmd->add_option("--plot", c.cfg.plot_path, "Also write a PNG plot (matplotlib)")->check(tools::NewPng());
+}
+
+int RunCopy(CopyCli& c) {
+  c.cfg.sizes = *bench::ParseSizeList(c.sizes);
+  c.cfg.modes = SplitList(c.modes);
+  c.cfg.policies.clear();
+  for (const std::string& p : SplitList(c.policies)) c.cfg.policies.push_back(*tierflow::ParsePolicyKind(p));
+  c.cfg.batch_sizes = IntList(c.batches);
+  c.cfg.threads = IntList(c.threads);
+  c.cfg.submitters = IntList(c.submitters);
+  c.cfg.src_nodes = IntList(c.src_nodes);
+  c.cfg.dst_nodes = IntList(c.dst_nodes);
+  c.cfg.flush = !c.no_flush;
+  c.cfg.progress = !c.no_progress;
+  c.cfg.format = c.json ? "json" : c.csv ? "csv" : "table";
+  if (c.cfg.engine == "cpu") {
+    for (const char* o : {"--experiments", "--sysfs-root", "--dev-root", "--xml"}) {
+      if (c.cmd->count(o) > 0) {
+        return UsageError(fmt::format("{} applies to --engine dsa or dsa-model, not cpu", o));
+      }
+    }
+    Status s = bench::RunCopyBench(c.cfg, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
+  c.dsa.experiments = SplitList(c.experiments);
+  c.dsa.sizes_given = c.cmd->count("--sizes") > 0;
+  c.dsa.nodes_given = c.cmd->count("--dst-node") > 0;
+  c.dsa.policies_given = c.cmd->count("--policy") > 0;
+  c.dsa.submitters_given = c.cmd->count("--submitters") > 0;
+  Status s = bench::RunDsaCopyBench(c.cfg, c.dsa, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// --- bench submit, bench cache -----------------------------------------------------------
+
+struct SubmitCli {
+  CLI::App* cmd = nullptr;
+  bench::SubmitBenchConfig cfg;
+};
+
+void AddSubmit(CLI::App& bench_cmd, SubmitCli& c) {
+  c.cmd = bench_cmd.add_subcommand("submit", "Per-operation cost of the library itself");
+  c.cmd->add_option("--engine", c.cfg.engine, "Engine: cpu, dsa-model (the DSA device model) or dsa")
+      ->capture_default_str()
+      ->check(tools::OneOf("engine", {"cpu", "dsa-model", "dsa"}));
+  c.cmd->add_option("--samples", c.cfg.samples, "Samples (median reported)")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(3, 1001));
+  c.cmd->add_flag("--json", c.cfg.json, "JSON output");
+}
+
+struct CacheCli {
+  CLI::App* cmd = nullptr;
+  bench::CacheBenchConfig cfg;
+  std::string entry_size = "4KiB";
+};
+
+void AddCache(CLI::App& bench_cmd, CacheCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "cache", "The offloading cache's hit and miss costs against a shared_mutex + unordered_map cache");
+  c.cmd->add_option("--entries", c.cfg.entries, "Entries in the shared set")
+      ->capture_default_str()
+      ->check(tools::UnsignedIn(2, 1 << 20));
+  c.cmd->add_option("--entry-size", c.entry_size, "Bytes per entry")
+      ->capture_default_str()
+      ->check(tools::SizeIn(64, 16 << 20));
+  c.cmd->add_option("--samples", c.cfg.samples, "Samples (median reported)")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(3, 1001));
+  c.cmd->add_flag("--json", c.cfg.json, "JSON output");
+}
+
+// --- qdp ------------------------------------------------------------------------------------
+
+struct QdpCli {
+  CLI::App* cmd = nullptr;
+  tierflow::QdpConfig cfg;
+  tools::QdpCommandOptions opts;
+  std::string configs = "baseline,upper_limit,prefetch,prefetch_distributed,all_dram";
+  std::string capacity, read_size;
+};
+
+void AddQdpData(QdpCli& c) {
+  CLI::App* q = c.cmd;
+  q->add_option("--rows", c.cfg.rows, "Rows of each column")->capture_default_str()->check(tools::UnsignedIn(1, std::uint64_t{1} << 32));
+  q->add_option("--chunk-rows", c.cfg.chunk_rows, "Rows per chunk (a multiple of 512)")
+      ->capture_default_str()
+      ->check(tools::UnsignedIn(512, std::uint64_t{1} << 32));
+  q->add_option("--selectivity", c.cfg.selectivity, "Fraction of rows passing a < x")->capture_default_str()->check(tools::RealIn(0, 1));
+  q->add_option("--seed", c.cfg.seed, "Data seed")->capture_default_str()->check(tools::UnsignedIn(0, UINT64_MAX));
+  q->add_option("--data-dir", c.cfg.data_dir, "Existing directory for the column files, kept (default: new in /tmp, removed)")
+      ->check(tools::ExistingDirectory());
+  q->add_flag("--reuse-data", c.cfg.reuse_data, "Read the columns from --data-dir instead of generating them");
+}
+
+void AddQdpThreads(QdpCli& c) {
+  CLI::App* q = c.cmd;
+  const CLI::Validator threads = tools::IntegerIn(1, 1024);
+  q->add_option("--groups", c.cfg.groups, "Thread groups, each running every pipeline")->capture_default_str()->check(threads);
+  q->add_option("--threads-scan-a", c.cfg.threads_scan_a, "SCAN_a threads per group")->capture_default_str()->check(threads);
+  q->add_option("--threads-scan-b", c.cfg.threads_scan_b, "SCAN_b (prefetch) threads per group")->capture_default_str()->check(threads);
+  q->add_option("--threads-aggregate", c.cfg.threads_aggregate, "AGGREGATE threads per group")->capture_default_str()->check(threads);
+  q->add_flag("!--no-pin", c.cfg.pin, "Do not pin threads");
+  q->add_flag("--oversubscribe", c.cfg.oversubscribe, "Allow more computing threads than CPUs (exact sums, meaningless times)");
+}
+
+void AddQdpTiers(QdpCli& c) {
+  CLI::App* q = c.cmd;
+  const CLI::Validator tier = tools::NotEmpty("a tier: storage, node:N, dram, hbm, cxl or nvm");
+  // 0 and other sizes below one chunk pass here: the query names the chunk size it needs.
+  q->add_option("--cache-capacity", c.capacity, "Fast-tier bytes for the cache, at least one chunk (default: b's size)")
+      ->check(tools::SizeIn(0, kPiB));
+  q->add_option("--b-tier", c.cfg.b_tier, "Slow tier: storage, node:N, or dram|hbm|cxl|nvm")->capture_default_str()->check(tier);
+  q->add_option("--cache-tier", c.cfg.cache_tier, "Fast tier the cache fills (default: DRAM of the CPUs)")->check(tier);
+  q->add_option("--a-tier", c.cfg.a_tier, "Tier of a in prefetch_distributed (default: DRAM of the CPUs)")->check(tier);
+  q->add_option("--engine", c.cfg.engine, "Fills from memory tiers: cpu, dsa or dsa-model")
+      ->capture_default_str()
+      ->check(tools::OneOf("engine", {"cpu", "dsa", "dsa-model"}));
+  q->add_option("--queue-depth", c.cfg.storage_queue_depth, "io_uring reads in flight")->capture_default_str()->check(tools::UnsignedIn(1, 4096));
+  q->add_option("--read-size", c.read_size, "Largest io_uring read, a multiple of 4KiB (default 1MiB)")
+      ->check(tools::SizeIn(0, kGiB));  // the query says why 0 or 1000 will not do
+  q->add_flag("!--no-huge-pages", c.cfg.huge_pages,
+              "Columns, mask and cache memory in 4 KiB pages (default: transparent huge pages)");
+}
+
+void AddQdp(CLI::App& app, QdpCli& c) {
+  c.cmd = app.add_subcommand(
+      "qdp", "Query-driven prefetching: SELECT SUM(b) FROM t WHERE a < x from a slow tier (thesis ch. 6)");
+  AddQdpData(c);
+  AddQdpThreads(c);
+  AddQdpTiers(c);
+  CLI::App* q = c.cmd;
+  q->add_option("--iterations", c.cfg.iterations, "Timed iterations")->capture_default_str()->check(tools::IntegerIn(1, 100));
+  q->add_option("--warmup", c.cfg.warmup, "Untimed iterations first")->capture_default_str()->check(tools::IntegerIn(0, 10));
+  q->add_option("--configs", c.configs, "Configurations to run")
+      ->capture_default_str()
+      ->check(tools::ListOf("configuration", {"baseline", "upper_limit", "prefetch", "prefetch_distributed", "all_dram"}));
+  q->add_flag("--json", c.opts.json, "JSON output");
+  q->add_flag("--compare-duckdb", c.opts.compare_duckdb, "Time the same query in DuckDB (project venv) and check its sum");
+  q->add_option("--plot", c.opts.plot_path, "Write the per-pipeline times as a PNG")->check(tools::NewPng());
+}
+
+int RunQdp(QdpCli& c) {
+  c.cfg.configs = SplitList(c.configs);
+  if (!c.capacity.empty()) c.cfg.cache_capacity = *bench::ParseSize(c.capacity);
+  if (!c.read_size.empty()) c.cfg.storage_read_bytes = *bench::ParseSize(c.read_size);
+  if (c.cfg.reuse_data && c.cfg.data_dir.empty()) {
+    return UsageError("--reuse-data reads the columns from --data-dir: give the directory");
+  }
+  if (!c.cfg.data_dir.empty() && !c.cfg.reuse_data) {
+    if (std::string p = tools::WritableDirectoryProblem(c.cfg.data_dir); !p.empty()) {
+      return UsageError("--data-dir: " + p);
+    }
+  }
+  Status s = tools::RunQdpCommand(c.cfg, c.opts, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// --- the command words ------------------------------------------------------------------
+
+// CLI11 reports an unknown command word as "a subcommand is required"; name it instead.
+Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd) {
+  if (app.get_subcommands().empty()) {
+    std::vector<std::string> rest = app.remaining();
+    if (!rest.empty()) {
+      return Status::Invalid(fmt::format("unknown command '{}': use topology, bench or qdp "
+                                         "(tierflow --help)", rest.front()));
+    }
+    return Status::Invalid("no command given: use topology, bench or qdp (tierflow --help)");
+  }
+  if (bench_cmd.parsed() && bench_cmd.get_subcommands().empty()) {
+    std::vector<std::string> rest = bench_cmd.remaining();
+    if (!rest.empty()) {
+      return Status::Invalid(fmt::format("unknown benchmark '{}': use bench copy, bench submit or "
+                                         "bench cache (tierflow bench --help)", rest.front()));
+    }
+    return Status::Invalid("bench needs a benchmark: copy, submit or cache (tierflow bench --help)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (Status s = CheckEnvironment(); !s.ok()) return UsageError(s.message());
   CLI::App app{"tierflow: move data between memory tiers with copy engines, and measure it"};
-  app.require_subcommand(1);
-
-  tierflow::tools::TopologyCommandOptions topo_opts;
-  CLI::App* topo = app.add_subcommand("topology", "List the NUMA nodes and their memory tiers");
-  topo->add_flag("--json", topo_opts.json, "Machine-readable output");
-  topo->add_option("--xml", topo_opts.xml, "Read an hwloc XML topology instead of this system");
-  topo->add_option("--tier-config", topo_opts.tier_config, "File of 'NODES KIND' overrides");
-  topo->add_option("--tiers", topo_opts.tiers, "Inline overrides, e.g. 8-15=hbm,16=cxl");
-  topo->add_option("--sysfs-root", topo_opts.sysfs_root,
-                   "Read DSA devices from this sysfs tree (DIR/bus/dsa or DIR/sys/bus/dsa) "
-                   "instead of /sys");
-  topo->add_option("--dev-root", topo_opts.dev_root,
-                   "Where the WQ character devices (dsa/wqN.M) are; default: the 'dev' beside "
-                   "the sysfs tree, or /dev");
-
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
-  bench->require_subcommand(1);
-
-  tierflow::bench::CopyBenchConfig copy_cfg;
-  std::string sizes = "4KiB,64KiB,1MiB,16MiB,64MiB", modes = "single", batches = "16",
-              threads = "0", submitters = "1", policies = "single", src_nodes = "0", dst_nodes = "0";
-  bool as_json = false, as_csv = false, no_flush = false, no_progress = false;
-  CLI::App* copy = bench->add_subcommand("copy", "Copy throughput of an engine against glibc memcpy");
-  copy->add_option("--engine", copy_cfg.engine,
-                   "Engine: cpu, dsa (this machine's DSAs) or dsa-model (the DSA device model)")
-      ->capture_default_str();
-  tierflow::bench::DsaCopyBenchConfig dsa_copy_cfg;
-  std::string experiments = "submission,threads,placement,cpu";
-  copy->add_option("--experiments", experiments,
-                   "dsa/dsa-model: thesis experiments submission (Fig. 3.4), threads (3.5), "
-                   "placement (3.6/3.7), cpu (3.8)")
-      ->capture_default_str();
-  copy->add_option("--sysfs-root", dsa_copy_cfg.sysfs_root,
-                   "dsa: read the DSA inventory here instead of /sys; dsa-model: lay the models "
-                   "out like the devices found here (e.g. a fixture tree)");
-  copy->add_option("--dev-root", dsa_copy_cfg.dev_root, "dsa: where the WQ character devices are");
-  copy->add_option("--xml", dsa_copy_cfg.xml,
-                   "dsa-model: place by this hwloc XML topology (e.g. a Xeon Max); buffers stay local");
-  copy->add_option("--sizes", sizes, "Copy sizes, e.g. 4KiB,1MiB,1GiB")->capture_default_str();
-  copy->add_option("--mode", modes, "Submission modes: single,batch")->capture_default_str();
-  copy->add_option("--batch", batches, "Batch sizes for batch mode")->capture_default_str();
-  copy->add_option("--threads", threads, "Engine worker threads (0 = all CPUs of the node); "
-                   "memcpy is also split over this many")->capture_default_str();
-  copy->add_option("--submitters", submitters, "Submitting threads per engine")->capture_default_str();
-  copy->add_option("--policy", policies, "Copy policies: single,push-pull,socket,brute-force")
-      ->capture_default_str();
-  copy->add_option("--src-node", src_nodes, "Source NUMA nodes")->capture_default_str();
-  copy->add_option("--dst-node", dst_nodes, "Destination NUMA nodes")->capture_default_str();
-  copy->add_option("--reps", copy_cfg.reps, "Timed repetitions")->capture_default_str();
-  copy->add_option("--warmup", copy_cfg.warmup, "Untimed warm-up rounds")->capture_default_str();
-  copy->add_option("--min-round-ms", copy_cfg.min_round_ms,
-                   "Repeat small copies so a round lasts this long")->capture_default_str();
-  copy->add_flag("--no-flush", no_flush, "Do not flush caches before each round");
-  copy->add_flag("--no-progress", no_progress, "No progress bar");
-  auto* j = copy->add_flag("--json", as_json, "JSON output");
-  copy->add_flag("--csv", as_csv, "CSV output")->excludes(j);
-  copy->add_option("--plot", copy_cfg.plot_path, "Also write a PNG plot (matplotlib)");
-
-  tierflow::bench::SubmitBenchConfig submit_cfg;
-  CLI::App* submit = bench->add_subcommand("submit", "Per-operation cost of the library itself");
-  submit->add_option("--engine", submit_cfg.engine, "Engine: cpu, dsa-model (the DSA device model)")->capture_default_str();
-  submit->add_option("--samples", submit_cfg.samples, "Samples (median reported)")->capture_default_str();
-  submit->add_flag("--json", submit_cfg.json, "JSON output");
-
-  tierflow::bench::CacheBenchConfig cache_cfg;
-  std::string entry_size = "4KiB";
-  CLI::App* cache_bench = bench->add_subcommand(
-      "cache", "The offloading cache's hit and miss costs against a shared_mutex + unordered_map cache");
-  cache_bench->add_option("--entries", cache_cfg.entries, "Entries in the shared set")->capture_default_str();
-  cache_bench->add_option("--entry-size", entry_size, "Bytes per entry")->capture_default_str();
-  cache_bench->add_option("--samples", cache_cfg.samples, "Samples (median reported)")->capture_default_str();
-  cache_bench->add_flag("--json", cache_cfg.json, "JSON output");
-
-  tierflow::QdpConfig qdp_cfg;
-  std::string qdp_configs = "baseline,upper_limit,prefetch,prefetch_distributed,all_dram";
-  std::string qdp_capacity, qdp_read_size;
-  tierflow::tools::QdpCommandOptions qdp_opts;
-  CLI::App* qdp = app.add_subcommand(
-      "qdp", "Query-driven prefetching: SELECT SUM(b) FROM t WHERE a < x from a slow tier (thesis ch. 6)");
-  qdp->add_option("--rows", qdp_cfg.rows, "Rows of each column")->capture_default_str();
-  qdp->add_option("--chunk-rows", qdp_cfg.chunk_rows, "Rows per chunk (a multiple of 512)")->capture_default_str();
-  qdp->add_option("--selectivity", qdp_cfg.selectivity, "Fraction of rows passing a < x")->capture_default_str();
-  qdp->add_option("--seed", qdp_cfg.seed, "Data seed")->capture_default_str();
-  qdp->add_option("--groups", qdp_cfg.groups, "Thread groups, each running every pipeline")->capture_default_str();
-  qdp->add_option("--threads-scan-a", qdp_cfg.threads_scan_a, "SCAN_a threads per group")->capture_default_str();
-  qdp->add_option("--threads-scan-b", qdp_cfg.threads_scan_b, "SCAN_b (prefetch) threads per group")->capture_default_str();
-  qdp->add_option("--threads-aggregate", qdp_cfg.threads_aggregate, "AGGREGATE threads per group")->capture_default_str();
-  qdp->add_option("--cache-capacity", qdp_capacity, "Fast-tier bytes for the cache (default: b's size)");
-  qdp->add_option("--iterations", qdp_cfg.iterations, "Timed iterations")->capture_default_str();
-  qdp->add_option("--warmup", qdp_cfg.warmup, "Untimed iterations first")->capture_default_str();
-  qdp->add_option("--data-dir", qdp_cfg.data_dir, "Directory for the column files, kept (default: new in /tmp, removed)");
-  qdp->add_flag("--reuse-data", qdp_cfg.reuse_data, "Read the columns from --data-dir instead of generating them");
-  qdp->add_option("--configs", qdp_configs, "Configurations to run")->capture_default_str();
-  qdp->add_option("--b-tier", qdp_cfg.b_tier, "Slow tier: storage, node:N, or dram|hbm|cxl|nvm")->capture_default_str();
-  qdp->add_option("--cache-tier", qdp_cfg.cache_tier, "Fast tier the cache fills (default: DRAM of the CPUs)");
-  qdp->add_option("--a-tier", qdp_cfg.a_tier, "Tier of a in prefetch_distributed (default: DRAM of the CPUs)");
-  qdp->add_option("--engine", qdp_cfg.engine, "Fills from memory tiers: cpu, dsa or dsa-model")->capture_default_str();
-  qdp->add_option("--queue-depth", qdp_cfg.storage_queue_depth, "io_uring reads in flight")->capture_default_str();
-  qdp->add_option("--read-size", qdp_read_size, "Largest io_uring read (default 1MiB)");
-  qdp->add_flag("!--no-pin", qdp_cfg.pin, "Do not pin threads");
-  qdp->add_flag("!--no-huge-pages", qdp_cfg.huge_pages,
-                "Columns, mask and cache memory in 4 KiB pages (default: transparent huge pages)");
-  qdp->add_flag("--oversubscribe", qdp_cfg.oversubscribe, "Allow more computing threads than CPUs (exact sums, meaningless times)");
-  qdp->add_flag("--json", qdp_opts.json, "JSON output");
-  qdp->add_flag("--compare-duckdb", qdp_opts.compare_duckdb, "Time the same query in DuckDB (project venv) and check its sum");
-  qdp->add_option("--plot", qdp_opts.plot_path, "Write the per-pipeline times as a PNG");
-
-  CLI11_PARSE(app, argc, argv);
-
-  if (qdp->parsed()) {
-    qdp_cfg.configs = SplitList(qdp_configs);
-    if (!qdp_capacity.empty()) {
-      Result<std::size_t> cap = tierflow::bench::ParseSize(qdp_capacity);
-      if (!cap.ok() && qdp_capacity != "0") return Fail(cap.status());
-      qdp_cfg.cache_capacity = cap.ok() ? *cap : 0;
-    }
-    if (!qdp_read_size.empty()) {
-      Result<std::size_t> rs = tierflow::bench::ParseSize(qdp_read_size);
-      if (!rs.ok()) return Fail(rs.status());
-      qdp_cfg.storage_read_bytes = *rs;
-    }
-    Status s = tierflow::tools::RunQdpCommand(qdp_cfg, qdp_opts, std::cout);
+  TopologyCli topology;
+  AddTopology(app, topology);
+  CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
+  CopyCli copy;
+  SubmitCli submit;
+  CacheCli cache;
+  AddCopy(*bench_cmd, copy);
+  AddSubmit(*bench_cmd, submit);
+  AddCache(*bench_cmd, cache);
+  QdpCli qdp;
+  AddQdp(app, qdp);
+  app.allow_extras();  // unknown command words: named by CheckCommandWords
+  bench_cmd->allow_extras();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return UsageError(fmt::format("{} (see --help)", e.what()));
+  }
+  if (Status s = CheckCommandWords(app, *bench_cmd); !s.ok()) return UsageError(s.message());
+  if (topology.cmd->parsed()) {
+    Status s = tools::RunTopologyCommand(topology.o, std::cout);
     return s.ok() ? 0 : Fail(s);
   }
-
-  if (topo->parsed()) {
-    Status s = tierflow::tools::RunTopologyCommand(topo_opts, std::cout);
+  if (copy.cmd->parsed()) return RunCopy(copy);
+  if (submit.cmd->parsed()) {
+    Status s = bench::RunSubmitBench(submit.cfg, &tools::AllocationCount, std::cout);
     return s.ok() ? 0 : Fail(s);
   }
-  if (copy->parsed()) {
-    Result<std::vector<std::size_t>> sz = tierflow::bench::ParseSizeList(sizes);
-    if (!sz.ok()) return Fail(sz.status());
-    copy_cfg.sizes = *sz;
-    copy_cfg.modes = SplitList(modes);
-    copy_cfg.policies.clear();
-    for (const std::string& p : SplitList(policies)) {
-      Result<tierflow::PolicyKind> k = tierflow::ParsePolicyKind(p);
-      if (!k.ok()) return Fail(k.status());
-      copy_cfg.policies.push_back(*k);
-    }
-    for (auto [name, text, target] :
-         {std::tuple{"--batch", &batches, &copy_cfg.batch_sizes},
-          std::tuple{"--threads", &threads, &copy_cfg.threads},
-          std::tuple{"--submitters", &submitters, &copy_cfg.submitters},
-          std::tuple{"--src-node", &src_nodes, &copy_cfg.src_nodes},
-          std::tuple{"--dst-node", &dst_nodes, &copy_cfg.dst_nodes}}) {
-      Result<std::vector<int>> v = ParseIntList(name, *text);
-      if (!v.ok()) return Fail(v.status());
-      *target = *v;
-    }
-    copy_cfg.flush = !no_flush;
-    copy_cfg.progress = !no_progress;
-    copy_cfg.format = as_json ? "json" : as_csv ? "csv" : "table";
-    if (copy_cfg.engine == "dsa" || copy_cfg.engine == "dsa-model") {
-      dsa_copy_cfg.experiments = SplitList(experiments);
-      dsa_copy_cfg.sizes_given = copy->count("--sizes") > 0;
-      dsa_copy_cfg.nodes_given = copy->count("--dst-node") > 0;
-      dsa_copy_cfg.policies_given = copy->count("--policy") > 0;
-      dsa_copy_cfg.submitters_given = copy->count("--submitters") > 0;
-      Status s = tierflow::bench::RunDsaCopyBench(copy_cfg, dsa_copy_cfg, std::cout);
-      return s.ok() ? 0 : Fail(s);
-    }
-    Status s = tierflow::bench::RunCopyBench(copy_cfg, std::cout);
+  if (cache.cmd->parsed()) {
+    cache.cfg.entry_bytes = *bench::ParseSize(cache.entry_size);
+    Status s = bench::RunCacheBench(cache.cfg, std::cout);
     return s.ok() ? 0 : Fail(s);
   }
-  if (cache_bench->parsed()) {
-    Result<std::size_t> es = tierflow::bench::ParseSize(entry_size);
-    if (!es.ok()) return Fail(es.status());
-    cache_cfg.entry_bytes = *es;
-    Status s = tierflow::bench::RunCacheBench(cache_cfg, std::cout);
-    return s.ok() ? 0 : Fail(s);
-  }
-  if (submit->parsed()) {
-    Status s = tierflow::bench::RunSubmitBench(submit_cfg, &tierflow::tools::AllocationCount, std::cout);
-    return s.ok() ? 0 : Fail(s);
-  }
-  return 0;
+  return RunQdp(qdp);
 }

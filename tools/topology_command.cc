@@ -120,15 +120,24 @@ Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
   to.xml_path = o.xml;
   if (!o.tier_config.empty()) {
     Result<TierOverrides> f = TierOverrides::LoadFile(o.tier_config);
-    if (!f.ok()) return f.status();
+    if (!f.ok()) return Status(f.status().code(), "--tier-config: " + f.status().message());
     to.overrides.Merge(*f);
   }
   if (!o.tiers.empty()) {
     Result<TierOverrides> t = TierOverrides::Parse(o.tiers);
-    if (!t.ok()) return t.status();
+    if (!t.ok()) return Status(t.status().code(), "--tiers: " + t.status().message());
     to.overrides.Merge(*t);
   }
   Result<Topology> topo = Topology::Discover(to);
+  if (!topo.ok() && (!o.tiers.empty() || !o.tier_config.empty())) {
+    TopologyOptions plain = to;
+    plain.overrides = {};
+    if (Topology::Discover(plain).ok()) {  // the overrides do not fit this topology: say which
+      return Status(topo.status().code(),
+                    fmt::format("{}: {}", !o.tiers.empty() ? "--tiers" : "--tier-config",
+                                topo.status().message()));
+    }
+  }
   if (!topo.ok()) return topo.status();
   // DSA devices of this system, or of a given sysfs tree; none for a foreign XML topology.
   std::optional<DsaInventory> dsa;

@@ -19,9 +19,13 @@ namespace tierflow {
 enum class CpuIsa : std::uint8_t { kAuto, kAvx512, kAvx2, kBaseline };
 std::string_view CpuIsaName(CpuIsa isa);
 Result<CpuIsa> ParseCpuIsa(std::string_view name);
-// The best ISA this CPU supports, or TIERFLOW_ISA when set (an unsupported value is ignored
-// by Create's explicit check, which reports it).
+// The best ISA this CPU supports, or TIERFLOW_ISA when it names one (a value that names none
+// is ignored here; CpuEngine::Create refuses it).
 CpuIsa DetectCpuIsa();
+// The ISA CpuEngine::Create uses for CpuIsa::kAuto: TIERFLOW_ISA when set (empty or "auto":
+// unset), else the best this CPU supports. Errors: TIERFLOW_ISA names no ISA (the message lists
+// the names, which are lower case).
+Result<CpuIsa> ChooseCpuIsa();
 
 enum class MappingCheck : std::uint8_t {
   kOff,        // trust the caller

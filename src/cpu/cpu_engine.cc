@@ -356,7 +356,12 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
         options.min_piece_bytes, options.max_piece_bytes, kPieceAlign));
   }
   if (options.queue_capacity == 0) return Status::Invalid("queue_capacity is 0: use at least 1");
-  CpuIsa isa = options.isa == CpuIsa::kAuto ? DetectCpuIsa() : options.isa;
+  CpuIsa isa = options.isa;
+  if (isa == CpuIsa::kAuto) {
+    Result<CpuIsa> chosen = ChooseCpuIsa();
+    if (!chosen.ok()) return chosen.status();
+    isa = *chosen;
+  }
   if (!cpu::IsaSupported(isa)) {
     return Status::Unsupported(fmt::format(
         "this CPU lacks {} (asked for by options or TIERFLOW_ISA); best available here is {}",

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include <fmt/format.h>
+
 namespace tierflow::cpu {
 
 bool IsaSupported(CpuIsa isa) {
@@ -156,6 +158,16 @@ Result<CpuIsa> ParseCpuIsa(std::string_view name) {
   }
   return Status::Invalid("unknown ISA '" + std::string(name) +
                          "': use auto, avx512, avx2 or baseline");
+}
+
+Result<CpuIsa> ChooseCpuIsa() {
+  if (const char* env = std::getenv("TIERFLOW_ISA"); env != nullptr && *env != '\0') {
+    Result<CpuIsa> isa = ParseCpuIsa(env);
+    if (!isa.ok()) {
+      return Status::Invalid(fmt::format("TIERFLOW_ISA={}: {}, or unset it", env, isa.status().message()));
+    }
+  }
+  return DetectCpuIsa();
 }
 
 CpuIsa DetectCpuIsa() {

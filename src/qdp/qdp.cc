@@ -294,16 +294,29 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// One chunk of b (the table's only chunk when it has fewer rows), in whole pages.
+std::uint64_t MinCacheCapacity(const QdpConfig& c) {
+  const std::uint64_t chunk = std::min(c.chunk_rows, c.rows) * sizeof(std::uint64_t);
+  return (chunk + kPage - 1) / kPage * kPage;
+}
+
 Status Validate(const QdpConfig& c, int cpus) {
   if (c.rows == 0 || c.rows > (std::uint64_t{1} << 32)) return Status::Invalid("--rows must be 1 .. 2^32");
-  if (c.chunk_rows < 512 || c.chunk_rows % 512 != 0) {
+  if (c.chunk_rows < 512 || c.chunk_rows % 512 != 0 || c.chunk_rows > (std::uint64_t{1} << 32)) {
     return Status::Invalid(fmt::format(
         "--chunk-rows {}: use a multiple of 512 rows (4 KiB of uint64, the storage block size "
-        "direct I/O reads in)", c.chunk_rows));
+        "direct I/O reads in) up to 2^32", c.chunk_rows));
   }
   if (!(c.selectivity >= 0 && c.selectivity <= 1)) return Status::Invalid("--selectivity must be 0 .. 1");
   if (c.groups < 1 || c.threads_scan_a < 1 || c.threads_scan_b < 1 || c.threads_aggregate < 1) {
     return Status::Invalid("every pipeline needs at least one thread in at least one group");
+  }
+  const long long threads =
+      static_cast<long long>(c.groups) * (c.threads_scan_a + c.threads_scan_b + c.threads_aggregate);
+  if (threads > 1024) {
+    return Status::Invalid(fmt::format(
+        "{} group(s) x ({} SCAN_a + {} SCAN_b + {} AGGREGATE) = {} threads: use at most 1024 in all",
+        c.groups, c.threads_scan_a, c.threads_scan_b, c.threads_aggregate, threads));
   }
   const int compute = c.groups * (c.threads_scan_a + c.threads_aggregate);
   if (compute > cpus && !c.oversubscribe) {
@@ -313,10 +326,13 @@ Status Validate(const QdpConfig& c, int cpus) {
         "use fewer, or --oversubscribe to run anyway with meaningless times",
         c.groups, c.threads_scan_a, c.threads_aggregate, compute, cpus));
   }
-  if (c.cache_capacity == 0) {
+  // The cache must hold one chunk (the floor reads b in whole chunks, the query caches them).
+  const std::uint64_t min_capacity = MinCacheCapacity(c);
+  if (c.cache_capacity < min_capacity) {
     return Status::Invalid(fmt::format(
-        "cache capacity 0: the cache could hold nothing; give at least one chunk ({} bytes), or "
-        "less than b to see eviction", c.chunk_rows * 8));
+        "--cache-capacity {}: the cache must hold at least one chunk of b ({} bytes with "
+        "--chunk-rows {}); give at least {}, or less than b's {} bytes to see eviction",
+        c.cache_capacity, min_capacity, c.chunk_rows, min_capacity, c.rows * 8));
   }
   if (c.storage_queue_depth < 1 || c.storage_queue_depth > 4096) {
     return Status::Invalid(fmt::format("--queue-depth {}: use 1..4096", c.storage_queue_depth));
@@ -411,6 +427,18 @@ Status ReadColumnFile(const std::string& path, std::uint64_t rows, std::vector<s
   }
   struct stat st {};
   const std::uint64_t need = rows * sizeof(std::uint64_t);
+  if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::Invalid(fmt::format(
+        "{} is not a regular file (a directory?): --reuse-data reads the column files a.u64 and "
+        "b.u64 that an earlier run wrote into --data-dir", path));
+  }
+  if (fstat(fd, &st) == 0 && st.st_size < static_cast<off_t>(sizeof(std::uint64_t))) {
+    close(fd);
+    return Status::Invalid(fmt::format(
+        "{} is empty: write the columns again (tierflow qdp --data-dir DIR without --reuse-data)",
+        path));
+  }
   if (fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < need) {
     const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
     close(fd);
@@ -480,6 +508,37 @@ Result<MemoryEngines> MakeMemoryEngines(const Topology& topo, const std::string&
 
 }  // namespace
 
+// MemAvailable of /proc/meminfo (free memory plus what the kernel can reclaim), or 0.
+std::uint64_t AvailableMemory() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+// Refuses a run that could not fit in memory before anything is allocated: the columns as
+// generated (a, b), one placed copy of each, the filter's mask and the cache's capacity.
+Status CheckMemory(const QdpConfig& c) {
+  const std::uint64_t capacity = c.cache_capacity != QdpConfig::kCapacityOfB ? c.cache_capacity : c.rows * 8;
+  const std::uint64_t need = c.rows * (16 + 16 + 1) + capacity;
+  const std::uint64_t available = AvailableMemory();
+  if (available == 0 || need <= available) return Status::Ok();
+  if (capacity > available) {
+    return Status::OutOfMemory(fmt::format(
+        "--cache-capacity {}: more than the {} MiB of memory this machine has available; give "
+        "less (b's {} bytes are enough to hold all of it)", capacity, available >> 20, c.rows * 8));
+  }
+  return Status::OutOfMemory(fmt::format(
+      "--rows {} needs about {} MiB of memory (the two columns generated and placed, the mask "
+      "and {} MiB of cache) and this machine has {} MiB available: use fewer rows or a smaller "
+      "--cache-capacity", c.rows, need >> 20, capacity >> 20, available >> 20));
+}
+
 Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   Result<Topology> topo = Topology::Discover();
   if (!topo.ok()) return topo.status();
@@ -493,6 +552,7 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   if (node == nullptr) return Status::NotFound("no NUMA node with CPUs");
   const std::vector<int> cpus = node->cpus;
   if (Status s = Validate(cfg, static_cast<int>(cpus.size())); !s.ok()) return s;
+  if (Status s = CheckMemory(cfg); !s.ok()) return s;
   const std::string dram_spec = fmt::format("node:{}", node->os_index);
   Result<Tier> slow = ResolveTier(*topo, cfg.b_tier, node->os_index, "--b-tier", true);
   if (!slow.ok()) return slow.status();
@@ -649,8 +709,10 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   // the floor and by every configuration's cache: what a destination page costs can differ
   // between pages (on a VM with free-page reporting, by a factor of 1.6 for storage reads),
   // so all of them pay the same.
+  const std::size_t chunk_bytes = MinCacheCapacity(cfg);
   const std::size_t arena_chunk = std::max<std::size_t>(
-      std::size_t{1} << 20, std::min<std::size_t>(report.cache_capacity_bytes, 64 << 20));
+      {std::size_t{1} << 20, chunk_bytes,
+       std::min<std::size_t>(report.cache_capacity_bytes, 64 << 20)});
   cache::NodeArena arena(fast->node, arena_chunk, big);
   if (Status s = arena.Reserve(report.cache_capacity_bytes); !s.ok()) {
     return Status(s.code(), fmt::format("the cache's {} bytes on {}: {}", report.cache_capacity_bytes,
@@ -669,7 +731,9 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   // the arena and given back), so each query has a floor taken under the same conditions: this
   // VM's storage varies 2-3x between reads seconds apart. Checked untimed against b's
   // fingerprint (not against the file, which would fault b into the page cache).
-  const std::size_t piece = std::min({arena_chunk, bytes, report.cache_capacity_bytes});
+  // Whole chunks (b's fingerprint is taken per uint64, and reads stay page-aligned).
+  const std::size_t piece = std::min(
+      bytes, std::min<std::size_t>(arena_chunk, report.cache_capacity_bytes) / chunk_bytes * chunk_bytes);
   const std::size_t pieces_in_flight = std::max<std::size_t>(1, report.cache_capacity_bytes / piece);
   const auto* b_src = reinterpret_cast<const std::byte*>(on.b_slow);
   auto measure_floor = [&]() -> Result<double> {

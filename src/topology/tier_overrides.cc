@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -94,6 +96,12 @@ Result<TierOverrides> TierOverrides::Parse(std::string_view text) {
 }
 
 Result<TierOverrides> TierOverrides::LoadFile(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status::Invalid(fmt::format(
+        "tier config '{}' is {}: give a file of 'NODES KIND' lines", path,
+        S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
+  }
   std::ifstream in(path);
   if (!in) {
     return Status::NotFound(fmt::format("cannot read tier config file '{}'", path));

@@ -66,6 +66,28 @@ TEST(CpuEngine, CreateErrors) {
   }
 }
 
+// Issue 12, item 10: a TIERFLOW_ISA that names no ISA used to be ignored silently.
+TEST(CpuEngine, UnknownTierflowIsaIsAnError) {
+  for (const char* bad : {"avx1024", "AVX2", "sse"}) {
+    setenv("TIERFLOW_ISA", bad, 1);
+    Result<std::unique_ptr<CpuEngine>> e = CpuEngine::Create(ThisSystem(), {});
+    unsetenv("TIERFLOW_ISA");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(e.status().message().find(std::string("TIERFLOW_ISA=") + bad), std::string::npos);
+    EXPECT_NE(e.status().message().find("avx512, avx2 or baseline"), std::string::npos)
+        << e.status().message();
+  }
+  setenv("TIERFLOW_ISA", "baseline", 1);
+  Result<std::unique_ptr<CpuEngine>> baseline = CpuEngine::Create(ThisSystem(), {});
+  unsetenv("TIERFLOW_ISA");
+  ASSERT_TRUE(baseline.ok());
+  EXPECT_EQ((*baseline)->isa(), CpuIsa::kBaseline);
+  setenv("TIERFLOW_ISA", "", 1);  // empty: unset
+  EXPECT_TRUE(CpuEngine::Create(ThisSystem(), {}).ok());
+  unsetenv("TIERFLOW_ISA");
+}
+
 // The workers stay in the parent at fork(): the child's engine starts its own on the next
 // submission (a blocking wait would otherwise sleep forever), and queued parts of the
 // parent's operations are cancelled there.

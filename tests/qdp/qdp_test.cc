@@ -108,13 +108,36 @@ TEST(Qdp, StorageErrorsDuringFillsNeverGiveAWrongSum) {
   }
 }
 
+// Issue 12, item 9: a capacity that is not a multiple of 8 (or of the chunk) ended in "b as
+// read from the slow tier differs from b ... please report this".
+TEST(Qdp, ACapacityThatIsNoMultipleOfTheChunkWorks) {
+  QdpConfig c = Small();
+  c.configs = {"prefetch_distributed"};
+  c.cache_capacity = 3 * 32768 + 7;
+  Result<QdpReport> r = RunQdp(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectAllExact(*r, 1);
+}
+
 TEST(Qdp, BadParametersAreRefused) {
   QdpConfig c = Small();
   c.chunk_rows = 1000;
   Refuse(c, "multiple of 512");
+  // Issue 12, items 8 and 9: capacities below one chunk ran for minutes or ended in an
+  // "internal" error; a chunk beyond 2^32 rows overflowed.
+  for (std::uint64_t capacity : {0, 1, 8, 512, 12345, 32767}) {
+    c = Small();
+    c.cache_capacity = capacity;
+    Refuse(c, "at least one chunk of b (32768 bytes with --chunk-rows 4096)");
+  }
   c = Small();
-  c.cache_capacity = 0;
-  Refuse(c, "cache capacity 0");
+  c.chunk_rows = 18446744073709551104ull;
+  Refuse(c, "up to 2^32");
+  c = Small();
+  c.groups = 1024;
+  c.threads_scan_b = 1024;
+  c.oversubscribe = true;
+  Refuse(c, "at most 1024");
   c = Small();
   c.threads_scan_a = 64;
   Refuse(c, "more threads than cores");

@@ -157,7 +157,8 @@ class BenchCopyDsa(unittest.TestCase):
         self.assertIn("simulated", doc["label"])
 
     def test_without_dsa_offers_the_model(self):
-        p = run("bench", "copy", "--engine", "dsa", "--sysfs-root", "/nonexistent", ok=False)
+        with tempfile.TemporaryDirectory() as no_dsa:
+            p = run("bench", "copy", "--engine", "dsa", "--sysfs-root", no_dsa, ok=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("dsa-model", p.stderr)
         p = run("bench", "copy", "--engine", "dsa-model", "--experiments", "fig9", ok=False)

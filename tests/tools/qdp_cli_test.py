@@ -133,12 +133,12 @@ class BadInput(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             cases = [
                 (["--chunk-rows", "1000"], "multiple of 512 rows"),
-                (["--cache-capacity", "0"], "cache capacity 0"),
+                (["--cache-capacity", "0"], "at least one chunk of b"),
                 (["--threads-aggregate", "64"], "more threads than cores"),
                 (["--b-tier", "node:99"], "--b-tier node:99"),
                 (["--cache-tier", "storage"], "--cache-tier storage"),
-                (["--engine", "gpu"], "--engine 'gpu'"),
-                (["--configs", "fastest"], "configuration 'fastest'"),
+                (["--engine", "gpu"], "--engine: unknown engine 'gpu'"),
+                (["--configs", "fastest"], "unknown configuration 'fastest'"),
                 (["--reuse-data", "--data-dir", d], "a.u64 is missing"),
                 (["--read-size", "1000"], "multiple of 4 KiB"),
             ]

@@ -163,6 +163,10 @@ TEST(TierOverrides, FileWithCommentsAndLineNumbers) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find(":2"), std::string::npos) << bad.status().message();
   EXPECT_EQ(TierOverrides::LoadFile("/nonexistent.conf").status().code(), StatusCode::kNotFound);
+  // Issue 12, item 12: a directory read as an empty file, with no error and no overrides.
+  Result<TierOverrides> dir = TierOverrides::LoadFile("/tmp");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos) << dir.status().message();
 }
 
 TEST(TierOverrides, OverrideReclassifiesAndUnknownNodeFails) {

@@ -1,0 +1,222 @@
+"""Bad input to every option of every tierflow command (issue 12): negative, zero, huge, nan/inf,
+non-numbers, empty, directories where files belong and files where directories belong,
+unwritable paths, unknown words, unknown commands, bad environment variables.
+
+Each case must end in an error: a non-zero exit within the time limit, no signal, a message on
+stderr that names the option (or the word) it is about, no "internal" error (those are for
+tierflow's own bugs) and no Python traceback (from the plotting or DuckDB helpers).
+
+Usage: cli_bad_input_test.py PATH/TO/tierflow
+"""
+import concurrent.futures
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TIERFLOW = None
+TIMEOUT_S = 60
+
+# Arguments that make each command quick when the option under test is valid.
+BASE = {
+    ("topology",): [],
+    ("bench", "copy"): ["--sizes", "4KiB", "--reps", "1", "--warmup", "0", "--min-round-ms", "1",
+                        "--no-progress", "--no-flush"],
+    ("bench", "submit"): ["--samples", "3"],
+    ("bench", "cache"): ["--samples", "3", "--entries", "64"],
+    ("qdp",): ["--rows", "4096", "--chunk-rows", "512", "--iterations", "1", "--warmup", "0",
+               "--configs", "all_dram"],
+}
+
+HUGE = ["99999999999999999999999", "18446744073709551615", "9223372036854775808"]
+NOT_NUMBERS = ["abc", "nan", "inf", "-inf", "", "1x", "0x10"]
+NEGATIVE = ["-1", "-5"]
+INT_BAD = NEGATIVE + HUGE + NOT_NUMBERS + ["1.5", "1e3"]
+FLOAT_BAD = NEGATIVE + ["nan", "inf", "-inf", "1e400", "abc", "", "1.2.3"]
+SIZE_BAD = NEGATIVE + ["0", "nan", "inf", "abc", "", "1.5.5KiB", "12XB", "1EiB", "18446744073709551615",
+                       "99999999999999999999999KiB"]
+A_FILE = "/etc/hostname"
+MISSING = "/nonexistent-tierflow/x"
+DIR_BAD = [A_FILE, MISSING, ""]
+FILE_IN_BAD = ["/tmp", MISSING, ""]
+PLOT_BAD = ["/nonexistent-tierflow/dir/p.png", "/tmp", "/proc/tierflow.png", "/tmp/tierflow-plot.txt", ""]
+WORD_BAD = ["frobnicate", "", ","]
+
+# (command, option) -> invalid values.
+CASES = {
+    ("topology",): {
+        "--xml": FILE_IN_BAD,
+        "--tier-config": FILE_IN_BAD,
+        "--tiers": ["0=fast", "x", "99=hbm", "-1=hbm", "0-=dram", "=hbm", ""],
+        "--sysfs-root": DIR_BAD,
+        "--dev-root": DIR_BAD,
+    },
+    ("bench", "copy"): {
+        "--engine": WORD_BAD + ["gpu"],
+        "--experiments": WORD_BAD + ["fig9"],
+        "--sysfs-root": DIR_BAD,
+        "--dev-root": DIR_BAD,
+        "--xml": FILE_IN_BAD,
+        "--sizes": SIZE_BAD + ["4KiB,,8KiB", "4KiB,"],
+        "--mode": WORD_BAD + ["turbo"],
+        "--batch": INT_BAD + ["0", "100000"],
+        "--threads": INT_BAD + ["100000"],
+        "--submitters": INT_BAD + ["0", "100000"],
+        "--policy": WORD_BAD + ["random"],
+        "--src-node": INT_BAD + ["77"],
+        "--dst-node": INT_BAD + ["77"],
+        "--reps": INT_BAD + ["0"],
+        "--warmup": INT_BAD,
+        "--min-round-ms": FLOAT_BAD + ["1e12"],
+        "--plot": PLOT_BAD,
+    },
+    ("bench", "submit"): {
+        "--engine": WORD_BAD + ["gpu"],
+        "--samples": INT_BAD + ["0", "2", "1002"],
+    },
+    ("bench", "cache"): {
+        "--entries": INT_BAD + ["0", "1"],
+        "--entry-size": SIZE_BAD + ["1"],
+        "--samples": INT_BAD + ["0", "2", "1002"],
+    },
+    ("qdp",): {
+        "--rows": INT_BAD + ["0", "4294967297", "4294967296"],  # the last: more memory than here
+        "--chunk-rows": INT_BAD + ["0", "100", "513", "18446744073709551104"],
+        "--selectivity": FLOAT_BAD + ["1.5"],
+        "--seed": NEGATIVE + NOT_NUMBERS + ["1.5", "1e3", "99999999999999999999999"],
+        "--groups": INT_BAD + ["0", "100000"],
+        "--threads-scan-a": INT_BAD + ["0", "100000"],
+        "--threads-scan-b": INT_BAD + ["0", "100000"],
+        "--threads-aggregate": INT_BAD + ["0", "100000"],
+        "--cache-capacity": SIZE_BAD + ["1", "512", "4095", "1048576GiB"],  # a chunk: 4096 bytes
+        "--iterations": INT_BAD + ["0", "101"],
+        "--warmup": INT_BAD + ["11"],
+        "--data-dir": [A_FILE, "/proc", "/proc/tierflow-data", "/nonexistent-tierflow/a/b", ""],
+        "--configs": WORD_BAD + ["fast", "all_dram,"],
+        "--b-tier": WORD_BAD + ["gpu", "node:99", "node:-1", "node:abc", "node:"],
+        "--cache-tier": WORD_BAD + ["storage", "gpu", "node:99"],
+        "--a-tier": WORD_BAD + ["gpu", "node:99"],
+        "--engine": WORD_BAD + ["gpu"],
+        "--queue-depth": INT_BAD + ["0", "4097"],
+        "--read-size": SIZE_BAD + ["1000", "2GiB"],
+        "--plot": PLOT_BAD,
+    },
+}
+
+# Whole command lines that are wrong as such, and the word the error must name.
+COMMAND_LINES = [
+    (["frobnicate"], "frobnicate"),
+    (["bench", "dsa"], "dsa"),
+    (["bench"], "bench"),
+    ([], "topology"),
+    (["topology", "extra"], "extra"),
+    (["topology", "--frob"], "--frob"),
+    (["bench", "copy", "--frob"], "--frob"),
+    (["qdp", "--frob"], "--frob"),
+    (["qdp", "--rows"], "--rows"),
+    (["bench", "copy", "--json", "--csv"], "--csv"),
+    (["topology", "--json=abc"], "--json"),
+    (["qdp", "--reuse-data"] + BASE[("qdp",)], "--data-dir"),
+    (["qdp", "--groups", "1024", "--threads-scan-b", "1024"] + BASE[("qdp",)], "1024"),
+    (["bench", "copy", "--experiments", "cpu"] + BASE[("bench", "copy")], "--experiments"),
+]
+
+# Environment variables tierflow reads, with values that are wrong.
+ENVIRONMENT = [
+    ("TIERFLOW_ISA", "avx1024", ["bench", "submit", "--samples", "3"]),
+    ("TIERFLOW_ISA", "AVX2", ["bench", "submit", "--samples", "3"]),
+    ("TIERFLOW_ISA", "avx1024", ["topology"]),
+    ("TIERFLOW_TIERS", "0=fast", ["topology"]),
+    ("TIERFLOW_TIER_CONFIG", "/tmp", ["topology"]),
+    ("TIERFLOW_TIER_CONFIG", MISSING, ["topology"]),
+]
+
+
+def run(args, env=None):
+    try:
+        p = subprocess.run([TIERFLOW, *args], capture_output=True, text=True, timeout=TIMEOUT_S,
+                           env=env)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired:
+        return None, "", f"no answer within {TIMEOUT_S} s"
+
+
+def problems(args, code, out, err, must_name):
+    """What is wrong with how tierflow answered bad input (empty list: nothing)."""
+    found = []
+    if code is None:
+        found.append(err)
+    elif code < 0:
+        found.append(f"killed by signal {-code}")
+    elif code == 0:
+        found.append("exit 0 on bad input")
+    text = out + err
+    if "internal" in text.lower() or "please report" in text.lower():
+        found.append("an internal error for a user's mistake")
+    if "Traceback" in text:
+        found.append("a Python traceback")
+    if code not in (None, 0) and not err.strip():
+        found.append("no message on stderr")
+    if code not in (None, 0) and must_name and must_name not in err:
+        found.append(f"the message does not name {must_name!r}")
+    return [f"tierflow {' '.join(repr(a) for a in args)}: {p} | stderr: {err.strip()[:300]}" for p in found]
+
+
+class BadInput(unittest.TestCase):
+    def check_all(self, jobs):
+        """jobs: (args, env, must_name); runs them two at a time and reports every failure."""
+        failures = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            futures = {pool.submit(run, args, env): (args, must_name) for args, env, must_name in jobs}
+            for f in concurrent.futures.as_completed(futures):
+                args, must_name = futures[f]
+                failures += problems(args, *f.result(), must_name)
+        self.assertEqual(failures, [], "\n" + "\n".join(sorted(failures)))
+
+    def test_every_option_of_every_command(self):
+        jobs = []
+        for command, options in CASES.items():
+            for option, values in options.items():
+                for value in values:
+                    jobs.append(([*command, *BASE[command], option, value], None, option))
+        self.assertGreater(len(jobs), 300)
+        self.check_all(jobs)
+
+    def test_unknown_commands_and_malformed_lines(self):
+        self.check_all([(args, None, word) for args, word in COMMAND_LINES])
+
+    def test_bad_environment(self):
+        jobs = []
+        for name, value, args in ENVIRONMENT:
+            env = dict(os.environ)
+            env[name] = value
+            jobs.append((args, env, name))
+        self.check_all(jobs)
+
+    def test_plot_path_is_checked_before_the_run(self):
+        # A run that would take long: the bad path must be refused at once, not after it.
+        code, out, err = run(["qdp", "--rows", "1048576", "--iterations", "100",
+                              "--plot", "/nonexistent-tierflow/dir/p.png"])
+        self.assertEqual(problems(["qdp", "--plot"], code, out, err, "--plot"), [])
+        self.assertEqual(out, "", "nothing ran")
+
+    def test_reuse_data_names_what_is_wrong_with_the_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.mkdir(os.path.join(d, "b.u64"))
+            open(os.path.join(d, "a.u64"), "wb").close()
+            base = ["qdp", "--data-dir", d, "--reuse-data"] + BASE[("qdp",)]
+            code, out, err = run(base)
+            self.assertEqual(problems(base, code, out, err, "a.u64"), [])
+            self.assertIn("empty", err)
+            self.assertNotIn("--rows 0", err, "advice that --rows refuses")
+            with open(os.path.join(d, "a.u64"), "wb") as f:
+                f.write(b"\0" * 4096 * 8)
+            code, out, err = run(base)
+            self.assertEqual(problems(base, code, out, err, "b.u64"), [])
+            self.assertIn("not a regular file", err)
+
+
+if __name__ == "__main__":
+    TIERFLOW = sys.argv[1]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
