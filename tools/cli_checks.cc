@@ -18,18 +18,6 @@
 namespace tierflow::tools {
 namespace {
 
-std::vector<std::string_view> Items(std::string_view text) {
-  std::vector<std::string_view> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find(',', start);
-    if (end == std::string_view::npos) end = text.size();
-    out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 std::string Quote(std::string_view v) { return fmt::format("'{}'", v); }
 
 // Empty when `text` is a decimal integer in [min, max], else what is wrong.
@@ -73,6 +61,18 @@ bool IsDirectory(const std::string& path) {
 
 }  // namespace
 
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 CLI::Validator IntegerIn(long long min, long long max) {
   return CLI::Validator([=](std::string& v) { return IntegerProblem<long long>(v, min, max); },
                         fmt::format("INT in {}..{}", min, max));
@@ -86,7 +86,7 @@ CLI::Validator UnsignedIn(std::uint64_t min, std::uint64_t max) {
 CLI::Validator IntegerListIn(long long min, long long max) {
   return CLI::Validator(
       [=](std::string& v) {
-        for (std::string_view item : Items(v)) {
+        for (const std::string& item : SplitList(v)) {
           std::string p = IntegerProblem<long long>(item, min, max);
           if (!p.empty()) return fmt::format("in the list {}: {}", Quote(v), p);
         }
@@ -119,7 +119,7 @@ CLI::Validator SizeIn(std::uint64_t min, std::uint64_t max) {
 CLI::Validator SizeListIn(std::uint64_t min, std::uint64_t max) {
   return CLI::Validator(
       [=](std::string& v) {
-        for (std::string_view item : Items(v)) {
+        for (const std::string& item : SplitList(v)) {
           std::string p = SizeProblem(item, min, max);
           if (!p.empty()) return fmt::format("in the list {}: {}", Quote(v), p);
         }
@@ -140,7 +140,7 @@ CLI::Validator OneOf(std::string noun, std::vector<std::string> words) {
 CLI::Validator ListOf(std::string noun, std::vector<std::string> words) {
   return CLI::Validator(
       [=](std::string& v) {
-        for (std::string_view item : Items(v)) {
+        for (const std::string& item : SplitList(v)) {
           if (std::find(words.begin(), words.end(), item) == words.end()) {
             return fmt::format("unknown {} {} in {}: use a comma-separated list of {}", noun,
                                Quote(item), Quote(v), Joined(words));

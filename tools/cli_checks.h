@@ -37,6 +37,9 @@ CLI::Validator ExistingDirectory();
 // not tell).
 CLI::Validator NewPng();
 
+// "a,b,,c" -> {"a", "b", "", "c"} (empty items kept, so that checks can refuse them).
+std::vector<std::string> SplitList(const std::string& text);
+
 // Whether a file can be created in `dir` (tried, then removed). Empty on success, else why.
 std::string WritableDirectoryProblem(const std::string& dir);
 

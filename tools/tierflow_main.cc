@@ -30,21 +30,10 @@ using tierflow::Result;
 using tierflow::Status;
 namespace tools = tierflow::tools;
 namespace bench = tierflow::bench;
+using tools::SplitList;
 
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 constexpr std::uint64_t kPiB = std::uint64_t{1} << 50;
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
 
 std::vector<int> IntList(const std::string& text) {  // checked by IntegerListIn already
   std::vector<int> out;
