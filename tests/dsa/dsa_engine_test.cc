@@ -219,6 +219,9 @@ TEST(DsaEngine, DualcastWithDestinationsInDifferentPagePositionsGoesAsTwoCopies)
 // thread: operations in flight at the fork fail in the child with a message saying why, and
 // new ones run on a re-initialised engine. The parent is unaffected.
 TEST(DsaEngine, ForkChildReinitialisesAndParentCarriesOn) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support starting threads after a multi-threaded fork";
+#endif
   auto model = Model(Config(false));
   auto e = Engine(model);
   auto src = RandomBytes(200000, 8);
