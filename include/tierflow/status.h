@@ -51,6 +51,11 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+namespace detail {
+// Result::value() on an error: prints the error and aborts.
+[[noreturn]] void ValueOfError(const Status& error);
+}  // namespace detail
+
 // A value or the Status explaining why there is none.
 template <typename T>
 class [[nodiscard]] Result {
@@ -63,17 +68,24 @@ class [[nodiscard]] Result {
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
   // The error; Status::Ok() when a value is held.
-  Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
+  Status status() const { return ok() ? Status::Ok() : *std::get_if<Status>(&v_); }
 
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  // The value. Requires ok(): asking an error for its value is a bug in the caller, and the
+  // process ends (abort) with the error's message on stderr; nothing is thrown. The same
+  // holds for operator* and operator->.
+  T& value() & { return *Checked(); }
+  const T& value() const& { return *const_cast<Result*>(this)->Checked(); }
+  T&& value() && { return std::move(*Checked()); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
+  T* Checked() {
+    if (T* v = std::get_if<T>(&v_)) return v;
+    detail::ValueOfError(*std::get_if<Status>(&v_));
+  }
   std::variant<T, Status> v_;
 };
 

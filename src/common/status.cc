@@ -2,6 +2,9 @@
 
 #include "tierflow/operation.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace tierflow {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -41,5 +44,15 @@ std::string_view OpKindName(OpKind kind) {
   }
   return "unknown";
 }
+
+namespace detail {
+
+void ValueOfError(const Status& error) {
+  std::fprintf(stderr, "tierflow: Result::value() called on an error (check ok() first): %s\n",
+               error.ToString().c_str());
+  std::abort();
+}
+
+}  // namespace detail
 
 }  // namespace tierflow
