@@ -21,6 +21,7 @@
 #include "common/cpu_relax.h"
 #include "common/crc32c.h"
 #include "common/fault_guard.h"
+#include "common/touch.h"
 #include "common/fork_guard.h"
 #include "common/mapping.h"
 #include "dsa/descriptor.h"
@@ -171,9 +172,9 @@ struct DsaDeviceModel::Impl final : ForkAware {
     const bool all = RunGuarded(&span, locate, &fault, [&] {
       for (std::uint64_t a = p; a < p + n; a = (a & ~(kPage - 1)) + kPage) {
         if (write) {
-          __atomic_fetch_or(Ptr<unsigned char>(a), 0, __ATOMIC_RELAXED);
+          TouchForWrite(Ptr<unsigned char>(a));
         } else {
-          (void)*Ptr<volatile const unsigned char>(a);
+          TouchForRead(Ptr<const unsigned char>(a));
         }
       }
     });

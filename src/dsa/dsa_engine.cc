@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "common/mapping.h"
 #include "common/pattern.h"
 #include "common/fault_guard.h"
+#include "common/touch.h"
 #include "cpu/kernels.h"
 #include "dsa/descriptor.h"
 #include "dsa/monitor_wait.h"
@@ -486,7 +488,7 @@ struct DsaEngine::Impl final : ForkAware {
     }
     auto* byte = dsa::Ptr<unsigned char>(addr);
     if (write) {
-      __atomic_fetch_or(byte, 0, __ATOMIC_RELAXED);  // a write that changes nothing
+      TouchForWrite(byte);  // a write that changes nothing
     } else {
       (void)*static_cast<volatile unsigned char*>(byte);
     }
@@ -922,6 +924,57 @@ Status DsaEngine::CheckOperation(const Operation& op) const {
   return impl_->opts.check_mappings ? CheckMapped(op) : Status::Ok();
 }
 
+namespace {
+
+// An operation's ranges in the order the prefault reports them: dst, dst2, src, src2.
+std::array<GuardedRange, 4> RangesOf(const Operation& op) {
+  const bool writes = op.kind != OpKind::kCacheFlush;  // a flush needs no write permission
+  return {{{op.dst, op.size, "destination", writes}, {op.dst2, op.size, "second destination", writes},
+           {op.src, op.size, "source", false}, {op.src2, op.size, "second source", false}}};
+}
+
+// Which operation's range holds a faulting address: 4 * operation + range, or -1.
+int LocateOpFault(const void* context, std::uintptr_t a) {
+  const auto& ops = *static_cast<const std::span<const Operation>*>(context);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const std::array<GuardedRange, 4> r = RangesOf(ops[i]);
+    for (int k = 0; k < 4; ++k) {
+      const auto b = reinterpret_cast<std::uintptr_t>(r[k].begin);
+      if (b != 0 && a >= b && a - b < r[k].size) return static_cast<int>(4 * i) + k;
+    }
+  }
+  return -1;
+}
+
+// Touches every page the operations read or write, as the device's accesses would fault them
+// in, so that the device meets no page fault. A page that cannot be touched (read-only where
+// the operation writes, PROT_NONE, unmapped) makes the submission fail, naming it.
+Status Prefault(std::span<const Operation> ops) {
+  MemoryFault fault;
+  const bool done = RunGuarded(&ops, &LocateOpFault, &fault, [&] {
+    for (const Operation& op : ops) {
+      for (const GuardedRange& r : RangesOf(op)) {
+        const auto first = reinterpret_cast<std::uintptr_t>(r.begin);
+        for (std::uintptr_t a = first; r.begin != nullptr && a < first + r.size; a = (a & ~std::uintptr_t{4095}) + 4096) {
+          if (r.write) {
+            TouchForWrite(reinterpret_cast<void*>(a));
+          } else {
+            TouchForRead(reinterpret_cast<const void*>(a));
+          }
+        }
+      }
+    }
+  });
+  if (done) return Status::Ok();
+  const std::size_t i = static_cast<std::size_t>(fault.range) / 4;
+  const std::array<GuardedRange, 4> ranges = RangesOf(ops[i]);
+  fault.range %= 4;
+  return FaultError(fmt::format("DSA {} (operation {} of the submission), prefaulting",
+                                OpKindName(ops[i].kind), i), fault, ranges);
+}
+
+}  // namespace
+
 Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {
   Impl& m = *impl_;
   if (m.stopping.load(std::memory_order_relaxed)) {
@@ -947,27 +1000,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     }
   }
   if (m.opts.prefault) {
-    // Prefaulting writes to the destination: refuse ranges that cannot take it (slow check,
-    // but prefaulting touches every page anyway).
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const Operation& op = ops[i];
-      if (!m.opts.check_mappings) {  // otherwise CheckOperation has done it
-        if (Status s = CheckMapped(op); !s.ok()) return s;
-      }
-      for (const void* dst : {static_cast<const void*>(op.dst), static_cast<const void*>(op.dst2)}) {
-        if (dst == nullptr || op.kind == OpKind::kCacheFlush) continue;
-        // First and last page: a range within one mapping has one protection.
-        for (const char* p : {static_cast<const char*>(dst),
-                              static_cast<const char*>(dst) + op.size - 1}) {
-          if (!QueryPageAccess(p).writable) {
-            return Status::Invalid(fmt::format(
-                "operation {}: {} page at {} is read-only; prefaulting (and the {}) would write "
-                "to it", i, dst == op.dst ? "dst" : "dst2", static_cast<const void*>(p),
-                OpKindName(op.kind)));
-          }
-        }
-      }
-    }
+    if (Status s = Prefault(ops); !s.ok()) return s;
   }
   detail::OpState* state = submission.state();
   state->callback_errors = &m.callback_errors;
@@ -978,19 +1011,6 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   unsigned run_bucket = 0;
   std::uint64_t run_count = 0;
   for (const Operation& op : ops) {
-    if (m.opts.prefault) {
-      const std::size_t page = 4096;
-      for (std::size_t o = 0; o < op.size; o += page) {
-        if (op.src != nullptr) (void)static_cast<const volatile char*>(op.src)[o];
-        if (op.src2 != nullptr) (void)static_cast<const volatile char*>(op.src2)[o];
-        if (op.kind == OpKind::kCacheFlush) {
-          if (op.dst != nullptr) (void)static_cast<const volatile char*>(op.dst)[o];
-          continue;
-        }
-        if (op.dst != nullptr) __atomic_fetch_or(static_cast<unsigned char*>(op.dst) + o, 0, __ATOMIC_RELAXED);
-        if (op.dst2 != nullptr) __atomic_fetch_or(static_cast<unsigned char*>(op.dst2) + o, 0, __ATOMIC_RELAXED);
-      }
-    }
     // DSA's dualcast needs destinations that agree in address bits 11:0; others become two
     // copies (the source is read twice).
     const bool split_dualcast =

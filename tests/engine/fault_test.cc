@@ -148,6 +148,21 @@ TEST(DsaModelFaults, UnreadableSourcePageFaultsAsTheDeviceWould) {
   std::vector<char> ok(src.size(), 9);
   ASSERT_TRUE(RunOp(**e, Operation::Copy(dst.data(), ok.data(), ok.size())).ok());
   EXPECT_EQ(dst, ok);
+
+  // Prefaulting on the submitting thread touched only the first and last page's protection
+  // and read sources unguarded: a PROT_NONE page in the middle crashed the caller.
+  DsaEngineOptions o;
+  o.prefault = true;
+  Result<std::unique_ptr<DsaEngine>> pre = DsaEngine::CreateOnModel(*model, 0, o);
+  ASSERT_TRUE(pre.ok());
+  Result<Handle> h = (*pre)->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("not readable"), std::string::npos) << h.status().message();
+  Pages ro(16);
+  ro.Protect(7, 1, PROT_READ);
+  h = (*pre)->Submit(Operation::Copy(ro.data(), ok.data(), ro.size()));
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("read-only"), std::string::npos) << h.status().message();
 }
 
 // A fault that is not in an operation's buffers is not tierflow's to handle: with the handler
