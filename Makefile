@@ -3,7 +3,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: setup configure build demo test test-unit test-asan test-tsan test-install clean
+.PHONY: setup configure build demo test test-unit test-asan test-tsan test-clang test-install clean
 
 setup:
 	@bash scripts/setup.sh
@@ -25,7 +25,7 @@ demo: build
 	$(BUILD)/tierflow qdp --compare-duckdb --plot $(BUILD)/qdp.png
 
 test: build
-	$(MAKE) --no-print-directory test-unit test-asan test-tsan test-install
+	$(MAKE) --no-print-directory test-unit test-asan test-tsan test-clang test-install
 
 test-unit:
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
@@ -45,9 +45,17 @@ test-tsan:
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tsan_tests
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j $(JOBS) --output-on-failure -L tsan
 
+# The library and its unit tests built with Clang too (Debian's Clang 14), so that the tree
+# keeps building with a second compiler.
+test-clang:
+	cmake -S . -B $(BUILD)-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIERFLOW_BUILD_TOOLS=OFF \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTIERFLOW_WERROR=ON
+	cmake --build $(BUILD)-clang -j $(JOBS)
+	cd $(BUILD)-clang && ctest -j $(JOBS) --output-on-failure -LE cli
+
 # cmake --install into a scratch prefix, then build and run a consumer with find_package.
 test-install:
 	bash tests/consumer/run.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-clang

@@ -164,7 +164,7 @@ Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
   Classify(topo);
   for (const auto& [index, kind] : overrides.kinds()) {
     auto it = std::find_if(topo.nodes_.begin(), topo.nodes_.end(),
-                           [&](const NumaNode& n) { return n.os_index == index; });
+                           [id = index](const NumaNode& n) { return n.os_index == id; });
     if (it == topo.nodes_.end()) {
       std::vector<int> have;
       for (const NumaNode& n : topo.nodes_) have.push_back(n.os_index);
