@@ -22,7 +22,8 @@ Result<std::size_t> ParseSize(std::string_view text) {
     ++i;
   }
   if (i == 0) {
-    return Status::Invalid(fmt::format("size '{}' does not start with a number (e.g. 4KiB, 1MiB)", text));
+    return Status::Invalid(
+        fmt::format("size '{}' does not start with a number (e.g. 4KiB, 1MiB)", text));
   }
   std::string_view unit = text.substr(i);
   unsigned shift = 0;
@@ -35,7 +36,8 @@ Result<std::size_t> ParseSize(std::string_view text) {
   } else if (unit == "G" || unit == "GiB" || unit == "GB") {
     shift = 30;
   } else {
-    return Status::Invalid(fmt::format("size '{}': unknown unit '{}' (use B, KiB, MiB or GiB)", text, unit));
+    return Status::Invalid(
+        fmt::format("size '{}': unknown unit '{}' (use B, KiB, MiB or GiB)", text, unit));
   }
   if (shift != 0 && value > ((~0ull) >> shift)) {
     return Status::Invalid(fmt::format("size '{}' is too large", text));

@@ -143,7 +143,8 @@ nlohmann::json ToJson(const Numbers& n) {
 }  // namespace
 
 Status RunCacheBench(const CacheBenchConfig& cfg, std::ostream& out) {
-  if (cfg.entries < 2 || cfg.entries > (1u << 20)) return Status::Invalid("--entries must be 2..1048576");
+  if (cfg.entries < 2 || cfg.entries > (1u << 20))
+    return Status::Invalid("--entries must be 2..1048576");
   if (cfg.entry_bytes < 64 || cfg.entry_bytes > (16u << 20)) {
     return Status::Invalid("--entry-size must be 64 B .. 16 MiB");
   }
@@ -165,7 +166,8 @@ Status RunCacheBench(const CacheBenchConfig& cfg, std::ostream& out) {
   std::mt19937 rng(1);
   for (auto& o : order) o = static_cast<std::uint32_t>(rng() % n);
   auto at = [&](int i, int t = 0) {
-    return src.data() + static_cast<std::size_t>(order[(i + t * 7919) & (order.size() - 1)]) * bytes;
+    return src.data() +
+           static_cast<std::size_t>(order[(i + t * 7919) & (order.size() - 1)]) * bytes;
   };
   const int iters = 20000;
 
@@ -187,7 +189,8 @@ Status RunCacheBench(const CacheBenchConfig& cfg, std::ostream& out) {
   Sink sinks[2];
   // Misses first (each sample: every range once, then clear), then fill everything for hits.
   auto ours_miss = [&](int i) {
-    Result<CacheEntry> e = (*cache)->Access(src.data() + static_cast<std::size_t>(i) * bytes, bytes);
+    Result<CacheEntry> e =
+        (*cache)->Access(src.data() + static_cast<std::size_t>(i) * bytes, bytes);
     if (!e.ok()) err = e.status();
   };
   auto base_miss = [&](int i) {
@@ -258,7 +261,8 @@ Status RunCacheBench(const CacheBenchConfig& cfg, std::ostream& out) {
       "                                    tierflow     baseline (shared_mutex + unordered_map)\n"
       "  hit: Access + data(), 1 thread    {:8.1f} ns  {:8.1f} ns\n"
       "  hits, 1 thread                    {:8.2f} Mops {:8.2f} Mops\n"
-      "  hits, 2 threads, shared entries   {:8.2f} Mops {:8.2f} Mops   (x{:.2f} vs x{:.2f} one thread)\n"
+      "  hits, 2 threads, shared entries   {:8.2f} Mops {:8.2f} Mops   (x{:.2f} vs x{:.2f} one "
+      "thread)\n"
       "  miss: Access, excluding the copy  {:8.1f} ns  {:8.1f} ns\n",
       n, bytes, cfg.samples, ours.hit_ns, baseline.hit_ns, ours.hit_mops_1t, baseline.hit_mops_1t,
       ours.hit_mops_2t, baseline.hit_mops_2t, ours.hit_mops_2t / ours.hit_mops_1t,

@@ -15,7 +15,7 @@
 namespace tierflow::bench {
 
 struct CacheBenchConfig {
-  std::size_t entries = 1024;     // the shared set hits draw from
+  std::size_t entries = 1024;  // the shared set hits draw from
   std::size_t entry_bytes = 4096;
   int samples = 21;
   bool json = false;

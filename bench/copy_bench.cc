@@ -32,18 +32,26 @@ struct Row {
 };
 
 nlohmann::json RowJson(const Row& r) {
-  return {{"engine", r.engine},     {"size_bytes", r.size},      {"mode", r.mode},
-          {"batch", r.batch},       {"threads", r.threads},      {"submitters", r.submitters},
+  return {{"engine", r.engine},
+          {"size_bytes", r.size},
+          {"mode", r.mode},
+          {"batch", r.batch},
+          {"threads", r.threads},
+          {"submitters", r.submitters},
           {"participants", r.participants},
-          {"policy", r.policy},     {"src_node", r.src_node},    {"dst_node", r.dst_node},
+          {"policy", r.policy},
+          {"src_node", r.src_node},
+          {"dst_node", r.dst_node},
           {"inner_repeat", r.repeat},
-          {"gbps_median", r.gbps.median}, {"gbps_min", r.gbps.min}, {"gbps_max", r.gbps.max}};
+          {"gbps_median", r.gbps.median},
+          {"gbps_min", r.gbps.min},
+          {"gbps_max", r.gbps.max}};
 }
 
 // A slice of the work one submitting thread does each inner iteration.
 struct Slice {
-  Engine* engine = nullptr;              // nullptr: glibc memcpy
-  std::vector<Operation> ops;            // batch members (one in single mode)
+  Engine* engine = nullptr;    // nullptr: glibc memcpy
+  std::vector<Operation> ops;  // batch members (one in single mode)
 };
 
 // One configuration to measure: its slices of work and, once measured, its results.
@@ -143,29 +151,35 @@ std::vector<std::pair<std::size_t, std::size_t>> Split(std::size_t size, std::si
 
 void PrintTable(std::ostream& out, const std::vector<Row>& rows, const std::vector<Row>& base,
                 const std::string& isa, const std::string& machine_note) {
-  out << fmt::format("tierflow bench copy  (GB/s = bytes copied / s / 1e9; STREAM would count "
-                     "twice that)\n{}  cpu isa: {}\n\n",
-                     machine_note, isa);
-  out << fmt::format("{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8} {:>8} {:>8} {:>8}\n",
-                     "engine", "size", "mode", "batch", "threads", "subm", "policy", "src", "dst",
-                     "min", "median", "max", "vs best");
+  out << fmt::format(
+      "tierflow bench copy  (GB/s = bytes copied / s / 1e9; STREAM would count "
+      "twice that)\n{}  cpu isa: {}\n\n",
+      machine_note, isa);
+  out << fmt::format(
+      "{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8} {:>8} {:>8} {:>8}\n", "engine",
+      "size", "mode", "batch", "threads", "subm", "policy", "src", "dst", "min", "median", "max",
+      "vs best");
   auto best_base = [&](std::size_t size, int src, int dst) {
     double best = 0;
     for (const Row& b : base) {
-      if (b.size == size && b.src_node == src && b.dst_node == dst) best = std::max(best, b.gbps.median);
+      if (b.size == size && b.src_node == src && b.dst_node == dst)
+        best = std::max(best, b.gbps.median);
     }
     return best;
   };
   for (const auto* set : {&base, &rows}) {
     for (const Row& r : *set) {
       double b = best_base(r.size, r.src_node, r.dst_node);
-      out << fmt::format("{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8.2f} {:>8.2f} {:>8.2f} {:>7.2f}x\n",
-                         r.engine, FormatSize(r.size), r.mode, r.batch, r.threads, r.submitters,
-                         r.policy, r.src_node, r.dst_node, r.gbps.min, r.gbps.median, r.gbps.max,
-                         b > 0 ? r.gbps.median / b : 0.0);
+      out << fmt::format(
+          "{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8.2f} {:>8.2f} {:>8.2f} "
+          "{:>7.2f}x\n",
+          r.engine, FormatSize(r.size), r.mode, r.batch, r.threads, r.submitters, r.policy,
+          r.src_node, r.dst_node, r.gbps.min, r.gbps.median, r.gbps.max,
+          b > 0 ? r.gbps.median / b : 0.0);
     }
   }
-  out << "\n'vs best' = median / best glibc memcpy median (any thread count) for the same size and nodes\n";
+  out << "\n'vs best' = median / best glibc memcpy median (any thread count) for the same size and "
+         "nodes\n";
 }
 
 }  // namespace
@@ -199,10 +213,12 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
   }
   Result<Topology> topo = Topology::Discover();
   if (!topo.ok()) return topo.status();
-  for (const auto& [option, list] : {std::pair{"--src-node", &cfg.src_nodes}, std::pair{"--dst-node", &cfg.dst_nodes}}) {
+  for (const auto& [option, list] :
+       {std::pair{"--src-node", &cfg.src_nodes}, std::pair{"--dst-node", &cfg.dst_nodes}}) {
     for (int node : *list) {
       if (Result<NodeMemory> m = QueryNodeMemory(node); !m.ok()) {
-        return Status(m.status().code(), fmt::format("{} {}: {}", option, node, m.status().message()));
+        return Status(m.status().code(),
+                      fmt::format("{} {}: {}", option, node, m.status().message()));
       }
     }
   }
@@ -213,8 +229,8 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
   }();
   for (int t : cfg.threads) {
     if (t < 0 || t > 4 * cpus_total) {
-      return Status::Invalid(fmt::format("--threads {}: use 0 (all CPUs of a node) .. {}", t,
-                                         4 * cpus_total));
+      return Status::Invalid(
+          fmt::format("--threads {}: use 0 (all CPUs of a node) .. {}", t, 4 * cpus_total));
     }
   }
 
@@ -236,7 +252,8 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
       base_threads.push_back(n);
     }
   }
-  total_configs += base_threads.size() * cfg.sizes.size() * cfg.src_nodes.size() * cfg.dst_nodes.size();
+  total_configs +=
+      base_threads.size() * cfg.sizes.size() * cfg.src_nodes.size() * cfg.dst_nodes.size();
   Progress progress(total_configs, cfg.progress && StderrIsTerminal());
   std::string isa;
 
@@ -248,7 +265,8 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
         for (const std::string& mode : cfg.modes) {
           if (mode != "batch") continue;
           for (int b : cfg.batch_sizes) {
-            if (size * static_cast<std::size_t>(b) <= kMaxRoundBytes) need = std::max(need, size * b);
+            if (size * static_cast<std::size_t>(b) <= kMaxRoundBytes)
+              need = std::max(need, size * b);
           }
         }
       }
@@ -265,11 +283,13 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
         for (std::size_t size : cfg.sizes) {
           Candidate c;
           for (auto [off, len] : Split(size, nthreads)) {
-            c.slices.push_back({nullptr, {Operation::Copy(dst->data() + off, src->data() + off, len)}});
+            c.slices.push_back(
+                {nullptr, {Operation::Copy(dst->data() + off, src->data() + off, len)}});
           }
           c.bytes = size;
-          c.row = {"memcpy", "single", "split", size, 1, nthreads, 1, src_node, dst_node,
-                   static_cast<int>(c.slices.size()), 1, {}};
+          c.row = {"memcpy", "single", "split",  size,     1,
+                   nthreads, 1,        src_node, dst_node, static_cast<int>(c.slices.size()),
+                   1,        {}};
           cands.push_back(std::move(c));
         }
       }
@@ -316,15 +336,26 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
                     for (auto [off, len] : Split(part.size, subm)) {
                       Slice s{part.engine, {}};
                       for (int m = 0; m < b; ++m) {
-                        std::size_t base_off = static_cast<std::size_t>(m) * size + part.offset + off;
-                        s.ops.push_back(Operation::Copy(dst->data() + base_off,
-                                                        src->data() + base_off, len));
+                        std::size_t base_off =
+                            static_cast<std::size_t>(m) * size + part.offset + off;
+                        s.ops.push_back(
+                            Operation::Copy(dst->data() + base_off, src->data() + base_off, len));
                       }
                       c.slices.push_back(std::move(s));
                     }
                   }
-                  c.row = {"cpu", mode, std::string(PolicyKindName(policy)), size, b, workers,
-                           subm, src_node, dst_node, static_cast<int>(c.slices.size()), 1, {}};
+                  c.row = {"cpu",
+                           mode,
+                           std::string(PolicyKindName(policy)),
+                           size,
+                           b,
+                           workers,
+                           subm,
+                           src_node,
+                           dst_node,
+                           static_cast<int>(c.slices.size()),
+                           1,
+                           {}};
                   cands.push_back(std::move(c));
                 }
               }
@@ -356,9 +387,9 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
   doc["baseline"] = nlohmann::json::array();
   for (const Row& r : base) doc["baseline"].push_back(RowJson(r));
 
-  const std::string note = fmt::format("machine: {} NUMA node(s), caches L2 {} L3 {}",
-                                       topo->nodes().size(), FormatSize(topo->caches().l2_bytes),
-                                       FormatSize(topo->caches().l3_bytes));
+  const std::string note =
+      fmt::format("machine: {} NUMA node(s), caches L2 {} L3 {}", topo->nodes().size(),
+                  FormatSize(topo->caches().l2_bytes), FormatSize(topo->caches().l3_bytes));
   if (cfg.format == "json") {
     out << doc.dump(2) << "\n";
   } else if (cfg.format == "csv") {

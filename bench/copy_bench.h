@@ -26,7 +26,7 @@ struct CopyBenchConfig {
   std::vector<int> dst_nodes = {0};
   int reps = 10;
   int warmup = 1;
-  double min_round_ms = 20;   // small sizes repeat the inner loop to last at least this long
+  double min_round_ms = 20;  // small sizes repeat the inner loop to last at least this long
   bool flush = true;
   bool progress = true;
   std::string format = "table";  // table | json | csv

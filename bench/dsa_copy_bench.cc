@@ -31,10 +31,10 @@ struct Row {
 };
 
 nlohmann::json RowJson(const Row& r) {
-  return {{"experiment", r.experiment}, {"figure", r.figure},   {"engine", r.engine},
-          {"method", r.method},         {"policy", r.policy},   {"size_bytes", r.size},
-          {"batch", r.batch},           {"threads", r.threads}, {"src_node", r.src},
-          {"dst_node", r.dst},          {"dsas", r.dsas},       {"gbps_median", r.gbps.median},
+  return {{"experiment", r.experiment}, {"figure", r.figure},    {"engine", r.engine},
+          {"method", r.method},         {"policy", r.policy},    {"size_bytes", r.size},
+          {"batch", r.batch},           {"threads", r.threads},  {"src_node", r.src},
+          {"dst_node", r.dst},          {"dsas", r.dsas},        {"gbps_median", r.gbps.median},
           {"gbps_min", r.gbps.min},     {"gbps_max", r.gbps.max}};
 }
 
@@ -62,7 +62,9 @@ class Meter {
       double s = TimeRounds(threads, 0, 1, body, flush)[0];
       if (Status e = check(); !e.ok()) return e;
       if (s * 1e3 >= cfg_.min_round_ms || repeat >= (1l << 20)) break;
-      repeat *= s <= 0 ? 64 : std::clamp<long>(static_cast<long>(cfg_.min_round_ms / (s * 1e3) * 1.2) + 1, 2, 64);
+      repeat *= s <= 0 ? 64
+                       : std::clamp<long>(
+                             static_cast<long>(cfg_.min_round_ms / (s * 1e3) * 1.2) + 1, 2, 64);
     }
     std::vector<double> secs = TimeRounds(threads, cfg_.warmup, cfg_.reps, body, flush);
     if (Status e = check(); !e.ok()) return e;
@@ -88,8 +90,9 @@ Result<Setup> Prepare(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa)
   Setup s;
   s.model = cfg.engine == "dsa-model";
   if (!s.model && !dsa.xml.empty()) {
-    return Status::Invalid("--xml describes the machine the DSA model imitates; with --engine dsa "
-                           "the topology is this machine's");
+    return Status::Invalid(
+        "--xml describes the machine the DSA model imitates; with --engine dsa "
+        "the topology is this machine's");
   }
   Result<Topology> topo = dsa.xml.empty() ? Topology::Discover() : Topology::FromXmlFile(dsa.xml);
   if (!topo.ok()) return topo.status();
@@ -127,8 +130,10 @@ Result<Setup> Prepare(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa)
   }
   for (int n : nodes) {
     if (s.topo->node(n) == nullptr) {
-      return Status::Invalid(fmt::format("a DSA of the layout sits on node {}, which the topology "
-                                         "lacks: pass the matching --xml", n));
+      return Status::Invalid(
+          fmt::format("a DSA of the layout sits on node {}, which the topology "
+                      "lacks: pass the matching --xml",
+                      n));
     }
   }
   DsaModelConfig mc;
@@ -245,12 +250,13 @@ class Experiments {
       if (!to.ok()) return to.status();
       for (int t : counts) {
         auto it = [&](int k) {
-          return Waited((*e)->Submit(
-              Operation::Copy(to->data() + k * size, from->data() + k * size, size)));
+          return Waited(
+              (*e)->Submit(Operation::Copy(to->data() + k * size, from->data() + k * size, size)));
         };
         Result<Summary> r = meter_.Run(t, size * t, it, Flusher(*from, *to, size * t));
         if (!r.ok()) return r.status();
-        rows_.push_back({"threads", "3.5", EngineName(), "single", "single", size, 1, t, src, src, 1, *r});
+        rows_.push_back(
+            {"threads", "3.5", EngineName(), "single", "single", size, 1, t, src, src, 1, *r});
       }
     }
     return Status::Ok();
@@ -291,8 +297,9 @@ class Experiments {
         auto it = [&](int) { return Waited(SubmitParts(op, *plan)); };
         Result<Summary> r = meter_.Run(1, size, it, Flusher(*from, *to, size));
         if (!r.ok()) return r.status();
-        rows_.push_back({"placement", "3.6", EngineName(), "parts", std::string(PolicyKindName(kind)),
-                         size, 1, 1, src, dst, static_cast<int>(plan->size()), *r});
+        rows_.push_back({"placement", "3.6", EngineName(), "parts",
+                         std::string(PolicyKindName(kind)), size, 1, 1, src, dst,
+                         static_cast<int>(plan->size()), *r});
       }
     }
     // Fig. 3.7: average over destinations, scaling factor against single.
@@ -339,7 +346,8 @@ class Experiments {
       auto engine_it = [&](int) { return Waited((*cpu)->Submit(op)); };
       Result<Summary> r = meter_.Run(1, size, engine_it, Flusher(*from, *to, size));
       if (!r.ok()) return r.status();
-      rows_.push_back({"cpu", "3.8", "cpu", "single", "-", size, 1, (*cpu)->workers(), src, dst, 0, *r});
+      rows_.push_back(
+          {"cpu", "3.8", "cpu", "single", "-", size, 1, (*cpu)->workers(), src, dst, 0, *r});
       auto memcpy_it = [&](int) {
         std::memcpy(to->data(), from->data(), size);
         return Status::Ok();
@@ -398,12 +406,13 @@ Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa
 
   const bool model = setup->model;
   const std::string label =
-      model ? fmt::format("DSA DEVICE MODEL ({} model device(s)): these are software copies, not "
-                          "a DSA's throughput{}",
-                          setup->fleet->members().size(),
-                          setup->buffers_local ? "; nodes from the given topology are simulated, "
-                                                 "every buffer is in local memory"
-                                               : "")
+      model ? fmt::format(
+                  "DSA DEVICE MODEL ({} model device(s)): these are software copies, not "
+                  "a DSA's throughput{}",
+                  setup->fleet->members().size(),
+                  setup->buffers_local ? "; nodes from the given topology are simulated, "
+                                         "every buffer is in local memory"
+                                       : "")
             : std::string("DSA hardware");
   nlohmann::json doc;
   doc["engine"] = model ? "dsa-model" : "dsa";
@@ -446,23 +455,27 @@ Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa
     }
     return Status::Ok();
   }
-  out << fmt::format("tierflow bench copy --engine {}  [{}]\n", doc["engine"].get<std::string>(), label);
+  out << fmt::format("tierflow bench copy --engine {}  [{}]\n", doc["engine"].get<std::string>(),
+                     label);
   std::string last;
   for (const Row& r : ex.rows()) {
     if (r.experiment != last) {
       last = r.experiment;
-      out << fmt::format("\n{} (thesis Fig. {})\n  {:<10} {:<8} {:<11} {:>9} {:>5} {:>7} {:>4} {:>4} {:>4} "
-                         "{:>9} {:>9} {:>9}\n",
-                         r.experiment, r.figure, "engine", "method", "policy", "size", "batch",
-                         "threads", "src", "dst", "dsas", "GB/s min", "median", "max");
+      out << fmt::format(
+          "\n{} (thesis Fig. {})\n  {:<10} {:<8} {:<11} {:>9} {:>5} {:>7} {:>4} {:>4} {:>4} "
+          "{:>9} {:>9} {:>9}\n",
+          r.experiment, r.figure, "engine", "method", "policy", "size", "batch", "threads", "src",
+          "dst", "dsas", "GB/s min", "median", "max");
     }
-    out << fmt::format("  {:<10} {:<8} {:<11} {:>9} {:>5} {:>7} {:>4} {:>4} {:>4} {:>9.2f} {:>9.2f} "
-                       "{:>9.2f}\n",
-                       r.engine, r.method, r.policy, FormatSize(r.size), r.batch, r.threads, r.src,
-                       r.dst, r.dsas, r.gbps.min, r.gbps.median, r.gbps.max);
+    out << fmt::format(
+        "  {:<10} {:<8} {:<11} {:>9} {:>5} {:>7} {:>4} {:>4} {:>4} {:>9.2f} {:>9.2f} "
+        "{:>9.2f}\n",
+        r.engine, r.method, r.policy, FormatSize(r.size), r.batch, r.threads, r.src, r.dst, r.dsas,
+        r.gbps.min, r.gbps.median, r.gbps.max);
   }
   if (!ex.scaling().empty()) {
-    out << "\nscaling over destinations (thesis Fig. 3.7)\n  policy       DSAs  GB/s avg  x single  "
+    out << "\nscaling over destinations (thesis Fig. 3.7)\n  policy       DSAs  GB/s avg  x single "
+           " "
            "per DSA\n";
     for (const auto& s : ex.scaling()) {
       out << fmt::format("  {:<12} {:>4.1f} {:>9.2f} {:>9.2f} {:>8.2f}\n",
@@ -473,10 +486,11 @@ Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa
   }
   out << "\nper device\n";
   for (const auto& d : doc["devices"]) {
-    out << fmt::format("  {:<12} node {:>2}  {:>10} ops {:>14} bytes {:>9} batches {:>6} retries  {}\n",
-                       d["device"].get<std::string>(), d["node"].get<int>(), d["ops"].get<std::uint64_t>(),
-                       d["bytes"].get<std::uint64_t>(), d["batches"].get<std::uint64_t>(),
-                       d["submit_retries"].get<std::uint64_t>(), d["wq"].get<std::string>());
+    out << fmt::format(
+        "  {:<12} node {:>2}  {:>10} ops {:>14} bytes {:>9} batches {:>6} retries  {}\n",
+        d["device"].get<std::string>(), d["node"].get<int>(), d["ops"].get<std::uint64_t>(),
+        d["bytes"].get<std::uint64_t>(), d["batches"].get<std::uint64_t>(),
+        d["submit_retries"].get<std::uint64_t>(), d["wq"].get<std::string>());
   }
   out << "auto policy: " << doc["auto_thresholds"].get<std::string>() << "\n";
   if (model) out << "(" << label << ")\n";

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
-#include "tierflow/buffer.h"
-#include "tierflow/cpu_engine.h"
 #include "cpu/kernels.h"
 #include "dsa/descriptor.h"
+#include "tierflow/buffer.h"
+#include "tierflow/cpu_engine.h"
 #include "tierflow/dsa_engine.h"
 #include "tierflow/topology.h"
 
@@ -100,15 +100,17 @@ Status RunDsaModelSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allo
   auto model_one = [&]() -> Status {
     dsa::ClearRecord(rec);
     (*model)->Enqueue(0, &one_desc.d);
-    return dsa::LoadStatus(rec.r) == DSA_COMP_SUCCESS ? Status::Ok()
-                                                      : Status(StatusCode::kInternal, "model failed");
+    return dsa::LoadStatus(rec.r) == DSA_COMP_SUCCESS
+               ? Status::Ok()
+               : Status(StatusCode::kInternal, "model failed");
   };
   auto model_batch = [&]() -> Status {
     dsa::ClearRecord(rec);
     for (auto& r : recs) dsa::ClearRecord(r);
     (*model)->Enqueue(0, &batch_desc.d);
-    return dsa::LoadStatus(rec.r) == DSA_COMP_SUCCESS ? Status::Ok()
-                                                      : Status(StatusCode::kInternal, "model failed");
+    return dsa::LoadStatus(rec.r) == DSA_COMP_SUCCESS
+               ? Status::Ok()
+               : Status(StatusCode::kInternal, "model failed");
   };
   PerCallNs(3, 2000, model_one, err, allocations, nullptr);
 
@@ -180,8 +182,9 @@ Status RunDsaHardwareSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*a
   doc["batch32_roundtrip_ns_median"] = b32.median;
   doc["steady_state_allocations"] = allocs;
   doc["samples"] = cfg.samples;
-  doc["note"] = "device time included: on hardware the library's own share cannot be separated; "
-                "--engine dsa-model measures it alone";
+  doc["note"] =
+      "device time included: on hardware the library's own share cannot be separated; "
+      "--engine dsa-model measures it alone";
   if (cfg.json) {
     out << doc.dump(2) << "\n";
     return Status::Ok();
@@ -257,7 +260,7 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
   Result<std::unique_ptr<CpuEngine>> engine = CpuEngine::Create(*topo, opts);
   if (!engine.ok()) return engine.status();
   CpuEngineOptions handoff_opts = opts;
-  handoff_opts.inline_max_bytes = 0;  // every operation goes to a worker
+  handoff_opts.inline_max_bytes = 0;                 // every operation goes to a worker
   handoff_opts.check_mappings = MappingCheck::kOff;  // time the hand-off itself
   handoff_opts.waiter_runs_pieces = false;           // ... and not the waiter doing the copy
   Result<std::unique_ptr<CpuEngine>> handoff = CpuEngine::Create(*topo, handoff_opts);
@@ -320,12 +323,12 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
       "  submit+wait one 4 KiB copy (inline)      {:8.1f} ns   (min {:.1f})\n"
       "  batch of 64 x 4 KiB, submit+wait         {:8.2f} GB/s ({:.0f} ns per batch)\n"
       "  4 KiB copy handed to a worker            {:8.1f} ns   (min {:.1f}; submit to done)\n"
-      "  fault guard per piece (faults as errors) {:8.1f} ns   (4 KiB copy kernel {:.1f} -> {:.1f})\n"
+      "  fault guard per piece (faults as errors) {:8.1f} ns   (4 KiB copy kernel {:.1f} -> "
+      "{:.1f})\n"
       "  heap allocations on these paths, warm    {:8} over {} submissions\n",
       CpuIsaName((*engine)->isa()), cfg.samples, single_ns.median, single_ns.min, gbps[1],
-      batch_ns.median, handoff_ns.median, handoff_ns.min,
-      guard.guarded.median - guard.plain.median, guard.plain.median, guard.guarded.median, allocs,
-      measured_ops);
+      batch_ns.median, handoff_ns.median, handoff_ns.min, guard.guarded.median - guard.plain.median,
+      guard.plain.median, guard.guarded.median, allocs, measured_ops);
   return Status::Ok();
 }
 

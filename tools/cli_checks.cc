@@ -26,10 +26,12 @@ std::string IntegerProblem(std::string_view text, T min, T max) {
   const auto range = fmt::format("an integer from {} to {}", min, max);
   T v{};
   const char* end = text.data() + text.size();
-  const bool digits = !text.empty() && std::all_of(text.begin() + (text[0] == '-' ? 1 : 0),
-                                                    text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits =
+      !text.empty() && std::all_of(text.begin() + (text[0] == '-' ? 1 : 0), text.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
   if (!digits || text == "-") return fmt::format("{} is not {}", Quote(text), range);
-  if (std::is_unsigned_v<T> && text[0] == '-') return fmt::format("{} is negative: give {}", Quote(text), range);
+  if (std::is_unsigned_v<T> && text[0] == '-')
+    return fmt::format("{} is negative: give {}", Quote(text), range);
   auto [p, ec] = std::from_chars(text.data(), end, v);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && (v < min || v > max))) {
     return fmt::format("{} is out of range: give {}", Quote(text), range);
@@ -42,7 +44,8 @@ std::string SizeProblem(std::string_view text, std::uint64_t min, std::uint64_t 
   const auto range = fmt::format("{} to {}", bench::FormatSize(min), bench::FormatSize(max));
   Result<std::size_t> s = bench::ParseSize(text);
   if (!s.ok()) return fmt::format("{}; give a size from {}", s.status().message(), range);
-  if (*s < min || *s > max) return fmt::format("{} is out of range: give a size from {}", Quote(text), range);
+  if (*s < min || *s > max)
+    return fmt::format("{} is out of range: give a size from {}", Quote(text), range);
   return {};
 }
 
@@ -112,8 +115,9 @@ CLI::Validator RealIn(double min, double max) {
 }
 
 CLI::Validator SizeIn(std::uint64_t min, std::uint64_t max) {
-  return CLI::Validator([=](std::string& v) { return SizeProblem(v, min, max); },
-                        fmt::format("SIZE in {}..{}", bench::FormatSize(min), bench::FormatSize(max)));
+  return CLI::Validator(
+      [=](std::string& v) { return SizeProblem(v, min, max); },
+      fmt::format("SIZE in {}..{}", bench::FormatSize(min), bench::FormatSize(max)));
 }
 
 CLI::Validator SizeListIn(std::uint64_t min, std::uint64_t max) {
@@ -153,7 +157,9 @@ CLI::Validator ListOf(std::string noun, std::vector<std::string> words) {
 
 CLI::Validator NotEmpty(std::string what) {
   return CLI::Validator(
-      [=](std::string& v) { return v.empty() ? fmt::format("the value is empty: give {}", what) : std::string(); },
+      [=](std::string& v) {
+        return v.empty() ? fmt::format("the value is empty: give {}", what) : std::string();
+      },
       what);
 }
 
@@ -164,11 +170,13 @@ CLI::Validator ReadableFile(std::string what) {
         const std::string cannot = fmt::format("cannot read {} {}", what, Quote(v));
         if (v.empty()) return fmt::format("the name of the {} is empty", what);
         if (stat(v.c_str(), &st) != 0) {
-          return fmt::format("{}: {}", cannot, errno == ENOENT ? "no such file" : std::strerror(errno));
+          return fmt::format("{}: {}", cannot,
+                             errno == ENOENT ? "no such file" : std::strerror(errno));
         }
         if (S_ISDIR(st.st_mode)) return fmt::format("{}: it is a directory; give a file", cannot);
         if (!S_ISREG(st.st_mode)) return fmt::format("{}: not a regular file", cannot);
-        if (access(v.c_str(), R_OK) != 0) return fmt::format("{}: {}", cannot, std::strerror(errno));
+        if (access(v.c_str(), R_OK) != 0)
+          return fmt::format("{}: {}", cannot, std::strerror(errno));
         return {};
       },
       "FILE");
@@ -202,14 +210,19 @@ CLI::Validator NewPng() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
         std::string lower = v;
-        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char c) { return std::tolower(c); });
         if (lower.size() < 5 || lower.substr(lower.size() - 4) != ".png") {
-          return fmt::format("{}: the plot is a PNG image; give a file name ending in .png", Quote(v));
+          return fmt::format("{}: the plot is a PNG image; give a file name ending in .png",
+                             Quote(v));
         }
         if (IsDirectory(v)) return fmt::format("{} is a directory: give a file name", Quote(v));
         const std::size_t slash = v.rfind('/');
-        const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : v.substr(0, slash);
-        if (!IsDirectory(dir)) return fmt::format("the directory {} does not exist: create it first", Quote(dir));
+        const std::string dir = slash == std::string::npos ? "."
+                                : slash == 0               ? "/"
+                                                           : v.substr(0, slash);
+        if (!IsDirectory(dir))
+          return fmt::format("the directory {} does not exist: create it first", Quote(dir));
         const bool existed = access(v.c_str(), F_OK) == 0;
         const int fd = open(v.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) return fmt::format("cannot write {}: {}", Quote(v), std::strerror(errno));

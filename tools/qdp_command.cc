@@ -61,7 +61,8 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
   if (options.compare_duckdb && config.data_dir.empty()) {
     char tmpl[] = "/tmp/tierflow-qdp-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
-      return Status::IoError(fmt::format("cannot create a data directory in /tmp: {}", std::strerror(errno)));
+      return Status::IoError(
+          fmt::format("cannot create a data directory in /tmp: {}", std::strerror(errno)));
     }
     own_dir = config.data_dir = tmpl;
   }
@@ -82,7 +83,8 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
 
   DuckDbResult duck;
   if (options.compare_duckdb) {
-    const int iterations = options.duckdb_iterations > 0 ? options.duckdb_iterations : config.iterations;
+    const int iterations =
+        options.duckdb_iterations > 0 ? options.duckdb_iterations : config.iterations;
     Result<DuckDbResult> d = RunDuckDb(rep, iterations, config.warmup);
     if (!d.ok()) return d.status();
     duck = *d;
@@ -91,32 +93,34 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
       return Status(StatusCode::kInternal,
                     fmt::format("DuckDB's SUM(b) is {} but tierflow's is {} for the same columns "
                                 "(kept in {}): one of them is wrong; please report this with the "
-                                "files", duck.sum, rep.expected_sum, rep.data_dir));
+                                "files",
+                                duck.sum, rep.expected_sum, rep.data_dir));
     }
   }
 
   nlohmann::json doc;
   doc["configs"] = nlohmann::json::array();
   for (const QdpConfigResult& c : rep.configs) {
-    doc["configs"].push_back({{"name", c.name},
-                              {"time_ms_median", c.time_ms_median},
-                              {"times_ms", c.times_ms},
-                              {"floor_ms", c.floor_ms},
-                              {"vs_floor", c.vs_floor},
-                              {"speedup", c.speedup > 0 ? nlohmann::json(c.speedup) : nlohmann::json()},
-                              {"hit_rate", c.hit_rate},
-                              {"hits", c.hits},
-                              {"late_hits", c.late_hits},
-                              {"misses", c.misses},
-                              {"failed_fills", c.failed_fills},
-                              {"sum", c.sum},
-                              {"scan_a_ms", c.pipelines.scan_a_ms},
-                              {"scan_b_ms", c.pipelines.scan_b_ms},
-                              {"aggregate_ms", c.pipelines.aggregate_ms},
-                              {"bytes_from_slow_tier", c.bytes_from_slow_tier},
-                              {"bytes_to_fast_tier", c.bytes_to_fast_tier},
-                              {"cache_peak_bytes", c.cache_peak_bytes},
-                              {"resident_pages_at_start", c.resident_pages_at_start}});
+    doc["configs"].push_back(
+        {{"name", c.name},
+         {"time_ms_median", c.time_ms_median},
+         {"times_ms", c.times_ms},
+         {"floor_ms", c.floor_ms},
+         {"vs_floor", c.vs_floor},
+         {"speedup", c.speedup > 0 ? nlohmann::json(c.speedup) : nlohmann::json()},
+         {"hit_rate", c.hit_rate},
+         {"hits", c.hits},
+         {"late_hits", c.late_hits},
+         {"misses", c.misses},
+         {"failed_fills", c.failed_fills},
+         {"sum", c.sum},
+         {"scan_a_ms", c.pipelines.scan_a_ms},
+         {"scan_b_ms", c.pipelines.scan_b_ms},
+         {"aggregate_ms", c.pipelines.aggregate_ms},
+         {"bytes_from_slow_tier", c.bytes_from_slow_tier},
+         {"bytes_to_fast_tier", c.bytes_to_fast_tier},
+         {"cache_peak_bytes", c.cache_peak_bytes},
+         {"resident_pages_at_start", c.resident_pages_at_start}});
   }
   doc["expected_sum"] = rep.expected_sum;
   doc["x"] = rep.x;
@@ -167,15 +171,17 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
       rep.cache_capacity_bytes >> 20, rep.distributed_a_tier,
       rep.slow_tier == "storage" ? "storage: io_uring" : "memory: " + rep.fill_engine,
       rep.fills_on_model ? " (DSA DEVICE MODEL: software copies, not hardware)" : "",
-      "configuration", "time ms", "speedup", "x floor", "hit rate", "hit/late/miss", "SCAN_a", "SCAN_b",
-      "AGGREG.", "from slow tier", "to fast tier");
+      "configuration", "time ms", "speedup", "x floor", "hit rate", "hit/late/miss", "SCAN_a",
+      "SCAN_b", "AGGREG.", "from slow tier", "to fast tier");
   for (const QdpConfigResult& c : rep.configs) {
-    out << fmt::format("  {:<22} {:>10.1f} {:>8} {:>7.2f}x {:>8.0f}% {:>16} {:>9.1f} {:>9.1f} {:>9.1f} {:>11} MiB {:>9} MiB\n",
-                       c.name, c.time_ms_median,
-                       c.speedup > 0 ? fmt::format("{:.2f}x", c.speedup) : std::string("-"), c.vs_floor,
-                       c.hit_rate * 100, fmt::format("{}/{}/{}", c.hits, c.late_hits, c.misses),
-                       c.pipelines.scan_a_ms, c.pipelines.scan_b_ms, c.pipelines.aggregate_ms,
-                       c.bytes_from_slow_tier >> 20, c.bytes_to_fast_tier >> 20);
+    out << fmt::format(
+        "  {:<22} {:>10.1f} {:>8} {:>7.2f}x {:>8.0f}% {:>16} {:>9.1f} {:>9.1f} {:>9.1f} {:>11} MiB "
+        "{:>9} MiB\n",
+        c.name, c.time_ms_median,
+        c.speedup > 0 ? fmt::format("{:.2f}x", c.speedup) : std::string("-"), c.vs_floor,
+        c.hit_rate * 100, fmt::format("{}/{}/{}", c.hits, c.late_hits, c.misses),
+        c.pipelines.scan_a_ms, c.pipelines.scan_b_ms, c.pipelines.aggregate_ms,
+        c.bytes_from_slow_tier >> 20, c.bytes_to_fast_tier >> 20);
   }
   out << fmt::format(
       "\nx floor: the median time / the median of the floors measured right before each iteration\n"
@@ -183,24 +189,28 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
       "floor {:.1f} ms   fast-tier peak {} MiB of {} MiB\n",
       rep.expected_sum, rep.storage_gbps,
       rep.slow_tier == "storage" ? "large direct reads" : "copies by the fill engine",
-      rep.floor_samples_ms.size(), rep.storage_floor_ms, rep.fast_tier_peak_bytes >> 20, rep.cache_capacity_bytes >> 20);
+      rep.floor_samples_ms.size(), rep.storage_floor_ms, rep.fast_tier_peak_bytes >> 20,
+      rep.cache_capacity_bytes >> 20);
   const bool storage = rep.slow_tier == "storage";
   if (!storage && rep.slow_tier == rep.fast_tier) {
     out << "b and the cache are on the same node: prefetching can only add copies here (the "
            "memory-tier path runs; its speed means nothing)\n";
   }
   if (distributed != nullptr) {
-    out << fmt::format("prefetch_distributed: {:.2f}x the floor{} ({:.2f}x the best floor of the run)",
-                       distributed->vs_floor, storage ? " (target <= 1.25)" : "",
-                       distributed->time_ms_median / rep.storage_floor_ms);
+    out << fmt::format(
+        "prefetch_distributed: {:.2f}x the floor{} ({:.2f}x the best floor of the run)",
+        distributed->vs_floor, storage ? " (target <= 1.25)" : "",
+        distributed->time_ms_median / rep.storage_floor_ms);
     if (baseline != nullptr) {
-      out << fmt::format(", {:.2f}x baseline's speed{}", distributed->speedup, storage ? " (target > 1)" : "");
+      out << fmt::format(", {:.2f}x baseline's speed{}", distributed->speedup,
+                         storage ? " (target > 1)" : "");
     }
     out << "\n";
   }
   if (options.compare_duckdb) {
-    out << fmt::format("DuckDB {} ({} threads, data in its memory): {:.1f} ms median, sum {} (equal)",
-                       duck.version, rep.compute_threads, duck.ms_median, duck.sum);
+    out << fmt::format(
+        "DuckDB {} ({} threads, data in its memory): {:.1f} ms median, sum {} (equal)",
+        duck.version, rep.compute_threads, duck.ms_median, duck.sum);
     if (all_dram != nullptr) {
       out << fmt::format("; all_dram takes {:.2f}x DuckDB's time (target <= 0.6)",
                          all_dram->time_ms_median / duck.ms_median);

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "bench/bench_util.h"
 #include "bench/cache_bench.h"
@@ -58,7 +58,8 @@ Status CheckEnvironment() {
   const char* isa = std::getenv("TIERFLOW_ISA");
   if (isa == nullptr || *isa == '\0') return Status::Ok();
   if (Result<tierflow::CpuIsa> r = tierflow::ParseCpuIsa(isa); !r.ok()) {
-    return Status::Invalid(fmt::format("TIERFLOW_ISA={}: {}, or unset it", isa, r.status().message()));
+    return Status::Invalid(
+        fmt::format("TIERFLOW_ISA={}: {}, or unset it", isa, r.status().message()));
   }
   return Status::Ok();
 }
@@ -79,13 +80,15 @@ void AddTopology(CLI::App& app, TopologyCli& c) {
       ->check(tools::ReadableFile("tier config file"));
   c.cmd->add_option("--tiers", c.o.tiers, "Inline overrides, e.g. 8-15=hbm,16=cxl")
       ->check(tools::NotEmpty("overrides such as 8-15=hbm,16=cxl"));
-  c.cmd->add_option("--sysfs-root", c.o.sysfs_root,
-                    "Read DSA devices from this sysfs tree (DIR/bus/dsa or DIR/sys/bus/dsa) "
-                    "instead of /sys")
+  c.cmd
+      ->add_option("--sysfs-root", c.o.sysfs_root,
+                   "Read DSA devices from this sysfs tree (DIR/bus/dsa or DIR/sys/bus/dsa) "
+                   "instead of /sys")
       ->check(tools::ExistingDirectory());
-  c.cmd->add_option("--dev-root", c.o.dev_root,
-                    "Where the WQ character devices (dsa/wqN.M) are; default: the 'dev' beside "
-                    "the sysfs tree, or /dev")
+  c.cmd
+      ->add_option("--dev-root", c.o.dev_root,
+                   "Where the WQ character devices (dsa/wqN.M) are; default: the 'dev' beside "
+                   "the sysfs tree, or /dev")
       ->check(tools::ExistingDirectory());
 }
 
@@ -118,8 +121,9 @@ void AddCopyEngineOptions(CopyCli& c) {
       ->check(tools::ExistingDirectory());
   cmd->add_option("--dev-root", c.dsa.dev_root, "dsa: where the WQ character devices are")
       ->check(tools::ExistingDirectory());
-  cmd->add_option("--xml", c.dsa.xml,
-                  "dsa-model: place by this hwloc XML topology (e.g. a Xeon Max); buffers stay local")
+  cmd->add_option(
+         "--xml", c.dsa.xml,
+         "dsa-model: place by this hwloc XML topology (e.g. a Xeon Max); buffers stay local")
       ->check(tools::ReadableFile("hwloc XML topology"));
 }
 
@@ -136,7 +140,8 @@ void AddCopy(CLI::App& bench_cmd, CopyCli& c) {
   cmd->add_option("--batch", c.batches, "Batch sizes for batch mode")
       ->capture_default_str()
       ->check(tools::IntegerListIn(1, 4096));
-  cmd->add_option("--threads", c.threads, "Engine worker threads (0 = all CPUs of the node); "
+  cmd->add_option("--threads", c.threads,
+                  "Engine worker threads (0 = all CPUs of the node); "
                   "memcpy is also split over this many")
       ->capture_default_str()
       ->check(tools::IntegerListIn(0, 4096));
@@ -145,30 +150,38 @@ void AddCopy(CLI::App& bench_cmd, CopyCli& c) {
       ->check(tools::IntegerListIn(1, 256));
   cmd->add_option("--policy", c.policies, "Copy policies: single,push-pull,socket,brute-force,auto")
       ->capture_default_str()
-      ->check(tools::ListOf("copy policy", {"single", "push-pull", "socket", "brute-force", "auto"}));
+      ->check(
+          tools::ListOf("copy policy", {"single", "push-pull", "socket", "brute-force", "auto"}));
   cmd->add_option("--src-node", c.src_nodes, "Source NUMA nodes")
       ->capture_default_str()
       ->check(tools::IntegerListIn(0, 4095));
   cmd->add_option("--dst-node", c.dst_nodes, "Destination NUMA nodes")
       ->capture_default_str()
       ->check(tools::IntegerListIn(0, 4095));
-  cmd->add_option("--reps", c.cfg.reps, "Timed repetitions")->capture_default_str()->check(tools::IntegerIn(1, 1000));
-  cmd->add_option("--warmup", c.cfg.warmup, "Untimed warm-up rounds")->capture_default_str()->check(tools::IntegerIn(0, 100));
-  cmd->add_option("--min-round-ms", c.cfg.min_round_ms, "Repeat small copies so a round lasts this long")
+  cmd->add_option("--reps", c.cfg.reps, "Timed repetitions")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(1, 1000));
+  cmd->add_option("--warmup", c.cfg.warmup, "Untimed warm-up rounds")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(0, 100));
+  cmd->add_option("--min-round-ms", c.cfg.min_round_ms,
+                  "Repeat small copies so a round lasts this long")
       ->capture_default_str()
       ->check(tools::RealIn(0, 10000));
   cmd->add_flag("--no-flush", c.no_flush, "Do not flush caches before each round");
   cmd->add_flag("--no-progress", c.no_progress, "No progress bar");
   auto* j = cmd->add_flag("--json", c.json, "JSON output");
   cmd->add_flag("--csv", c.csv, "CSV output")->excludes(j);
-  cmd->add_option("--plot", c.cfg.plot_path, "Also write a PNG plot (matplotlib)")->check(tools::NewPng());
+  cmd->add_option("--plot", c.cfg.plot_path, "Also write a PNG plot (matplotlib)")
+      ->check(tools::NewPng());
 }
 
 int RunCopy(CopyCli& c) {
   c.cfg.sizes = *bench::ParseSizeList(c.sizes);
   c.cfg.modes = SplitList(c.modes);
   c.cfg.policies.clear();
-  for (const std::string& p : SplitList(c.policies)) c.cfg.policies.push_back(*tierflow::ParsePolicyKind(p));
+  for (const std::string& p : SplitList(c.policies))
+    c.cfg.policies.push_back(*tierflow::ParsePolicyKind(p));
   c.cfg.batch_sizes = IntList(c.batches);
   c.cfg.threads = IntList(c.threads);
   c.cfg.submitters = IntList(c.submitters);
@@ -204,7 +217,8 @@ struct SubmitCli {
 
 void AddSubmit(CLI::App& bench_cmd, SubmitCli& c) {
   c.cmd = bench_cmd.add_subcommand("submit", "Per-operation cost of the library itself");
-  c.cmd->add_option("--engine", c.cfg.engine, "Engine: cpu, dsa-model (the DSA device model) or dsa")
+  c.cmd
+      ->add_option("--engine", c.cfg.engine, "Engine: cpu, dsa-model (the DSA device model) or dsa")
       ->capture_default_str()
       ->check(tools::OneOf("engine", {"cpu", "dsa-model", "dsa"}));
   c.cmd->add_option("--samples", c.cfg.samples, "Samples (median reported)")
@@ -221,7 +235,8 @@ struct CacheCli {
 
 void AddCache(CLI::App& bench_cmd, CacheCli& c) {
   c.cmd = bench_cmd.add_subcommand(
-      "cache", "The offloading cache's hit and miss costs against a shared_mutex + unordered_map cache");
+      "cache",
+      "The offloading cache's hit and miss costs against a shared_mutex + unordered_map cache");
   c.cmd->add_option("--entries", c.cfg.entries, "Entries in the shared set")
       ->capture_default_str()
       ->check(tools::UnsignedIn(2, 1 << 20));
@@ -246,42 +261,69 @@ struct QdpCli {
 
 void AddQdpData(QdpCli& c) {
   CLI::App* q = c.cmd;
-  q->add_option("--rows", c.cfg.rows, "Rows of each column")->capture_default_str()->check(tools::UnsignedIn(1, std::uint64_t{1} << 32));
+  q->add_option("--rows", c.cfg.rows, "Rows of each column")
+      ->capture_default_str()
+      ->check(tools::UnsignedIn(1, std::uint64_t{1} << 32));
   q->add_option("--chunk-rows", c.cfg.chunk_rows, "Rows per chunk (a multiple of 512)")
       ->capture_default_str()
       ->check(tools::UnsignedIn(512, std::uint64_t{1} << 32));
-  q->add_option("--selectivity", c.cfg.selectivity, "Fraction of rows passing a < x")->capture_default_str()->check(tools::RealIn(0, 1));
-  q->add_option("--seed", c.cfg.seed, "Data seed")->capture_default_str()->check(tools::UnsignedIn(0, UINT64_MAX));
-  q->add_option("--data-dir", c.cfg.data_dir, "Existing directory for the column files, kept (default: new in /tmp, removed)")
+  q->add_option("--selectivity", c.cfg.selectivity, "Fraction of rows passing a < x")
+      ->capture_default_str()
+      ->check(tools::RealIn(0, 1));
+  q->add_option("--seed", c.cfg.seed, "Data seed")
+      ->capture_default_str()
+      ->check(tools::UnsignedIn(0, UINT64_MAX));
+  q->add_option("--data-dir", c.cfg.data_dir,
+                "Existing directory for the column files, kept (default: new in /tmp, removed)")
       ->check(tools::ExistingDirectory());
-  q->add_flag("--reuse-data", c.cfg.reuse_data, "Read the columns from --data-dir instead of generating them");
+  q->add_flag("--reuse-data", c.cfg.reuse_data,
+              "Read the columns from --data-dir instead of generating them");
 }
 
 void AddQdpThreads(QdpCli& c) {
   CLI::App* q = c.cmd;
   const CLI::Validator threads = tools::IntegerIn(1, 1024);
-  q->add_option("--groups", c.cfg.groups, "Thread groups, each running every pipeline")->capture_default_str()->check(threads);
-  q->add_option("--threads-scan-a", c.cfg.threads_scan_a, "SCAN_a threads per group")->capture_default_str()->check(threads);
-  q->add_option("--threads-scan-b", c.cfg.threads_scan_b, "SCAN_b (prefetch) threads per group")->capture_default_str()->check(threads);
-  q->add_option("--threads-aggregate", c.cfg.threads_aggregate, "AGGREGATE threads per group")->capture_default_str()->check(threads);
+  q->add_option("--groups", c.cfg.groups, "Thread groups, each running every pipeline")
+      ->capture_default_str()
+      ->check(threads);
+  q->add_option("--threads-scan-a", c.cfg.threads_scan_a, "SCAN_a threads per group")
+      ->capture_default_str()
+      ->check(threads);
+  q->add_option("--threads-scan-b", c.cfg.threads_scan_b, "SCAN_b (prefetch) threads per group")
+      ->capture_default_str()
+      ->check(threads);
+  q->add_option("--threads-aggregate", c.cfg.threads_aggregate, "AGGREGATE threads per group")
+      ->capture_default_str()
+      ->check(threads);
   q->add_flag("!--no-pin", c.cfg.pin, "Do not pin threads");
-  q->add_flag("--oversubscribe", c.cfg.oversubscribe, "Allow more computing threads than CPUs (exact sums, meaningless times)");
+  q->add_flag("--oversubscribe", c.cfg.oversubscribe,
+              "Allow more computing threads than CPUs (exact sums, meaningless times)");
 }
 
 void AddQdpTiers(QdpCli& c) {
   CLI::App* q = c.cmd;
   const CLI::Validator tier = tools::NotEmpty("a tier: storage, node:N, dram, hbm, cxl or nvm");
   // 0 and other sizes below one chunk pass here: the query names the chunk size it needs.
-  q->add_option("--cache-capacity", c.capacity, "Fast-tier bytes for the cache, at least one chunk (default: b's size)")
+  q->add_option("--cache-capacity", c.capacity,
+                "Fast-tier bytes for the cache, at least one chunk (default: b's size)")
       ->check(tools::SizeIn(0, kPiB));
-  q->add_option("--b-tier", c.cfg.b_tier, "Slow tier: storage, node:N, or dram|hbm|cxl|nvm")->capture_default_str()->check(tier);
-  q->add_option("--cache-tier", c.cfg.cache_tier, "Fast tier the cache fills (default: DRAM of the CPUs)")->check(tier);
-  q->add_option("--a-tier", c.cfg.a_tier, "Tier of a in prefetch_distributed (default: DRAM of the CPUs)")->check(tier);
+  q->add_option("--b-tier", c.cfg.b_tier, "Slow tier: storage, node:N, or dram|hbm|cxl|nvm")
+      ->capture_default_str()
+      ->check(tier);
+  q->add_option("--cache-tier", c.cfg.cache_tier,
+                "Fast tier the cache fills (default: DRAM of the CPUs)")
+      ->check(tier);
+  q->add_option("--a-tier", c.cfg.a_tier,
+                "Tier of a in prefetch_distributed (default: DRAM of the CPUs)")
+      ->check(tier);
   q->add_option("--engine", c.cfg.engine, "Fills from memory tiers: cpu, dsa or dsa-model")
       ->capture_default_str()
       ->check(tools::OneOf("engine", {"cpu", "dsa", "dsa-model"}));
-  q->add_option("--queue-depth", c.cfg.storage_queue_depth, "io_uring reads in flight")->capture_default_str()->check(tools::UnsignedIn(1, 4096));
-  q->add_option("--read-size", c.read_size, "Largest io_uring read, a multiple of 4KiB (default 1MiB)")
+  q->add_option("--queue-depth", c.cfg.storage_queue_depth, "io_uring reads in flight")
+      ->capture_default_str()
+      ->check(tools::UnsignedIn(1, 4096));
+  q->add_option("--read-size", c.read_size,
+                "Largest io_uring read, a multiple of 4KiB (default 1MiB)")
       ->check(tools::SizeIn(0, kGiB));  // the query says why 0 or 1000 will not do
   q->add_flag("!--no-huge-pages", c.cfg.huge_pages,
               "Columns, mask and cache memory in 4 KiB pages (default: transparent huge pages)");
@@ -289,19 +331,27 @@ void AddQdpTiers(QdpCli& c) {
 
 void AddQdp(CLI::App& app, QdpCli& c) {
   c.cmd = app.add_subcommand(
-      "qdp", "Query-driven prefetching: SELECT SUM(b) FROM t WHERE a < x from a slow tier (thesis ch. 6)");
+      "qdp",
+      "Query-driven prefetching: SELECT SUM(b) FROM t WHERE a < x from a slow tier (thesis ch. 6)");
   AddQdpData(c);
   AddQdpThreads(c);
   AddQdpTiers(c);
   CLI::App* q = c.cmd;
-  q->add_option("--iterations", c.cfg.iterations, "Timed iterations")->capture_default_str()->check(tools::IntegerIn(1, 100));
-  q->add_option("--warmup", c.cfg.warmup, "Untimed iterations first")->capture_default_str()->check(tools::IntegerIn(0, 10));
+  q->add_option("--iterations", c.cfg.iterations, "Timed iterations")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(1, 100));
+  q->add_option("--warmup", c.cfg.warmup, "Untimed iterations first")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(0, 10));
   q->add_option("--configs", c.configs, "Configurations to run")
       ->capture_default_str()
-      ->check(tools::ListOf("configuration", {"baseline", "upper_limit", "prefetch", "prefetch_distributed", "all_dram"}));
+      ->check(tools::ListOf("configuration", {"baseline", "upper_limit", "prefetch",
+                                              "prefetch_distributed", "all_dram"}));
   q->add_flag("--json", c.opts.json, "JSON output");
-  q->add_flag("--compare-duckdb", c.opts.compare_duckdb, "Time the same query in DuckDB (project venv) and check its sum");
-  q->add_option("--plot", c.opts.plot_path, "Write the per-pipeline times as a PNG")->check(tools::NewPng());
+  q->add_flag("--compare-duckdb", c.opts.compare_duckdb,
+              "Time the same query in DuckDB (project venv) and check its sum");
+  q->add_option("--plot", c.opts.plot_path, "Write the per-pipeline times as a PNG")
+      ->check(tools::NewPng());
 }
 
 int RunQdp(QdpCli& c) {
@@ -327,18 +377,23 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd) {
   if (app.get_subcommands().empty()) {
     std::vector<std::string> rest = app.remaining();
     if (!rest.empty()) {
-      return Status::Invalid(fmt::format("unknown command '{}': use topology, bench or qdp "
-                                         "(tierflow --help)", rest.front()));
+      return Status::Invalid(
+          fmt::format("unknown command '{}': use topology, bench or qdp "
+                      "(tierflow --help)",
+                      rest.front()));
     }
     return Status::Invalid("no command given: use topology, bench or qdp (tierflow --help)");
   }
   if (bench_cmd.parsed() && bench_cmd.get_subcommands().empty()) {
     std::vector<std::string> rest = bench_cmd.remaining();
     if (!rest.empty()) {
-      return Status::Invalid(fmt::format("unknown benchmark '{}': use bench copy, bench submit or "
-                                         "bench cache (tierflow bench --help)", rest.front()));
+      return Status::Invalid(
+          fmt::format("unknown benchmark '{}': use bench copy, bench submit or "
+                      "bench cache (tierflow bench --help)",
+                      rest.front()));
     }
-    return Status::Invalid("bench needs a benchmark: copy, submit or cache (tierflow bench --help)");
+    return Status::Invalid(
+        "bench needs a benchmark: copy, submit or cache (tierflow bench --help)");
   }
   return Status::Ok();
 }

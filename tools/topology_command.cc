@@ -108,7 +108,8 @@ void PrintDsa(const DsaInventory& inv, std::ostream& out) {
     for (const DsaWq& w : dev.wqs) {
       out << fmt::format("  {:<7} {:>4} {:<9} {:<7} {:<9} {:>5} {:<8} {:<10} {}\n", dev.name,
                          dev.numa_node, dev.state, w.name, w.shared ? "shared" : "dedicated",
-                         w.size, w.type, DsaSubmitPathName(w.path), w.reason.empty() ? "-" : w.reason);
+                         w.size, w.type, DsaSubmitPathName(w.path),
+                         w.reason.empty() ? "-" : w.reason);
     }
   }
 }
@@ -167,10 +168,12 @@ Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
                           {"local_cpus", n.local_cpus},
                           {"package", n.package},
                           {"near_cpu_node", n.near_cpu_node}};
-      j["bandwidth_mibps"] = n.bandwidth_mibps ? nlohmann::json(*n.bandwidth_mibps) : nlohmann::json();
+      j["bandwidth_mibps"] =
+          n.bandwidth_mibps ? nlohmann::json(*n.bandwidth_mibps) : nlohmann::json();
       j["latency_ns"] = n.latency_ns ? nlohmann::json(*n.latency_ns) : nlohmann::json();
       if (topo->is_this_system()) {
-        if (Result<NodeMemory> m = QueryNodeMemory(n.os_index); m.ok()) j["free_bytes"] = m->free_bytes;
+        if (Result<NodeMemory> m = QueryNodeMemory(n.os_index); m.ok())
+          j["free_bytes"] = m->free_bytes;
       }
       nlohmann::json dist = nlohmann::json::object();
       for (const NumaNode& m : topo->nodes()) {
@@ -190,11 +193,11 @@ Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
     return Status::Ok();
   }
 
-  out << fmt::format("tiers of {} ({} package(s); L2 {}, L3 {}{})\n\n", topo->source(),
-                     topo->package_count(), Bytes(topo->caches().l2_bytes),
-                     Bytes(topo->caches().l3_bytes),
-                     topo->is_this_system() ? fmt::format("; cpu isa {}", CpuIsaName(DetectCpuIsa()))
-                                            : std::string());
+  out << fmt::format(
+      "tiers of {} ({} package(s); L2 {}, L3 {}{})\n\n", topo->source(), topo->package_count(),
+      Bytes(topo->caches().l2_bytes), Bytes(topo->caches().l3_bytes),
+      topo->is_this_system() ? fmt::format("; cpu isa {}", CpuIsaName(DetectCpuIsa()))
+                             : std::string());
   out << fmt::format("{:>4}  {:<5} {:>10} {:>10}  {:<12} {:>4} {:>4}  {:>10} {:>8}  {}\n", "node",
                      "kind", "capacity", "free", "cpus", "pkg", "near", "bw MiB/s", "lat ns",
                      "why this kind");

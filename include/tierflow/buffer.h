@@ -23,7 +23,7 @@ enum class HugePages : std::uint8_t {
 
 struct AllocOptions {
   HugePages huge_pages = HugePages::kNone;
-  bool prefault = true;   // touch every page now (MADV_POPULATE_WRITE, or writes where absent)
+  bool prefault = true;  // touch every page now (MADV_POPULATE_WRITE, or writes where absent)
 };
 
 class Buffer {
@@ -45,7 +45,7 @@ class Buffer {
                                std::size_t size, const AllocOptions& options = {});
 
   std::byte* data() const { return data_; }
-  std::size_t size() const { return size_; }        // as requested
+  std::size_t size() const { return size_; }           // as requested
   std::size_t mapped_size() const { return mapped_; }  // rounded to pages
   int node() const { return node_; }
   std::span<std::byte> span() const { return {data_, size_}; }

@@ -86,9 +86,9 @@ struct CacheConfig {
   // Default: a prefaulted arena per node, growing in `arena_chunk` steps up to the capacity.
   CacheAllocator allocator;
   std::size_t arena_chunk = std::size_t{64} << 20;
-  // Take the capacity of each node listed in `capacity` from the kernel in Create (prefaulted arena chunks),
-  // so that no fill during the run waits for the kernel to fault pages in (page faults during
-  // fills turn hits into late hits). Create fails when a node cannot give it, and with a
+  // Take the capacity of each node listed in `capacity` from the kernel in Create (prefaulted arena
+  // chunks), so that no fill during the run waits for the kernel to fault pages in (page faults
+  // during fills turn hits into late hits). Create fails when a node cannot give it, and with a
   // user allocator (which reserves on its own).
   bool reserve_capacity = false;
   WaitMode wait_mode = WaitMode::kBlock;  // how CacheEntry::Wait waits (no busy waiting)
@@ -97,17 +97,17 @@ struct CacheConfig {
 struct CacheNodeStats {
   int node = -1;
   TierKind tier = TierKind::kUnknown;  // what kind of memory the node is
-  std::uint64_t hits = 0;          // found complete
-  std::uint64_t late_hits = 0;     // found while its fill was still running
-  std::uint64_t misses = 0;        // submitted a fill
-  std::uint64_t not_cached = 0;    // no room even after eviction: served from the source
-  std::uint64_t failed_fills = 0;  // the engine reported an error: served from the source
+  std::uint64_t hits = 0;              // found complete
+  std::uint64_t late_hits = 0;         // found while its fill was still running
+  std::uint64_t misses = 0;            // submitted a fill
+  std::uint64_t not_cached = 0;        // no room even after eviction: served from the source
+  std::uint64_t failed_fills = 0;      // the engine reported an error: served from the source
   std::uint64_t evictions = 0;
   std::uint64_t invalidations = 0;
   std::uint64_t write_backs = 0;
   std::uint64_t bytes_filled = 0;
-  std::uint64_t bytes_used = 0;    // held by entries now
-  std::uint64_t peak_bytes = 0;    // the most held at once
+  std::uint64_t bytes_used = 0;  // held by entries now
+  std::uint64_t peak_bytes = 0;  // the most held at once
   std::uint64_t capacity = 0;
   std::uint64_t entries = 0;
 };

@@ -34,10 +34,10 @@ Result<PolicyKind> ParsePolicyKind(std::string_view name);
 // submission costs dominate DSA copies below ~64 KiB; two DSAs reach most of the peak, more
 // add little); measure your machine with `tierflow bench copy --engine dsa` and set them.
 struct AutoThresholds {
-  std::size_t cpu_below = 64 * 1024;        // one copy below this: the CPU engine
-  std::size_t push_pull_from = 4u << 20;    // from this size: the source's and destination's DSA
-  double cpu_share = 0.0;                   // fraction of a push-pull copy the CPU takes (0..0.9)
-  std::size_t batch_min_ops = 8;            // this many small operations: one DSA batch
+  std::size_t cpu_below = 64 * 1024;      // one copy below this: the CPU engine
+  std::size_t push_pull_from = 4u << 20;  // from this size: the source's and destination's DSA
+  double cpu_share = 0.0;                 // fraction of a push-pull copy the CPU takes (0..0.9)
+  std::size_t batch_min_ops = 8;          // this many small operations: one DSA batch
 };
 // One line stating the thresholds, for reports.
 std::string DescribeAutoThresholds(const AutoThresholds& t);
@@ -46,11 +46,11 @@ bool IsCpuEngine(const Engine& engine);
 
 struct CopyPolicy {
   PolicyKind kind = PolicyKind::kSingle;
-  int engine_node = -1;   // kSingle: the node whose engine runs the copy; -1: the destination's
-  int socket = -1;        // kSocket: the package to use; -1: the destination's
+  int engine_node = -1;  // kSingle: the node whose engine runs the copy; -1: the destination's
+  int socket = -1;       // kSocket: the package to use; -1: the destination's
   std::map<int, double> weights;  // engine node -> share weight; missing nodes weigh 1
   std::size_t granularity = 4096;
-  AutoThresholds thresholds;      // kAuto
+  AutoThresholds thresholds;  // kAuto
 };
 
 struct CopyPart {
@@ -62,8 +62,8 @@ struct CopyPart {
 // Plans how `size` bytes from `src_node` to `dst_node` are divided. Errors: unknown nodes, no
 // engine for a node the policy needs, non-positive weights, granularity 0.
 Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology& topology,
-                                       std::span<Engine* const> engines, int src_node,
-                                       int dst_node, std::size_t size);
+                                       std::span<Engine* const> engines, int src_node, int dst_node,
+                                       std::size_t size);
 
 // A copy planned by where its source lives: an engine that reads the source directly (a
 // storage engine for a registered file) takes it whole; otherwise PlanCopy over the engines

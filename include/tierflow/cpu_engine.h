@@ -34,17 +34,17 @@ enum class MappingCheck : std::uint8_t {
 };
 
 struct CpuEngineOptions {
-  int node = 0;                   // workers run on this node's CPUs
-  int workers = 0;                // 0: one per CPU of the node
-  bool pin = true;                // pin worker i to the node's CPU i (mod count)
+  int node = 0;     // workers run on this node's CPUs
+  int workers = 0;  // 0: one per CPU of the node
+  bool pin = true;  // pin worker i to the node's CPU i (mod count)
   std::size_t inline_max_bytes = 32 * 1024;
-  std::size_t nt_threshold_bytes = 0;    // 0: 3/4 of the last-level cache
+  std::size_t nt_threshold_bytes = 0;  // 0: 3/4 of the last-level cache
   std::size_t min_piece_bytes = 64 * 1024;
   std::size_t max_piece_bytes = 64 * 1024 * 1024;
-  std::size_t queue_capacity = 4096;     // pieces waiting for a worker; submit waits when full
+  std::size_t queue_capacity = 4096;  // pieces waiting for a worker; submit waits when full
   MappingCheck check_mappings = MappingCheck::kHandedOff;
   CpuIsa isa = CpuIsa::kAuto;
-  std::uint32_t worker_spin_us = 50;     // an idle worker polls this long before sleeping
+  std::uint32_t worker_spin_us = 50;  // an idle worker polls this long before sleeping
   // A thread waiting on a handle (other than WaitMode::kBlock) runs pieces of that operation
   // that no worker has started yet. Single operations only; batches are left to the workers.
   bool waiter_runs_pieces = true;

@@ -34,13 +34,13 @@ enum class DsaSubmitPath : std::uint8_t {
 std::string_view DsaSubmitPathName(DsaSubmitPath path);
 
 struct DsaWq {
-  std::string name;    // "wq0.0"
-  std::string device;  // "dsa0"
-  int id = -1;         // the M of wqN.M
-  bool shared = true;  // mode: shared or dedicated
-  std::string type;    // user | kernel | mdev | none
-  std::string state;   // enabled | disabled | ...
-  std::string wq_name; // the name given at configuration (may be empty)
+  std::string name;     // "wq0.0"
+  std::string device;   // "dsa0"
+  int id = -1;          // the M of wqN.M
+  bool shared = true;   // mode: shared or dedicated
+  std::string type;     // user | kernel | mdev | none
+  std::string state;    // enabled | disabled | ...
+  std::string wq_name;  // the name given at configuration (may be empty)
   std::uint32_t size = 0;
   std::uint32_t priority = 0;
   int group_id = -1;

@@ -19,14 +19,14 @@
 namespace tierflow {
 
 struct DsaModelWqConfig {
-  bool shared = true;          // SWQ (ENQCMD: refused when full) or DWQ (MOVDIR64B: posted)
-  std::uint32_t size = 128;    // entries
-  bool block_on_fault = false; // whether descriptors may ask the device to wait out faults
+  bool shared = true;           // SWQ (ENQCMD: refused when full) or DWQ (MOVDIR64B: posted)
+  std::uint32_t size = 128;     // entries
+  bool block_on_fault = false;  // whether descriptors may ask the device to wait out faults
 };
 
 struct DsaModelConfig {
   std::vector<DsaModelWqConfig> wqs = {DsaModelWqConfig{}};
-  int engines = 1;                    // processing engines of the group (threads)
+  int engines = 1;  // processing engines of the group (threads)
   // Execute each descriptor inside Enqueue, before it returns: no threads, no queueing. For
   // measuring the library's own per-descriptor cost.
   bool instant = false;
@@ -51,14 +51,14 @@ enum class DsaEnqueueResult : std::uint8_t {
 class DsaDeviceModel {
  public:
   struct Counters {
-    std::uint64_t descriptors = 0;     // accepted at a portal (a batch counts 1)
-    std::uint64_t executed = 0;        // descriptors executed, batch members included
+    std::uint64_t descriptors = 0;  // accepted at a portal (a batch counts 1)
+    std::uint64_t executed = 0;     // descriptors executed, batch members included
     std::uint64_t batches = 0;
     std::uint64_t page_faults = 0;     // reported in completion records
     std::uint64_t faults_blocked = 0;  // waited out because of block-on-fault
     std::uint64_t injected_errors = 0;
-    std::uint64_t swq_retries = 0;     // ENQCMD answered "retry"
-    std::uint64_t dwq_overflows = 0;   // MOVDIR64B beyond the WQ size: a caller bug
+    std::uint64_t swq_retries = 0;    // ENQCMD answered "retry"
+    std::uint64_t dwq_overflows = 0;  // MOVDIR64B beyond the WQ size: a caller bug
   };
 
   static Result<std::shared_ptr<DsaDeviceModel>> Create(const DsaModelConfig& config = {});

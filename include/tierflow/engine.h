@@ -22,30 +22,30 @@ class Submission;
 }
 
 struct EngineCapabilities {
-  std::string name;                       // "cpu", "dsa", ...
-  std::uint32_t ops = 0;                  // OpBit mask of supported kinds
-  std::uint64_t max_op_bytes = 0;         // largest single operation
-  std::size_t max_batch = 0;              // most operations in one SubmitBatch
-  std::uint64_t preferred_min_bytes = 0;  // below this another path is usually cheaper
-  std::uint64_t preferred_chunk_bytes = 0;// the engine splits work into pieces of about this size
-  int node = -1;                          // NUMA node the engine sits on, -1 if none
-  bool is_model = false;                  // a software model of hardware (say so in all output)
-  bool copies_memory = true;              // false: reads only sources it holds (storage engines)
+  std::string name;                         // "cpu", "dsa", ...
+  std::uint32_t ops = 0;                    // OpBit mask of supported kinds
+  std::uint64_t max_op_bytes = 0;           // largest single operation
+  std::size_t max_batch = 0;                // most operations in one SubmitBatch
+  std::uint64_t preferred_min_bytes = 0;    // below this another path is usually cheaper
+  std::uint64_t preferred_chunk_bytes = 0;  // the engine splits work into pieces of about this size
+  int node = -1;                            // NUMA node the engine sits on, -1 if none
+  bool is_model = false;                    // a software model of hardware (say so in all output)
+  bool copies_memory = true;                // false: reads only sources it holds (storage engines)
 };
 
 // A snapshot of live counters ("visible state").
 struct EngineState {
-  std::size_t queue_capacity = 0;  // pieces of work that can wait for a worker
-  std::size_t queued = 0;          // queue entries waiting now (pieces, or tickets for split ops)
-  std::size_t in_flight = 0;          // pieces queued or running
-  std::uint64_t ops_submitted = 0;    // operations accepted (a batch of n counts n)
-  std::uint64_t pieces_completed = 0; // pieces of work finished (an operation may be split)
+  std::size_t queue_capacity = 0;   // pieces of work that can wait for a worker
+  std::size_t queued = 0;           // queue entries waiting now (pieces, or tickets for split ops)
+  std::size_t in_flight = 0;        // pieces queued or running
+  std::uint64_t ops_submitted = 0;  // operations accepted (a batch of n counts n)
+  std::uint64_t pieces_completed = 0;  // pieces of work finished (an operation may be split)
   std::uint64_t bytes_completed = 0;
-  std::uint64_t ops_inline = 0;       // operations run on the submitting thread
-  std::uint64_t pieces_by_waiters = 0; // pieces run by a thread waiting on their handle
+  std::uint64_t ops_inline = 0;         // operations run on the submitting thread
+  std::uint64_t pieces_by_waiters = 0;  // pieces run by a thread waiting on their handle
   std::uint64_t pieces_failed = 0;
-  std::uint64_t pieces_cancelled = 0; // dropped because the engine shut down
-  std::uint64_t callback_errors = 0;  // callbacks that threw
+  std::uint64_t pieces_cancelled = 0;  // dropped because the engine shut down
+  std::uint64_t callback_errors = 0;   // callbacks that threw
 };
 
 struct SubmitOptions {

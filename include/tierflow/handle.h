@@ -36,7 +36,8 @@ struct Completion {
   std::uint64_t bytes_completed = 0;  // summed over all parts and batch members
   // kCompare, kComparePattern: true when every compared range was equal; otherwise true.
   bool equal = true;
-  // kCompare/kComparePattern of a single operation: offset of the first differing byte, when !equal.
+  // kCompare/kComparePattern of a single operation: offset of the first differing byte, when
+  // !equal.
   std::uint64_t first_difference = 0;
   // kCrc32c: the CRC-32C of the range, continuing from the operation's crc_seed.
   std::uint32_t crc = 0;
@@ -52,7 +53,8 @@ class CompletionCallback {
   static constexpr std::size_t kCapacity = 48;
 
   CompletionCallback() = default;
-  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, CompletionCallback>>>
+  template <typename F,
+            typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, CompletionCallback>>>
   CompletionCallback(F&& f) {  // NOLINT(implicit)
     using Fn = std::decay_t<F>;
     static_assert(sizeof(Fn) <= kCapacity, "callback captures too much: capture a pointer instead");
@@ -66,7 +68,10 @@ class CompletionCallback {
   }
   CompletionCallback(CompletionCallback&& o) noexcept { MoveFrom(o); }
   CompletionCallback& operator=(CompletionCallback&& o) noexcept {
-    if (this != &o) { Reset(); MoveFrom(o); }
+    if (this != &o) {
+      Reset();
+      MoveFrom(o);
+    }
     return *this;
   }
   ~CompletionCallback() { Reset(); }

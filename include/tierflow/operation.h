@@ -33,7 +33,7 @@ struct Operation {
   OpKind kind = OpKind::kCopy;
   void* dst = nullptr;
   const void* src = nullptr;
-  const void* src2 = nullptr;   // second input of kCompare
+  const void* src2 = nullptr;  // second input of kCompare
   std::size_t size = 0;
   // kFill, kComparePattern; little-endian: byte i of the range is byte (i % 8) of pattern.
   std::uint64_t pattern = 0;
@@ -41,8 +41,8 @@ struct Operation {
   // cache-control flag; CPU engine: no streaming stores). Off: large copies bypass the cache.
   // kCacheFlush: write the lines back but keep them cached (CLWB) instead of evicting them.
   bool keep_in_cache = false;
-  void* dst2 = nullptr;         // kDualcast: the second destination
-  std::uint32_t crc_seed = 0;   // kCrc32c: the CRC of the bytes before src (0: none)
+  void* dst2 = nullptr;        // kDualcast: the second destination
+  std::uint32_t crc_seed = 0;  // kCrc32c: the CRC of the bytes before src (0: none)
 
   static Operation Copy(void* dst, const void* src, std::size_t size) {
     return Make(OpKind::kCopy, dst, src, nullptr, size);

@@ -28,37 +28,38 @@
 namespace tierflow {
 
 struct QdpConfig {
-  std::uint64_t rows = std::uint64_t{1} << 27;  // 2 x 1 GiB: `make demo` runs this
+  std::uint64_t rows = std::uint64_t{1} << 27;        // 2 x 1 GiB: `make demo` runs this
   std::uint64_t chunk_rows = std::uint64_t{1} << 16;  // a multiple of 512 (direct I/O of b)
-  double selectivity = 0.5;                            // fraction of rows with a < x
+  double selectivity = 0.5;                           // fraction of rows with a < x
   std::uint64_t seed = 1;
-  int groups = 1;                  // thread groups, each running every pipeline
-  int threads_scan_a = 1;          // per group
-  int threads_scan_b = 1;          // per group (prefetching configurations)
-  int threads_aggregate = 1;       // per group
-  bool pin = true;                 // pin threads to the CPUs of the node, round robin
+  int groups = 1;             // thread groups, each running every pipeline
+  int threads_scan_a = 1;     // per group
+  int threads_scan_b = 1;     // per group (prefetching configurations)
+  int threads_aggregate = 1;  // per group
+  bool pin = true;            // pin threads to the CPUs of the node, round robin
   // Allow more computing threads than CPUs (refused otherwise): the sums stay exact, the
   // times mean little. For checking many groups on a small machine.
   bool oversubscribe = false;
   static constexpr std::uint64_t kCapacityOfB = ~std::uint64_t{0};
   std::uint64_t cache_capacity = kCapacityOfB;  // bytes of the fast tier for the cache
-  int iterations = 5;              // timed, after `warmup`
+  int iterations = 5;                           // timed, after `warmup`
   int warmup = 1;
-  std::string data_dir;            // where the column files go; empty: a new directory in /tmp
+  std::string data_dir;  // where the column files go; empty: a new directory in /tmp
   // Read the columns from data_dir/a.u64 and data_dir/b.u64 (uint64, native byte order, at
   // least `rows` values each) instead of generating them. Values of a must be below 2^63 and
   // the sum must fit 64 bits (checked).
   bool reuse_data = false;
-  std::string b_tier = "storage";  // the slow tier: where b (and a, but for prefetch_distributed) live
-  std::string cache_tier;          // the fast tier; empty: the DRAM node of the CPUs
-  std::string a_tier;              // a's tier in prefetch_distributed; empty: that DRAM node
-  std::string engine = "cpu";      // fills from memory tiers: cpu | dsa | dsa-model
-  unsigned storage_queue_depth = 64;                   // io_uring reads in flight
+  std::string b_tier =
+      "storage";               // the slow tier: where b (and a, but for prefetch_distributed) live
+  std::string cache_tier;      // the fast tier; empty: the DRAM node of the CPUs
+  std::string a_tier;          // a's tier in prefetch_distributed; empty: that DRAM node
+  std::string engine = "cpu";  // fills from memory tiers: cpu | dsa | dsa-model
+  unsigned storage_queue_depth = 64;                      // io_uring reads in flight
   std::size_t storage_read_bytes = std::size_t{1} << 20;  // largest single read
-  std::vector<std::string> configs = {"baseline", "upper_limit", "prefetch",
-                                       "prefetch_distributed", "all_dram"};
-  bool huge_pages = true;           // transparent huge pages for columns, mask and cache memory
-  int inject_storage_errors = 0;   // fail this many storage reads per iteration (tests)
+  std::vector<std::string> configs = {"baseline", "upper_limit", "prefetch", "prefetch_distributed",
+                                      "all_dram"};
+  bool huge_pages = true;         // transparent huge pages for columns, mask and cache memory
+  int inject_storage_errors = 0;  // fail this many storage reads per iteration (tests)
 };
 
 struct QdpPipelineTimes {
@@ -71,12 +72,12 @@ struct QdpConfigResult {
   double speedup = 0;  // baseline's median / this one's; 0 when baseline did not run
   std::uint64_t sum = 0;
   std::uint64_t hits = 0, late_hits = 0, misses = 0, failed_fills = 0;  // chunks, last iteration
-  double hit_rate = 0;                    // (hits + late hits) / chunks read through the cache
-  QdpPipelineTimes pipelines;             // medians
+  double hit_rate = 0;         // (hits + late hits) / chunks read through the cache
+  QdpPipelineTimes pipelines;  // medians
   // Last iteration. Storage: bytes read from the column files (io_uring reads plus pages
   // faulted in, from mincore). Memory: bytes the query and the fills read from the slow tier.
   std::uint64_t bytes_from_slow_tier = 0;
-  std::uint64_t bytes_to_fast_tier = 0;   // last iteration: cache fills
+  std::uint64_t bytes_to_fast_tier = 0;  // last iteration: cache fills
   std::uint64_t cache_peak_bytes = 0;
   std::uint64_t resident_pages_at_start = 0;  // column pages in the page cache before (must be 0)
   std::vector<double> times_ms;
@@ -93,13 +94,13 @@ struct QdpReport {
   std::uint64_t x = 0;  // the filter: a < x
   std::uint64_t rows = 0, chunk_rows = 0;
   std::string slow_tier, fast_tier, distributed_a_tier;  // as resolved ("storage", "node 0 (dram)")
-  std::string fill_engine;       // what filled from memory ("cpu", "dsa", "dsa-model")
-  bool fills_on_model = false;   // memory fills ran on the DSA device model
+  std::string fill_engine;      // what filled from memory ("cpu", "dsa", "dsa-model")
+  bool fills_on_model = false;  // memory fills ran on the DSA device model
   // The slow tier's bandwidth for b, measured in the same run into the cache's memory right
   // before every timed iteration of every configuration (the best counts): storage: large
   // direct reads of b's file, cold; memory: the fill engine copying b to the fast tier.
   double storage_gbps = 0;
-  double storage_floor_ms = 0;   // b's bytes / storage_gbps: prefetch_distributed's floor
+  double storage_floor_ms = 0;           // b's bytes / storage_gbps: prefetch_distributed's floor
   std::vector<double> floor_samples_ms;  // every sample, in the order taken
   std::uint64_t fast_tier_peak_bytes = 0;
   std::uint64_t cache_capacity_bytes = 0;

@@ -14,15 +14,15 @@ namespace tierflow {
 
 enum class StatusCode : std::uint8_t {
   kOk = 0,
-  kInvalidArgument,   // the caller passed something the contract forbids
-  kNotFound,          // a node, tier, engine or file that does not exist
-  kOutOfMemory,       // an allocation the system could not satisfy
-  kUnsupported,       // the hardware or engine cannot do this
-  kPending,           // the operation has not completed yet (check-once results)
-  kCancelled,         // the operation was dropped before it ran (engine shut down)
-  kFailed,            // the operation ran and failed
-  kIoError,           // an OS call failed
-  kInternal,          // a broken invariant inside tierflow: please report it
+  kInvalidArgument,  // the caller passed something the contract forbids
+  kNotFound,         // a node, tier, engine or file that does not exist
+  kOutOfMemory,      // an allocation the system could not satisfy
+  kUnsupported,      // the hardware or engine cannot do this
+  kPending,          // the operation has not completed yet (check-once results)
+  kCancelled,        // the operation was dropped before it ran (engine shut down)
+  kFailed,           // the operation ran and failed
+  kIoError,          // an OS call failed
+  kInternal,         // a broken invariant inside tierflow: please report it
 };
 
 // Stable, lower-case name of a code ("invalid_argument", ...), used in JSON and messages.
@@ -60,10 +60,11 @@ namespace detail {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}              // NOLINT(implicit)
-  Result(Status status)                                  // NOLINT(implicit)
-      : v_(status.ok() ? Status(StatusCode::kInternal, "Result built from an ok Status without a value")
-                       : std::move(status)) {}
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(implicit)
+  Result(Status status)                      // NOLINT(implicit)
+      : v_(status.ok()
+               ? Status(StatusCode::kInternal, "Result built from an ok Status without a value")
+               : std::move(status)) {}
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }

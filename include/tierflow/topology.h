@@ -23,14 +23,14 @@ namespace tierflow {
 
 enum class TierKind : std::uint8_t { kDram, kHbm, kCxl, kNvm, kStorage, kUnknown };
 
-std::string_view TierKindName(TierKind kind);              // "dram", "hbm", "cxl", "nvm", ...
-Result<TierKind> ParseTierKind(std::string_view name);     // case-insensitive
+std::string_view TierKindName(TierKind kind);           // "dram", "hbm", "cxl", "nvm", ...
+Result<TierKind> ParseTierKind(std::string_view name);  // case-insensitive
 
 struct NumaNode {
   int os_index = -1;
   TierKind kind = TierKind::kUnknown;
-  std::string kind_reason;       // why it was classified so ("hwloc subtype HBM", "override", ...)
-  std::string subtype;           // hwloc subtype as found, may be empty
+  std::string kind_reason;  // why it was classified so ("hwloc subtype HBM", "override", ...)
+  std::string subtype;      // hwloc subtype as found, may be empty
   std::uint64_t capacity_bytes = 0;
   // CPUs (OS indices) whose local memory is this node, as Linux's nodeN/cpulist: a CPU belongs
   // to the most local node that covers it. Empty for CPU-less nodes (HBM in flat mode, CXL).
@@ -38,7 +38,7 @@ struct NumaNode {
   // CPUs hwloc considers close to this node (its locality); for an HBM node these are the cores
   // next to it even though it owns none.
   std::vector<int> local_cpus;
-  int package = -1;              // socket, -1 if unknown
+  int package = -1;  // socket, -1 if unknown
   // For a CPU-less node: the CPU-owning node closest to it (HBM node i+8 -> DDR node i on a Xeon
   // Max in SNC4). For a node with CPUs: itself.
   int near_cpu_node = -1;
@@ -69,9 +69,9 @@ class TierOverrides {
 };
 
 struct TopologyOptions {
-  std::string xml_path;          // empty: discover the running system
-  TierOverrides overrides;       // applied after discovery; unknown nodes are an error
-  bool use_environment = true;   // also apply TierOverrides::FromEnvironment()
+  std::string xml_path;         // empty: discover the running system
+  TierOverrides overrides;      // applied after discovery; unknown nodes are an error
+  bool use_environment = true;  // also apply TierOverrides::FromEnvironment()
 };
 
 struct CacheInfo {
@@ -84,7 +84,7 @@ class Topology {
   static Result<Topology> FromXmlFile(const std::string& path);
 
   const std::vector<NumaNode>& nodes() const { return nodes_; }
-  const NumaNode* node(int os_index) const;           // nullptr if absent
+  const NumaNode* node(int os_index) const;              // nullptr if absent
   Result<const NumaNode*> FindNode(int os_index) const;  // error names the nodes that exist
   std::vector<const NumaNode*> NodesOfKind(TierKind kind) const;
 

@@ -22,18 +22,18 @@
 namespace tierflow {
 
 struct IoUringEngineOptions {
-  unsigned queue_depth = 64;                      // reads in flight at most
+  unsigned queue_depth = 64;                          // reads in flight at most
   std::size_t max_read_bytes = std::size_t{1} << 20;  // larger copies are split
-  bool direct = true;                             // O_DIRECT where possible
+  bool direct = true;                                 // O_DIRECT where possible
 };
 
 struct IoUringEngineStats {
   std::uint64_t ops = 0;
   std::uint64_t bytes = 0;
-  std::uint64_t reads = 0;           // reads submitted (continuations of short reads included)
-  std::uint64_t direct_reads = 0;    // of which O_DIRECT
-  std::uint64_t short_reads = 0;     // continued
-  std::uint64_t errors = 0;          // reads that failed (injected ones included)
+  std::uint64_t reads = 0;         // reads submitted (continuations of short reads included)
+  std::uint64_t direct_reads = 0;  // of which O_DIRECT
+  std::uint64_t short_reads = 0;   // continued
+  std::uint64_t errors = 0;        // reads that failed (injected ones included)
   std::uint64_t injected_errors = 0;
 };
 

@@ -67,7 +67,8 @@ Status NodeArena::Reserve(std::size_t bytes) {
   if (bytes - have > mem->free_bytes) {
     return Status::OutOfMemory(fmt::format(
         "{} more bytes wanted on NUMA node {}, which has {} bytes free: configure a smaller "
-        "capacity or free memory", bytes - have, node_, mem->free_bytes));
+        "capacity or free memory",
+        bytes - have, node_, mem->free_bytes));
   }
   const std::size_t before = chunks_.size();
   while (have < bytes) {

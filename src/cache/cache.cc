@@ -46,8 +46,10 @@ CacheEntry& CacheEntry::operator=(const CacheEntry& o) {
   return *this;
 }
 CacheEntry::CacheEntry(CacheEntry&& o) noexcept
-    : state_(std::exchange(o.state_, nullptr)), hold_(std::exchange(o.hold_, nullptr)),
-      src_(o.src_), size_(o.size_) {}
+    : state_(std::exchange(o.state_, nullptr)),
+      hold_(std::exchange(o.hold_, nullptr)),
+      src_(o.src_),
+      size_(o.size_) {}
 CacheEntry& CacheEntry::operator=(CacheEntry&& o) noexcept {
   if (this != &o) {
     Release();
@@ -155,8 +157,10 @@ struct OffloadCache::Impl {
     const int to = cfg.placement ? cfg.placement(src, size, *from) : DefaultPlacement(*from);
     cache::NodeState* node = core->NodeOf(to);
     if (node == nullptr) {
-      return Status::NotFound(fmt::format("the placement policy chose node {} for [{}, +{}), "
-                                          "which this system does not have", to, src, size));
+      return Status::NotFound(
+          fmt::format("the placement policy chose node {} for [{}, +{}), "
+                      "which this system does not have",
+                      to, src, size));
     }
     return node;
   }
@@ -173,13 +177,16 @@ struct OffloadCache::Impl {
       }
       if (!core->dirty_used.load(std::memory_order_relaxed)) return nullptr;
       bool dirty = false;
-      core->index.ForEachOverlapping(p, size, [&](CacheEntryState* e) { dirty = dirty || e->dirty(); });
+      core->index.ForEachOverlapping(p, size,
+                                     [&](CacheEntryState* e) { dirty = dirty || e->dirty(); });
       if (!dirty) return nullptr;
       if (Status s = core->CleanLocked(held, p, size, false); !s.ok()) {
-        return Status(s.code(), fmt::format(
-            "cache access [{}, +{}) overlaps a modified entry whose write-back failed (the "
-            "range is not cached; the modification is kept): {}",
-            reinterpret_cast<const void*>(p), size, s.message()));
+        return Status(
+            s.code(),
+            fmt::format(
+                "cache access [{}, +{}) overlaps a modified entry whose write-back failed (the "
+                "range is not cached; the modification is kept): {}",
+                reinterpret_cast<const void*>(p), size, s.message()));
       }
     }  // the lock may have been let go: look again
   }
@@ -219,9 +226,10 @@ struct OffloadCache::Impl {
     // allocates).
     Result<std::vector<CopyPart>> plan =
         cfg.engines.size() == 1 && cfg.copy_policy.kind == PolicyKind::kSingle
-            ? Result<std::vector<CopyPart>>(std::vector<CopyPart>{{cfg.engines.front(), 0, e->size}})
-            : PlanFill(cfg.copy_policy, *core->topology, cfg.engines, e->src,
-                       from >= 0 ? from : to, to, e->size);
+            ? Result<std::vector<CopyPart>>(
+                  std::vector<CopyPart>{{cfg.engines.front(), 0, e->size}})
+            : PlanFill(cfg.copy_policy, *core->topology, cfg.engines, e->src, from >= 0 ? from : to,
+                       to, e->size);
     Result<Handle> fill = plan.status();
     core->CopyStarted();
     if (plan.ok()) {
@@ -253,8 +261,8 @@ struct OffloadCache::Impl {
       e->Finish(cache::kReady, Status::Ok());
     } else {
       e->node->failed_fills.fetch_add(1, std::memory_order_relaxed);
-      e->Finish(cache::kFailed,
-                Status(status.code(), "cache fill failed, reading the source: " + status.message()));
+      e->Finish(cache::kFailed, Status(status.code(), "cache fill failed, reading the source: " +
+                                                          status.message()));
     }
     std::shared_ptr<Core> core = e->core;  // the entry may go with its reference
     e->Unref();
@@ -265,25 +273,29 @@ struct OffloadCache::Impl {
 Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topology,
                                                            CacheConfig config) {
   if (config.engines.empty()) {
-    return Status::Invalid("the cache needs at least one engine to fill entries (CacheConfig::engines)");
+    return Status::Invalid(
+        "the cache needs at least one engine to fill entries (CacheConfig::engines)");
   }
   for (Engine* e : config.engines) {
     if (e == nullptr) return Status::Invalid("CacheConfig::engines holds a null engine");
   }
   if (static_cast<bool>(config.allocator.allocate) != static_cast<bool>(config.allocator.free)) {
-    return Status::Invalid("CacheAllocator needs both allocate and free (or neither, for the "
-                           "default prefaulted arena)");
+    return Status::Invalid(
+        "CacheAllocator needs both allocate and free (or neither, for the "
+        "default prefaulted arena)");
   }
   if (config.reserve_capacity && config.allocator.allocate) {
-    return Status::Invalid("reserve_capacity reserves the default arena's memory; with your own "
-                           "CacheAllocator, reserve in the allocator instead");
+    return Status::Invalid(
+        "reserve_capacity reserves the default arena's memory; with your own "
+        "CacheAllocator, reserve in the allocator instead");
   }
   if (config.arena_chunk < (std::size_t{1} << 20)) {
     return Status::Invalid("arena_chunk below 1 MiB: use at least 1 MiB");
   }
   if (!topology.is_this_system()) {
-    return Status::Invalid("the cache allocates memory: give it the topology of this system "
-                           "(Topology::Discover), not one read from a file");
+    return Status::Invalid(
+        "the cache allocates memory: give it the topology of this system "
+        "(Topology::Discover), not one read from a file");
   }
   auto core = std::make_shared<Core>();
   core->topology = &topology;
@@ -301,15 +313,18 @@ Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topol
   for (const auto& [id, bytes] : config.capacity) {
     cache::NodeState* node = core->NodeOf(id);
     if (node == nullptr) {
-      return Status::NotFound(fmt::format("cache capacity given for node {}, which this system "
-                                          "does not have", id));
+      return Status::NotFound(
+          fmt::format("cache capacity given for node {}, which this system "
+                      "does not have",
+                      id));
     }
     node->capacity.store(bytes);
     node->capacity_known.store(true);
     if (config.reserve_capacity && node->arena != nullptr) {
       if (Status s = node->arena->Reserve(bytes); !s.ok()) {
-        return Status(s.code(), fmt::format("reserving the cache capacity of node {} ({} bytes): {}",
-                                            id, bytes, s.message()));
+        return Status(s.code(),
+                      fmt::format("reserving the cache capacity of node {} ({} bytes): {}", id,
+                                  bytes, s.message()));
       }
     }
   }
@@ -341,8 +356,8 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size, bool*
   if (src == nullptr) return Status::Invalid("cache access of a null source");
   if (size == 0) return Status::Invalid("cache access of 0 bytes: nothing to cache");
   if (size > UINTPTR_MAX - p) {
-    return Status::Invalid(fmt::format("cache access [{}, +{}) wraps around the address space",
-                                       src, size));
+    return Status::Invalid(
+        fmt::format("cache access [{}, +{}) wraps around the address space", src, size));
   }
   const char* s = static_cast<const char*>(src);
   {
@@ -392,10 +407,12 @@ Result<std::size_t> OffloadCache::Prefetch(
   return submitted;
 }
 
-Result<std::size_t> OffloadCache::Invalidate(const void* src, std::size_t size, DirtyEntries dirty) {
+Result<std::size_t> OffloadCache::Invalidate(const void* src, std::size_t size,
+                                             DirtyEntries dirty) {
   const auto p = reinterpret_cast<std::uintptr_t>(src);
   if (src == nullptr) return Status::Invalid("invalidate of a null source");
-  if (size > UINTPTR_MAX - p) return Status::Invalid("invalidate range wraps around the address space");
+  if (size > UINTPTR_MAX - p)
+    return Status::Invalid("invalidate range wraps around the address space");
   return impl_->core->Remove(p, size, /*all=*/false, dirty);
 }
 

@@ -109,7 +109,8 @@ void Core::CopyDone() {
 void Core::WaitForCopies() const {
   // Counted, not looked up: a fill whose entry was already invalidated still reads its source.
   const std::atomic<std::uint32_t>& n = copies_in_flight;
-  for (std::uint32_t v = n.load(std::memory_order_acquire); v != 0; v = n.load(std::memory_order_acquire)) {
+  for (std::uint32_t v = n.load(std::memory_order_acquire); v != 0;
+       v = n.load(std::memory_order_acquire)) {
     FutexWait(const_cast<std::atomic<std::uint32_t>*>(&n), v);
   }
 }
@@ -183,9 +184,9 @@ char* Core::MakeRoomLocked(NodeState& node, std::size_t size, std::size_t charge
   }
   const std::size_t capacity = node.capacity.load(std::memory_order_relaxed);
   if (charged > capacity) {
-    *why = Status::Unsupported(fmt::format(
-        "not cached: {} bytes exceed the cache's capacity on node {} ({} bytes)", size, node.id,
-        capacity));
+    *why = Status::Unsupported(
+        fmt::format("not cached: {} bytes exceed the cache's capacity on node {} ({} bytes)", size,
+                    node.id, capacity));
     return nullptr;
   }
   if (node.used.load(std::memory_order_relaxed) + charged > capacity) {
@@ -197,14 +198,16 @@ char* Core::MakeRoomLocked(NodeState& node, std::size_t size, std::size_t charge
       void* p = Allocate(node, size, &error);
       if (p != nullptr) {
         const std::uint64_t now = node.used.fetch_add(charged, std::memory_order_relaxed) + charged;
-        if (now > node.peak.load(std::memory_order_relaxed)) node.peak.store(now, std::memory_order_relaxed);
+        if (now > node.peak.load(std::memory_order_relaxed))
+          node.peak.store(now, std::memory_order_relaxed);
         return static_cast<char*>(p);
       }
       *why = error;
     } else {
       *why = Status::Unsupported(fmt::format(
           "not cached: node {} holds {} of its {} bytes in entries that are in use, dirty "
-          "or still filling", node.id, node.used.load(), capacity));
+          "or still filling",
+          node.id, node.used.load(), capacity));
     }
     // Fragmented, or the node itself is short of memory: evict one more and try again.
     if (!EvictLocked(node, charged, true)) {
@@ -224,7 +227,8 @@ Status Core::MarkDirty(Entry* e) {
         "the entry for {} has left the cache (Invalidate, Clear, a modification through an "
         "overlapping entry, or the cache's destruction): its copy is no longer kept in step "
         "with the source, so a modification of it cannot be tracked or written back; Access "
-        "the range again and modify the new entry", RangeText(e)));
+        "the range again and modify the new entry",
+        RangeText(e)));
   };
   {
     std::shared_lock held(lock);
@@ -232,7 +236,7 @@ Status Core::MarkDirty(Entry* e) {
     bool alone = true;
     index.ForEachOverlapping(p, e->size, [&](Entry* o) { alone = alone && o == e; });
     if (alone) {
-          e->dirty_seq.fetch_add(1, std::memory_order_acq_rel);
+      e->dirty_seq.fetch_add(1, std::memory_order_acq_rel);
       return Status::Ok();
     }
   }
@@ -246,7 +250,8 @@ Status Core::MarkDirty(Entry* e) {
     if (o->dirty()) {
       return Status::Invalid(fmt::format(
           "the entry for {} overlaps {}, which holds modifications not written back: write "
-          "that entry back (or invalidate it) first", RangeText(e), RangeText(o)));
+          "that entry back (or invalidate it) first",
+          RangeText(e), RangeText(o)));
     }
   }
   for (Entry* o : others) {
@@ -286,7 +291,7 @@ Result<Handle> Core::SubmitWriteBack(Entry* e) {
   CopyStarted();
   so.callback = [e, seq](const Completion& c) {
     std::shared_ptr<Core> core = e->core;  // the entry may go with its reference
-      if (c.status.ok()) {
+    if (c.status.ok()) {
       e->CleanUpTo(seq);
       e->node->write_backs.fetch_add(1, std::memory_order_relaxed);
     }
@@ -294,8 +299,8 @@ Result<Handle> Core::SubmitWriteBack(Entry* e) {
     e->Unref();
     core->CopyDone();
   };
-  Result<Handle> h = SubmitParts(Operation::Copy(const_cast<char*>(e->src), e->mem, e->size),
-                                 *plan, std::move(so));
+  Result<Handle> h = SubmitParts(Operation::Copy(const_cast<char*>(e->src), e->mem, e->size), *plan,
+                                 std::move(so));
   if (!h.ok()) {  // the callback will not run
     EndWriteBack(e);
     e->Unref();
@@ -343,8 +348,10 @@ Result<std::size_t> Core::Remove(std::uintptr_t p, std::size_t n, bool all, Dirt
   std::unique_lock held(lock);
   if (dirty == DirtyEntries::kWriteBack) {
     if (Status s = CleanLocked(held, p, n, all); !s.ok()) {
-      return Status(s.code(), "writing a dirty entry back failed; nothing was invalidated and "
-                              "the modifications are kept: " + s.message());
+      return Status(s.code(),
+                    "writing a dirty entry back failed; nothing was invalidated and "
+                    "the modifications are kept: " +
+                        s.message());
     }
   }
   const std::vector<Entry*> targets = TargetsLocked(p, n, all);
@@ -353,7 +360,8 @@ Result<std::size_t> Core::Remove(std::uintptr_t p, std::size_t n, bool all, Dirt
       if (!e->dirty()) continue;
       return Status::Invalid(fmt::format(
           "the cached copy of {} is dirty (modified, not written back): invalidate with "
-          "DirtyEntries::kWriteBack to keep the changes or kDiscard to drop them", RangeText(e)));
+          "DirtyEntries::kWriteBack to keep the changes or kDiscard to drop them",
+          RangeText(e)));
     }
   }
   for (Entry* e : targets) {

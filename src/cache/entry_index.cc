@@ -28,7 +28,8 @@ EntryIndex::Entry* EntryIndex::LargestAt(std::uintptr_t p) const {
     auto it = m.upper_bound({p, SIZE_MAX});
     if (it == m.begin()) continue;
     --it;
-    if (it->first.first == p && (best == nullptr || it->second->size > best->size)) best = it->second;
+    if (it->first.first == p && (best == nullptr || it->second->size > best->size))
+      best = it->second;
   }
   return best;
 }

@@ -66,8 +66,8 @@ struct alignas(64) CacheEntryState {
   std::size_t size = 0;
   std::size_t charged = 0;  // bytes counted against the node's capacity
   char* mem = nullptr;
-  Handle fill;              // set before phase becomes kSubmitted, never changed afterwards
-  Status status;            // written before a final phase is published
+  Handle fill;    // set before phase becomes kSubmitted, never changed afterwards
+  Status status;  // written before a final phase is published
   // CacheEntry holders + the cache + a fill or write-back in flight.
   alignas(64) std::atomic<std::uint32_t> refs{0};
 

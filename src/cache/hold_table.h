@@ -85,7 +85,8 @@ class HoldTables {
     if (key == 0) return false;
     for (std::size_t t = 0; t < kTables; ++t) {
       for (std::size_t d = 0; d < kProbe; ++d) {
-        const std::uint64_t v = tables_[t].words[(Hash(key) + d) % kWords].load(std::memory_order_acquire);
+        const std::uint64_t v =
+            tables_[t].words[(Hash(key) + d) % kWords].load(std::memory_order_acquire);
         if ((v & kKeyMask) == key && Count(v) > 0) return true;
       }
     }

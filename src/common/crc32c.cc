@@ -25,9 +25,8 @@ std::uint32_t RawTable(std::uint32_t crc, const unsigned char* p, std::size_t n)
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) std::uint32_t RawSse42(std::uint32_t crc,
-                                                          const unsigned char* p,
-                                                          std::size_t n) {
+__attribute__((target("sse4.2"))) std::uint32_t RawSse42(std::uint32_t crc, const unsigned char* p,
+                                                         std::size_t n) {
   std::uint64_t c = crc;
   for (; n >= 8; p += 8, n -= 8) {
     std::uint64_t w;

@@ -68,9 +68,10 @@ Status Install() {
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGSEGV, &sa, &g_previous_segv) != 0 ||
       sigaction(SIGBUS, &sa, &g_previous_bus) != 0) {
-    return Status::IoError(fmt::format("cannot install tierflow's SIGSEGV/SIGBUS handler "
-                                       "(which turns faults in copies into errors): {}",
-                                       std::strerror(errno)));
+    return Status::IoError(
+        fmt::format("cannot install tierflow's SIGSEGV/SIGBUS handler "
+                    "(which turns faults in copies into errors): {}",
+                    std::strerror(errno)));
   }
   return Status::Ok();
 }
@@ -97,15 +98,17 @@ Status InstallFaultHandler() {
 Status FaultError(std::string_view what, const MemoryFault& fault,
                   std::span<const GuardedRange> ranges) {
   if (fault.range < 0 || static_cast<std::size_t>(fault.range) >= ranges.size()) {
-    return Status(StatusCode::kFailed, fmt::format("{}: memory fault at 0x{:x}", what, fault.address));
+    return Status(StatusCode::kFailed,
+                  fmt::format("{}: memory fault at 0x{:x}", what, fault.address));
   }
   const GuardedRange& r = ranges[static_cast<std::size_t>(fault.range)];
-  const std::uintptr_t offset = fault.address - reinterpret_cast<std::uintptr_t>(r.begin) + r.offset;
+  const std::uintptr_t offset =
+      fault.address - reinterpret_cast<std::uintptr_t>(r.begin) + r.offset;
   return Status::Invalid(fmt::format(
       "{}: {} the {} faulted at 0x{:x} (byte {} of the operation's {}): {}; pass {} memory "
       "(the operation stopped there; bytes before it may have been {})",
-      what, r.write ? "writing" : "reading", r.name, fault.address, offset, r.name,
-      Why(fault, r), r.write ? "writable" : "readable", r.write ? "written" : "read"));
+      what, r.write ? "writing" : "reading", r.name, fault.address, offset, r.name, Why(fault, r),
+      r.write ? "writable" : "readable", r.write ? "written" : "read"));
 }
 
 }  // namespace tierflow

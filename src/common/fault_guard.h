@@ -31,8 +31,8 @@ namespace tierflow {
 struct GuardedRange {
   const void* begin = nullptr;
   std::size_t size = 0;
-  const char* name = "";  // "dst", "src": how the error names the range
-  bool write = false;     // the work writes it (else only reads)
+  const char* name = "";   // "dst", "src": how the error names the range
+  bool write = false;      // the work writes it (else only reads)
   std::size_t offset = 0;  // where `begin` lies in the operation's buffer (a piece's offset)
 };
 
@@ -66,8 +66,8 @@ struct FaultScope {
 
 // The innermost guarded run of this thread. Initial-exec TLS: the handler reads it, and such
 // a read is async-signal-safe (no lazy allocation).
-inline constinit thread_local FaultScope* t_fault_scope
-    __attribute__((tls_model("initial-exec"))) = nullptr;
+inline constinit thread_local FaultScope* t_fault_scope __attribute__((tls_model("initial-exec"))) =
+    nullptr;
 
 }  // namespace detail
 

@@ -9,16 +9,26 @@ namespace tierflow {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid_argument";
-    case StatusCode::kNotFound: return "not_found";
-    case StatusCode::kOutOfMemory: return "out_of_memory";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kPending: return "pending";
-    case StatusCode::kCancelled: return "cancelled";
-    case StatusCode::kFailed: return "failed";
-    case StatusCode::kIoError: return "io_error";
-    case StatusCode::kInternal: return "internal";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kNotFound:
+      return "not_found";
+    case StatusCode::kOutOfMemory:
+      return "out_of_memory";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kPending:
+      return "pending";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kFailed:
+      return "failed";
+    case StatusCode::kIoError:
+      return "io_error";
+    case StatusCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }
@@ -32,15 +42,24 @@ std::string Status::ToString() const {
 
 std::string_view OpKindName(OpKind kind) {
   switch (kind) {
-    case OpKind::kCopy: return "copy";
-    case OpKind::kMove: return "move";
-    case OpKind::kFill: return "fill";
-    case OpKind::kCompare: return "compare";
-    case OpKind::kComparePattern: return "compare-pattern";
-    case OpKind::kDualcast: return "dualcast";
-    case OpKind::kCrc32c: return "crc32c";
-    case OpKind::kCacheFlush: return "cache-flush";
-    case OpKind::kDrain: return "drain";
+    case OpKind::kCopy:
+      return "copy";
+    case OpKind::kMove:
+      return "move";
+    case OpKind::kFill:
+      return "fill";
+    case OpKind::kCompare:
+      return "compare";
+    case OpKind::kComparePattern:
+      return "compare-pattern";
+    case OpKind::kDualcast:
+      return "dualcast";
+    case OpKind::kCrc32c:
+      return "crc32c";
+    case OpKind::kCacheFlush:
+      return "cache-flush";
+    case OpKind::kDrain:
+      return "drain";
   }
   return "unknown";
 }

@@ -15,7 +15,8 @@ inline void TouchForWrite(void* p) {
   asm volatile("lock orb $0, %0" : "+m"(*b) : : "memory");
 #else
   unsigned char v = __atomic_load_n(b, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(b, &v, v, /*weak=*/true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  while (
+      !__atomic_compare_exchange_n(b, &v, v, /*weak=*/true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
 #endif
 }

@@ -12,19 +12,19 @@
 #include <climits>
 #include <cstring>
 #include <new>
-#include <type_traits>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "common/crc32c.h"
 #include "common/fault_guard.h"
 #include "common/fork_guard.h"
 #include "common/futex.h"
 #include "common/mapping.h"
-#include "common/crc32c.h"
 #include "cpu/kernels.h"
 #include "cpu/task_queue.h"
 #include "engine/overlap.h"
@@ -37,7 +37,6 @@ namespace {
 constexpr std::uint64_t kMaxOpBytes = std::uint64_t{1} << 40;  // 1 TiB
 constexpr std::size_t kMaxBatch = 65536;
 constexpr std::size_t kPieceAlign = 4096;
-
 
 }  // namespace
 
@@ -94,8 +93,8 @@ struct CpuEngine::SplitWork {
       std::uint64_t front = cur & kIndexMask;
       std::uint64_t back = (cur >> kIndexBits) & kIndexMask;
       if (GenerationOf(cur) != generation || front >= back) return false;
-      std::uint64_t want = from_back ? Pack(generation, front, back - 1)
-                                     : Pack(generation, front + 1, back);
+      std::uint64_t want =
+          from_back ? Pack(generation, front, back - 1) : Pack(generation, front + 1, back);
       if (s->piece_claims.compare_exchange_weak(cur, want, std::memory_order_acq_rel,
                                                 std::memory_order_acquire)) {
         index = from_back ? back - 1 : front;
@@ -127,7 +126,8 @@ struct CpuEngine::Impl final : ForkAware {
   // Waiting threads inside RunSplit (see HelpSplit): the destructor waits for them.
   std::atomic<std::uint32_t> helpers{0};
   std::atomic<std::uint64_t> ops_submitted{0}, pieces_completed{0}, bytes_completed{0},
-      ops_inline{0}, pieces_by_waiters{0}, pieces_failed{0}, pieces_cancelled{0}, callback_errors{0};
+      ops_inline{0}, pieces_by_waiters{0}, pieces_failed{0}, pieces_cancelled{0},
+      callback_errors{0};
 
   std::atomic<bool> restart_after_fork{false};
   std::mutex restart_mu;
@@ -268,7 +268,7 @@ struct CpuEngine::Impl final : ForkAware {
 namespace {
 // The engine whose worker this thread is (work submitted from a callback runs inline there).
 thread_local const void* t_worker_of = nullptr;
-}
+}  // namespace
 
 // OpState::help for split operations. A claimed piece is still counted in the engine's
 // in_flight, so the engine cannot finish its destructor before the piece is done; `helpers`
@@ -340,20 +340,20 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
         options.node, TierKindName((*node)->kind), (*node)->near_cpu_node));
   }
   if (!topology.is_this_system()) {
-    return Status::Invalid(fmt::format(
-        "the CPU engine needs the running system's topology, not one loaded from '{}'",
-        topology.source()));
+    return Status::Invalid(
+        fmt::format("the CPU engine needs the running system's topology, not one loaded from '{}'",
+                    topology.source()));
   }
   if (options.workers < 0 || options.workers > 4096) {
-    return Status::Invalid(fmt::format("workers = {}: use 0 (one per CPU of the node) or 1..4096",
-                                       options.workers));
+    return Status::Invalid(
+        fmt::format("workers = {}: use 0 (one per CPU of the node) or 1..4096", options.workers));
   }
   if (options.min_piece_bytes < kPieceAlign || options.min_piece_bytes % kPieceAlign != 0 ||
       options.max_piece_bytes < options.min_piece_bytes ||
       options.max_piece_bytes % kPieceAlign != 0) {
-    return Status::Invalid(fmt::format(
-        "piece sizes min {} / max {}: both must be multiples of {} with min <= max",
-        options.min_piece_bytes, options.max_piece_bytes, kPieceAlign));
+    return Status::Invalid(
+        fmt::format("piece sizes min {} / max {}: both must be multiples of {} with min <= max",
+                    options.min_piece_bytes, options.max_piece_bytes, kPieceAlign));
   }
   if (options.queue_capacity == 0) return Status::Invalid("queue_capacity is 0: use at least 1");
   CpuIsa isa = options.isa;
@@ -365,8 +365,8 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
   if (!cpu::IsaSupported(isa)) {
     return Status::Unsupported(fmt::format(
         "this CPU lacks {} (asked for by options or TIERFLOW_ISA); best available here is {}",
-        CpuIsaName(isa), CpuIsaName(cpu::IsaSupported(CpuIsa::kAvx2) ? CpuIsa::kAvx2
-                                                                      : CpuIsa::kBaseline)));
+        CpuIsaName(isa),
+        CpuIsaName(cpu::IsaSupported(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kBaseline)));
   }
 
   if (Status s = InstallFaultHandler(); !s.ok()) return s;
@@ -376,8 +376,8 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
   impl->kernels = &cpu::KernelsFor(isa);
   impl->cpus = (*node)->cpus;
   impl->worker_count = options.workers == 0 ? static_cast<int>(impl->cpus.size()) : options.workers;
-  std::uint64_t llc = topology.caches().l3_bytes != 0 ? topology.caches().l3_bytes
-                                                      : topology.caches().l2_bytes;
+  std::uint64_t llc =
+      topology.caches().l3_bytes != 0 ? topology.caches().l3_bytes : topology.caches().l2_bytes;
   impl->nt_threshold = options.nt_threshold_bytes != 0
                            ? options.nt_threshold_bytes
                            : static_cast<std::size_t>(llc != 0 ? llc * 3 / 4 : 8u << 20);
@@ -500,8 +500,7 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     return Status::Ok();
   }
 
-  if (ops.size() == 1 && submission.exclusive() &&
-      !(detail::IsOverlappingMove(ops[0]))) {
+  if (ops.size() == 1 && submission.exclusive() && !(detail::IsOverlappingMove(ops[0]))) {
     return EnqueueSplit(ops[0], submission);
   }
 

@@ -32,9 +32,12 @@ bool IsaSupported(CpuIsa isa) {
 
 const Kernels& KernelsFor(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kAvx512: return internal::kAvx512Kernels;
-    case CpuIsa::kAvx2: return internal::kAvx2Kernels;
-    default: return internal::kBaselineKernels;
+    case CpuIsa::kAvx512:
+      return internal::kAvx512Kernels;
+    case CpuIsa::kAvx2:
+      return internal::kAvx2Kernels;
+    default:
+      return internal::kBaselineKernels;
   }
 }
 
@@ -144,10 +147,14 @@ namespace tierflow {
 
 std::string_view CpuIsaName(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kAuto: return "auto";
-    case CpuIsa::kAvx512: return "avx512";
-    case CpuIsa::kAvx2: return "avx2";
-    case CpuIsa::kBaseline: return "baseline";
+    case CpuIsa::kAuto:
+      return "auto";
+    case CpuIsa::kAvx512:
+      return "avx512";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kBaseline:
+      return "baseline";
   }
   return "?";
 }
@@ -164,7 +171,8 @@ Result<CpuIsa> ChooseCpuIsa() {
   if (const char* env = std::getenv("TIERFLOW_ISA"); env != nullptr && *env != '\0') {
     Result<CpuIsa> isa = ParseCpuIsa(env);
     if (!isa.ok()) {
-      return Status::Invalid(fmt::format("TIERFLOW_ISA={}: {}, or unset it", env, isa.status().message()));
+      return Status::Invalid(
+          fmt::format("TIERFLOW_ISA={}: {}, or unset it", env, isa.status().message()));
     }
   }
   return DetectCpuIsa();

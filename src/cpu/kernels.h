@@ -37,11 +37,11 @@ struct PieceWork {
   const char* src2 = nullptr;
   std::size_t n = 0;
   std::uint64_t pattern = 0;
-  std::size_t phase = 0;        // offset of the piece within its operation (pattern phase)
-  std::uint32_t crc_seed = 0;   // kCrc32c: the CRC of the piece's bytes before src
-  bool nt = false;              // streaming stores (copies and fills)
-  bool overlapping = false;     // a move whose ranges may overlap (memmove)
-  bool keep_in_cache = false;   // kCacheFlush: write back without evicting
+  std::size_t phase = 0;       // offset of the piece within its operation (pattern phase)
+  std::uint32_t crc_seed = 0;  // kCrc32c: the CRC of the piece's bytes before src
+  bool nt = false;             // streaming stores (copies and fills)
+  bool overlapping = false;    // a move whose ranges may overlap (memmove)
+  bool keep_in_cache = false;  // kCacheFlush: write back without evicting
 };
 struct PieceResult {
   std::size_t difference = 0;  // compares: offset of the first difference, n when equal

@@ -31,8 +31,8 @@ struct Piece {
   const char* src2 = nullptr;
   char* dst2 = nullptr;
   std::size_t size = 0;
-  std::size_t offset = 0;    // of this piece within its operation (fill phase, compare offset)
-  std::size_t tail = 0;      // bytes of the operation after this piece (CRC combination)
+  std::size_t offset = 0;         // of this piece within its operation (fill phase, compare offset)
+  std::size_t tail = 0;           // bytes of the operation after this piece (CRC combination)
   std::uint64_t report_base = 0;  // added to compare differences (Submission::offset_base)
   std::uint64_t pattern = 0;
 };

@@ -21,9 +21,9 @@
 #include "common/cpu_relax.h"
 #include "common/crc32c.h"
 #include "common/fault_guard.h"
-#include "common/touch.h"
 #include "common/fork_guard.h"
 #include "common/mapping.h"
+#include "common/touch.h"
 #include "dsa/descriptor.h"
 
 namespace tierflow {
@@ -36,9 +36,9 @@ namespace {
 constexpr std::uint64_t kPage = 4096;
 // Flags a user-space descriptor may carry (the rest are reserved or privileged here).
 constexpr std::uint32_t kAllowedFlags =
-    IDXD_OP_FLAG_FENCE | IDXD_OP_FLAG_BOF | IDXD_OP_FLAG_CRAV | IDXD_OP_FLAG_RCR |
-    IDXD_OP_FLAG_CC | IDXD_OP_FLAG_ADDR1_TCS | IDXD_OP_FLAG_ADDR2_TCS | IDXD_OP_FLAG_ADDR3_TCS |
-    IDXD_OP_FLAG_CR_TCS | IDXD_OP_FLAG_STORD | IDXD_OP_FLAG_DRDBK;
+    IDXD_OP_FLAG_FENCE | IDXD_OP_FLAG_BOF | IDXD_OP_FLAG_CRAV | IDXD_OP_FLAG_RCR | IDXD_OP_FLAG_CC |
+    IDXD_OP_FLAG_ADDR1_TCS | IDXD_OP_FLAG_ADDR2_TCS | IDXD_OP_FLAG_ADDR3_TCS | IDXD_OP_FLAG_CR_TCS |
+    IDXD_OP_FLAG_STORD | IDXD_OP_FLAG_DRDBK;
 
 struct Queued {
   dsa_hw_desc desc;
@@ -195,18 +195,33 @@ struct DsaDeviceModel::Impl final : ForkAware {
       // cannot fix it. Ranges the opcode reads, then the ones it writes.
       std::uint64_t reads[2] = {0, 0}, writes[2] = {0, 0};
       switch (d.opcode) {
-        case DSA_OPCODE_MEMMOVE: reads[0] = d.src_addr; writes[0] = d.dst_addr; break;
-        case DSA_OPCODE_MEMFILL: writes[0] = d.dst_addr; break;
-        case DSA_OPCODE_COMPARE: reads[0] = d.src_addr; reads[1] = d.src2_addr; break;
-        case DSA_OPCODE_COMPVAL: reads[0] = d.src_addr; break;
+        case DSA_OPCODE_MEMMOVE:
+          reads[0] = d.src_addr;
+          writes[0] = d.dst_addr;
+          break;
+        case DSA_OPCODE_MEMFILL:
+          writes[0] = d.dst_addr;
+          break;
+        case DSA_OPCODE_COMPARE:
+          reads[0] = d.src_addr;
+          reads[1] = d.src2_addr;
+          break;
+        case DSA_OPCODE_COMPVAL:
+          reads[0] = d.src_addr;
+          break;
         case DSA_OPCODE_DUALCAST:
           reads[0] = d.src_addr;
           writes[0] = d.dst_addr;
           writes[1] = d.dest2;
           break;
-        case DSA_OPCODE_CRCGEN: reads[0] = d.src_addr; break;
-        case DSA_OPCODE_CFLUSH: reads[0] = d.dst_addr; break;  // needs no write permission
-        default: break;
+        case DSA_OPCODE_CRCGEN:
+          reads[0] = d.src_addr;
+          break;
+        case DSA_OPCODE_CFLUSH:
+          reads[0] = d.dst_addr;
+          break;  // needs no write permission
+        default:
+          break;
       }
       std::uint64_t first = n, addr = 0;
       bool write = false;
@@ -482,21 +497,24 @@ struct DsaDeviceModel::Impl final : ForkAware {
 };
 
 Result<std::shared_ptr<DsaDeviceModel>> DsaDeviceModel::Create(const DsaModelConfig& config) {
-  if (config.wqs.empty()) return Status::Invalid("DSA model without work queues: give at least one");
+  if (config.wqs.empty())
+    return Status::Invalid("DSA model without work queues: give at least one");
   for (std::size_t i = 0; i < config.wqs.size(); ++i) {
     if (config.wqs[i].size == 0 || config.wqs[i].size > 128) {
-      return Status::Invalid(fmt::format("DSA model WQ {} has size {}: use 1..128", i,
-                                         config.wqs[i].size));
+      return Status::Invalid(
+          fmt::format("DSA model WQ {} has size {}: use 1..128", i, config.wqs[i].size));
     }
   }
   if (!config.instant && (config.engines < 1 || config.engines > 4)) {
-    return Status::Invalid(fmt::format("DSA model with {} engines: a DSA has 1..4", config.engines));
+    return Status::Invalid(
+        fmt::format("DSA model with {} engines: a DSA has 1..4", config.engines));
   }
   if (config.max_batch_size < 2 || config.max_batch_size > 1024) {
     return Status::Invalid(fmt::format("max_batch_size {}: use 2..1024", config.max_batch_size));
   }
   if (config.max_transfer_size == 0 || config.max_transfer_size > (std::uint64_t{1} << 31)) {
-    return Status::Invalid(fmt::format("max_transfer_size {}: use 1..2 GiB", config.max_transfer_size));
+    return Status::Invalid(
+        fmt::format("max_transfer_size {}: use 1..2 GiB", config.max_transfer_size));
   }
   if (Status s = InstallFaultHandler(); !s.ok()) return s;  // address translation probes pages
   auto impl = std::make_unique<Impl>();
@@ -601,7 +619,8 @@ const DsaModelConfig& DsaDeviceModel::config() const { return impl_->cfg; }
 
 std::uint32_t DsaDeviceModel::occupancy(int wq) const {
   std::lock_guard lock(impl_->mu);
-  return wq >= 0 && static_cast<std::size_t>(wq) < impl_->occupancy.size() ? impl_->occupancy[wq] : 0;
+  return wq >= 0 && static_cast<std::size_t>(wq) < impl_->occupancy.size() ? impl_->occupancy[wq]
+                                                                           : 0;
 }
 
 }  // namespace tierflow

@@ -16,11 +16,11 @@
 
 #include "common/cpu_relax.h"
 #include "common/crc32c.h"
+#include "common/fault_guard.h"
 #include "common/fork_guard.h"
 #include "common/futex.h"
 #include "common/mapping.h"
 #include "common/pattern.h"
-#include "common/fault_guard.h"
 #include "common/touch.h"
 #include "cpu/kernels.h"
 #include "dsa/descriptor.h"
@@ -38,7 +38,6 @@ constexpr int kMaxFaultsWithoutProgress = 8;
 // One UMWAIT round of the completion thread (~10 us at 2-4 GHz), then it polls everything.
 constexpr std::uint64_t kMonitorWaitCycles = 30000;
 
-
 // One data descriptor's share of an operation.
 // Enqueue sets every field: the empty constructor spares the zeroing that value-initialisation
 // would do (a rep stos per piece, a quarter of a batch's build time).
@@ -49,18 +48,18 @@ struct Piece {
   State state;
   bool holds_credit;  // submitted on its own to a dedicated WQ
   bool keep_in_cache;
-  bool echo;          // second copy of a split dualcast: its bytes are not counted
-  int faults_here;    // consecutive faults without progress
+  bool echo;        // second copy of a split dualcast: its bytes are not counted
+  int faults_here;  // consecutive faults without progress
   char* dst;
   const char* src;
   const char* src2;
   char* dst2;
   std::uint64_t size;
-  std::uint64_t offset;   // within its operation: fill phase, compare report
-  std::uint64_t tail;     // bytes of its operation after this piece (CRC combination)
+  std::uint64_t offset;  // within its operation: fill phase, compare report
+  std::uint64_t tail;    // bytes of its operation after this piece (CRC combination)
   std::uint64_t report_base;
   std::uint64_t pattern;
-  std::uint32_t crc_seed; // kCrc32c: CRC of the piece's bytes before src (fault resume)
+  std::uint32_t crc_seed;  // kCrc32c: CRC of the piece's bytes before src (fault resume)
 };
 
 // A batch descriptor over pieces [first, first + count).
@@ -79,13 +78,13 @@ struct Job {
   std::vector<dsa::Descriptor> descs;  // descs[i] encodes pieces[i] (contiguous: batch lists)
   std::vector<dsa::Record> recs;
   std::vector<Group> groups;
-  std::atomic<bool> busy{false};       // someone is advancing this job
+  std::atomic<bool> busy{false};  // someone is advancing this job
   std::uint64_t bytes = 0;
   std::uint64_t first_difference = detail::OpState::kNoDifference;
   StatusCode error_code = StatusCode::kOk;
   std::string error_text;
-  std::uint32_t open = 0;              // pieces not done
-  std::uint32_t done_unreported = 0;   // pieces done since the last statistics update
+  std::uint32_t open = 0;             // pieces not done
+  std::uint32_t done_unreported = 0;  // pieces done since the last statistics update
   std::uint32_t groups_in_flight = 0;
   // An overlapping move cut into pieces: they must run one after the other, in list order
   // (from the end when the destination lies above the source).
@@ -93,7 +92,7 @@ struct Job {
   // A drain: no pieces; complete once no job linked at or before `drain_after` remains.
   bool drain = false;
   std::uint64_t drain_after = 0;
-  std::uint64_t seq = 0;               // link order (drains)
+  std::uint64_t seq = 0;  // link order (drains)
   Job* prev = nullptr;
   Job* next = nullptr;
   Job* finished_next = nullptr;
@@ -115,7 +114,9 @@ struct Job {
   }
 };
 
-unsigned Log2(std::uint64_t v) { return v == 0 ? 0 : 63 - static_cast<unsigned>(__builtin_clzll(v)); }
+unsigned Log2(std::uint64_t v) {
+  return v == 0 ? 0 : 63 - static_cast<unsigned>(__builtin_clzll(v));
+}
 
 // Jobs — with their descriptors and completion records — come from per-thread free lists: the
 // submit path takes no lock and shares no cache line with other submitters. A job finished by
@@ -170,7 +171,8 @@ void PutJob(Job* j) {
   if (local.size() > kLocalJobs) {
     GlobalJobs& g = Global();
     std::lock_guard lock(g.mu);
-    g.jobs.insert(g.jobs.end(), local.end() - static_cast<std::ptrdiff_t>(kLocalJobs / 2), local.end());
+    g.jobs.insert(g.jobs.end(), local.end() - static_cast<std::ptrdiff_t>(kLocalJobs / 2),
+                  local.end());
     local.resize(local.size() - kLocalJobs / 2);
   }
 }
@@ -203,8 +205,8 @@ struct DsaEngine::Impl final : ForkAware {
   std::uint64_t link_seq = 0;  // under list_mu
   std::atomic<std::size_t> jobs_in_flight{0};
 
-  bool use_umwait = false;        // resolved from opts.completion_wait
-  std::uint64_t umwait_max = 0;   // the kernel's cap on one UMWAIT (TSC cycles)
+  bool use_umwait = false;       // resolved from opts.completion_wait
+  std::uint64_t umwait_max = 0;  // the kernel's cap on one UMWAIT (TSC cycles)
 
   std::atomic<std::uint32_t> credits_used{0};
   std::atomic<bool> stopping{false};
@@ -233,8 +235,10 @@ struct DsaEngine::Impl final : ForkAware {
     jobs_in_flight.fetch_add(1, std::memory_order_relaxed);
   }
   void UnlinkLocked(Job* j) {
-    if (j->prev != nullptr) j->prev->next = j->next;
-    else head = j->next;
+    if (j->prev != nullptr)
+      j->prev->next = j->next;
+    else
+      head = j->next;
     if (j->next != nullptr) j->next->prev = j->prev;
     j->prev = j->next = nullptr;
     jobs_in_flight.fetch_sub(1, std::memory_order_relaxed);
@@ -248,9 +252,7 @@ struct DsaEngine::Impl final : ForkAware {
   }
 
   // --- fork ------------------------------------------------------------------------------
-  void PrepareFork() override {
-    list_mu.lock();
-  }
+  void PrepareFork() override { list_mu.lock(); }
   void AfterForkParent() override { list_mu.unlock(); }
   // In the child: the device writes the records of jobs in flight in the parent's memory,
   // never in the child's copy, so those jobs fail here (their callbacks are dropped: they
@@ -281,9 +283,8 @@ struct DsaEngine::Impl final : ForkAware {
       portal.reset();  // unmaps the parent's portal page and closes the inherited file
       Result<std::unique_ptr<dsa::Portal>> p = dsa::OpenHardwarePortal(hw_wq, hw_cpu);
       if (!p.ok()) {
-        return Status(p.status().code(),
-                      fmt::format("re-opening {} in the fork() child: {}", description,
-                                  p.status().message()));
+        return Status(p.status().code(), fmt::format("re-opening {} in the fork() child: {}",
+                                                     description, p.status().message()));
       }
       portal = std::move(*p);
     }
@@ -297,7 +298,8 @@ struct DsaEngine::Impl final : ForkAware {
     if (shared) return true;
     std::uint32_t used = credits_used.load(std::memory_order_relaxed);
     while (used < wq_size) {
-      if (credits_used.compare_exchange_weak(used, used + 1, std::memory_order_acq_rel)) return true;
+      if (credits_used.compare_exchange_weak(used, used + 1, std::memory_order_acq_rel))
+        return true;
     }
     return false;
   }
@@ -416,8 +418,10 @@ struct DsaEngine::Impl final : ForkAware {
       credit_waits.fetch_add(1, std::memory_order_relaxed);
       Reap(j);
       PollAll();
-      if (!TryCredit()) sched_yield();
-      else return;
+      if (!TryCredit())
+        sched_yield();
+      else
+        return;
     }
   }
 
@@ -482,7 +486,9 @@ struct DsaEngine::Impl final : ForkAware {
            fmt::format("DSA {}: the device faulted on {} 0x{:x}, which is {} in this process: "
                        "pass buffers that are mapped {}",
                        OpKindName(j.pieces[i].kind), write ? "writing" : "reading", addr,
-                       !a.mapped ? "not mapped" : write && !a.writable ? "read-only" : "not readable",
+                       !a.mapped              ? "not mapped"
+                       : write && !a.writable ? "read-only"
+                                              : "not readable",
                        write ? "read-write" : "readable"));
       return false;
     }
@@ -522,7 +528,8 @@ struct DsaEngine::Impl final : ForkAware {
         if (p.src2 != nullptr) p.src2 += done;
         p.offset += done;
         // The CRC of the bytes done continues from here (the record holds it, seed applied).
-        if (p.kind == OpKind::kCrc32c && done > 0) p.crc_seed = static_cast<std::uint32_t>(r.crc_val);
+        if (p.kind == OpKind::kCrc32c && done > 0)
+          p.crc_seed = static_cast<std::uint32_t>(r.crc_val);
       }
       p.size -= done;
       if (!p.echo) j.bytes += done;
@@ -563,8 +570,8 @@ struct DsaEngine::Impl final : ForkAware {
       for (std::uint32_t i = g.first; i < g.first + g.count; ++i) {
         if (j.pieces[i].state != Piece::kInBatch) continue;
         // Members the batch did not process (fence after a failure, batch refused) go alone.
-        j.pieces[i].state = dsa::LoadStatus(j.recs[i].r) == 0 ? Piece::kUnsubmitted
-                                                               : Piece::kSubmitted;
+        j.pieces[i].state =
+            dsa::LoadStatus(j.recs[i].r) == 0 ? Piece::kUnsubmitted : Piece::kSubmitted;
       }
     }
     for (std::uint32_t i = 0; i < j.pieces.size(); ++i) {
@@ -580,9 +587,10 @@ struct DsaEngine::Impl final : ForkAware {
     if (j.drain) return !AnyLinkedUpTo(j.drain_after);  // caller holds list_mu
     Reap(j);
     const bool drain = draining.load(std::memory_order_relaxed);
-    bool ordered_busy = j.ordered && std::any_of(j.pieces.begin(), j.pieces.end(), [](const Piece& p) {
-      return p.state == Piece::kSubmitted || p.state == Piece::kInBatch;
-    });
+    bool ordered_busy =
+        j.ordered && std::any_of(j.pieces.begin(), j.pieces.end(), [](const Piece& p) {
+          return p.state == Piece::kSubmitted || p.state == Piece::kInBatch;
+        });
     for (std::uint32_t i = 0; i < j.pieces.size(); ++i) {
       Piece& p = j.pieces[i];
       if (p.state == Piece::kUnsubmitted && (!ordered_busy || drain)) {
@@ -590,8 +598,9 @@ struct DsaEngine::Impl final : ForkAware {
           cancelled.fetch_add(1, std::memory_order_relaxed);
           if (j.error_code == StatusCode::kOk) {
             j.error_code = StatusCode::kCancelled;
-            j.error_text = "the DSA engine was destroyed before this part of the operation "
-                           "was submitted";
+            j.error_text =
+                "the DSA engine was destroyed before this part of the operation "
+                "was submitted";
           }
           Done(j, i, 0);
         } else {
@@ -762,24 +771,26 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& invento
         tried += fmt::format("\n  {}: {}", full, w.reason);
         continue;
       }
-      if (chosen == nullptr || (chosen->path == DsaSubmitPath::kWrite &&
-                                w.path != DsaSubmitPath::kWrite)) {
+      if (chosen == nullptr ||
+          (chosen->path == DsaSubmitPath::kWrite && w.path != DsaSubmitPath::kWrite)) {
         chosen = &w;
       }
     }
   }
   if (chosen == nullptr) {
     if (inventory.devices().empty()) {
-      return Status::Unsupported(fmt::format("no DSA engine: {}; the device model "
-                                             "(DsaEngine::CreateOnModel, --engine dsa-model) "
-                                             "runs the same code in software",
-                                             inventory.note()));
+      return Status::Unsupported(
+          fmt::format("no DSA engine: {}; the device model "
+                      "(DsaEngine::CreateOnModel, --engine dsa-model) "
+                      "runs the same code in software",
+                      inventory.note()));
     }
     std::string which = !options.wq.empty() ? options.wq
                         : options.node >= 0 ? fmt::format("node {}", options.node)
                                             : std::string("any device");
-    return Status::Unsupported(fmt::format("no usable DSA work queue for {}{}", which,
-                                           tried.empty() ? std::string(" (no WQ matches)") : tried));
+    return Status::Unsupported(
+        fmt::format("no usable DSA work queue for {}{}", which,
+                    tried.empty() ? std::string(" (no WQ matches)") : tried));
   }
   Result<std::unique_ptr<dsa::Portal>> portal = dsa::OpenHardwarePortal(*chosen, inventory.cpu());
   if (!portal.ok()) return portal.status();
@@ -796,9 +807,9 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& invento
   impl->caps.name = "dsa";
   impl->caps.node = dev != nullptr ? dev->numa_node : -1;
   impl->caps.is_model = false;
-  impl->description = fmt::format("{}/{} ({}, {})", chosen->device, chosen->name,
-                                  chosen->shared ? "shared" : "dedicated",
-                                  DsaSubmitPathName((*portal)->path()));
+  impl->description =
+      fmt::format("{}/{} ({}, {})", chosen->device, chosen->name,
+                  chosen->shared ? "shared" : "dedicated", DsaSubmitPathName((*portal)->path()));
   if (!(*portal)->note.empty()) impl->description += "; " + (*portal)->note;
   impl->portal = std::move(*portal);
   std::unique_ptr<DsaEngine> e(new DsaEngine(std::move(impl)));
@@ -806,13 +817,14 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& invento
 }
 
 Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaDeviceModel> model,
-                                                            int wq, const DsaEngineOptions& options) {
+                                                            int wq,
+                                                            const DsaEngineOptions& options) {
   if (model == nullptr) return Status::Invalid("CreateOnModel: the model is null");
   if (Status s = CheckWaitOption(options); !s.ok()) return s;
   const DsaModelConfig& c = model->config();
   if (wq < 0 || static_cast<std::size_t>(wq) >= c.wqs.size()) {
-    return Status::NotFound(fmt::format("the DSA model has {} WQ(s); WQ {} does not exist",
-                                        c.wqs.size(), wq));
+    return Status::NotFound(
+        fmt::format("the DSA model has {} WQ(s); WQ {} does not exist", c.wqs.size(), wq));
   }
   auto impl = std::make_unique<Impl>();
   impl->opts = options;
@@ -824,10 +836,10 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaD
   impl->caps.name = "dsa-model";
   impl->caps.node = c.numa_node;
   impl->caps.is_model = true;
-  impl->description = fmt::format("device model, wq{} ({}, {}{})", wq,
-                                  impl->shared ? "shared" : "dedicated",
-                                  impl->shared ? "ENQCMD semantics" : "MOVDIR64B semantics",
-                                  c.instant ? ", instant completion" : "");
+  impl->description =
+      fmt::format("device model, wq{} ({}, {}{})", wq, impl->shared ? "shared" : "dedicated",
+                  impl->shared ? "ENQCMD semantics" : "MOVDIR64B semantics",
+                  c.instant ? ", instant completion" : "");
   impl->portal = dsa::ModelPortal(model, wq);
   impl->model = std::move(model);
   std::unique_ptr<DsaEngine> e(new DsaEngine(std::move(impl)));
@@ -836,8 +848,9 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaD
 
 DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   Impl& m = *impl_;
-  m.use_umwait = m.opts.completion_wait == DsaCompletionWait::kUmwait ||
-                 (m.opts.completion_wait == DsaCompletionWait::kAuto && dsa::internal::cpu_has_waitpkg());
+  m.use_umwait =
+      m.opts.completion_wait == DsaCompletionWait::kUmwait ||
+      (m.opts.completion_wait == DsaCompletionWait::kAuto && dsa::internal::cpu_has_waitpkg());
   m.umwait_max = dsa::UmwaitMaxCycles();
   m.description += m.use_umwait ? "; completion wait: umwait" : "; completion wait: pause";
   if (m.opts.max_batch != 0) m.max_batch = std::min(m.max_batch, m.opts.max_batch);
@@ -874,7 +887,8 @@ DsaEngine::~DsaEngine() {
     detail::FailPart(j->state, j->bytes, StatusCode::kFailed,
                      fmt::format("the DSA ({}) did not complete this operation within 5 s of "
                                  "the engine's destruction; its completion records were left "
-                                 "allocated", m.description));
+                                 "allocated",
+                                 m.description));
   }
 }
 
@@ -929,8 +943,10 @@ namespace {
 // An operation's ranges in the order the prefault reports them: dst, dst2, src, src2.
 std::array<GuardedRange, 4> RangesOf(const Operation& op) {
   const bool writes = op.kind != OpKind::kCacheFlush;  // a flush needs no write permission
-  return {{{op.dst, op.size, "destination", writes}, {op.dst2, op.size, "second destination", writes},
-           {op.src, op.size, "source", false}, {op.src2, op.size, "second source", false}}};
+  return {{{op.dst, op.size, "destination", writes},
+           {op.dst2, op.size, "second destination", writes},
+           {op.src, op.size, "source", false},
+           {op.src2, op.size, "second source", false}}};
 }
 
 // Which operation's range holds a faulting address: 4 * operation + range, or -1.
@@ -955,7 +971,8 @@ Status Prefault(std::span<const Operation> ops) {
     for (const Operation& op : ops) {
       for (const GuardedRange& r : RangesOf(op)) {
         const auto first = reinterpret_cast<std::uintptr_t>(r.begin);
-        for (std::uintptr_t a = first; r.begin != nullptr && a < first + r.size; a = (a & ~std::uintptr_t{4095}) + 4096) {
+        for (std::uintptr_t a = first; r.begin != nullptr && a < first + r.size;
+             a = (a & ~std::uintptr_t{4095}) + 4096) {
           if (r.write) {
             TouchForWrite(reinterpret_cast<void*>(a));
           } else {
@@ -970,7 +987,8 @@ Status Prefault(std::span<const Operation> ops) {
   const std::array<GuardedRange, 4> ranges = RangesOf(ops[i]);
   fault.range %= 4;
   return FaultError(fmt::format("DSA {} (operation {} of the submission), prefaulting",
-                                OpKindName(ops[i].kind), i), fault, ranges);
+                                OpKindName(ops[i].kind), i),
+                    fault, ranges);
 }
 
 }  // namespace
@@ -1036,13 +1054,15 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
         p.dst = dst != nullptr ? static_cast<char*>(dst) + off : nullptr;
         p.src = op.src != nullptr ? static_cast<const char*>(op.src) + off : nullptr;
         p.src2 = op.src2 != nullptr ? static_cast<const char*>(op.src2) + off : nullptr;
-        p.dst2 = op.dst2 != nullptr && !split_dualcast ? static_cast<char*>(op.dst2) + off : nullptr;
+        p.dst2 =
+            op.dst2 != nullptr && !split_dualcast ? static_cast<char*>(op.dst2) + off : nullptr;
         p.pattern = op.pattern;
         p.crc_seed = 0;  // pieces are checksummed apart and combined (Crc32cShift)
         p.report_base = submission.offset_base();
         const unsigned bucket = std::min<unsigned>(Log2(p.size), 31);
         if (bucket != run_bucket) {
-          if (run_count != 0) m.histogram[run_bucket].fetch_add(run_count, std::memory_order_relaxed);
+          if (run_count != 0)
+            m.histogram[run_bucket].fetch_add(run_count, std::memory_order_relaxed);
           run_bucket = bucket;
           run_count = 0;
         }

@@ -10,14 +10,16 @@ Result<DsaFleet> DsaFleet::Open(const DsaInventory& inventory, const DsaEngineOp
   for (const DsaDevice& d : inventory.devices()) {
     const DsaWq* wq = nullptr;
     for (const DsaWq& w : d.wqs) {
-      if (w.usable() && (wq == nullptr || (wq->path == DsaSubmitPath::kWrite &&
-                                           w.path != DsaSubmitPath::kWrite))) {
+      if (w.usable() && (wq == nullptr ||
+                         (wq->path == DsaSubmitPath::kWrite && w.path != DsaSubmitPath::kWrite))) {
         wq = &w;
       }
     }
     if (wq == nullptr) {
       why += fmt::format("\n  {}: {}", d.name,
-                         !d.note.empty() ? d.note : d.wqs.empty() ? "no WQ" : d.wqs.front().reason);
+                         !d.note.empty() ? d.note
+                         : d.wqs.empty() ? "no WQ"
+                                         : d.wqs.front().reason);
       continue;
     }
     DsaEngineOptions o = options;
@@ -33,7 +35,8 @@ Result<DsaFleet> DsaFleet::Open(const DsaInventory& inventory, const DsaEngineOp
     if (inventory.devices().empty()) {
       return Status::Unsupported(fmt::format(
           "no DSA devices: {}; the device model (DsaFleet::OnModel, --engine dsa-model) runs "
-          "the same code in software", inventory.note()));
+          "the same code in software",
+          inventory.note()));
     }
     return Status::Unsupported(fmt::format("no DSA device can be used:{}", why));
   }

@@ -41,10 +41,14 @@ DsaCpuFeatures DsaCpuFeatures::Detect() {
 
 std::string_view DsaSubmitPathName(DsaSubmitPath path) {
   switch (path) {
-    case DsaSubmitPath::kNone: return "none";
-    case DsaSubmitPath::kEnqcmd: return "enqcmd";
-    case DsaSubmitPath::kMovdir64b: return "movdir64b";
-    case DsaSubmitPath::kWrite: return "write";
+    case DsaSubmitPath::kNone:
+      return "none";
+    case DsaSubmitPath::kEnqcmd:
+      return "enqcmd";
+    case DsaSubmitPath::kMovdir64b:
+      return "movdir64b";
+    case DsaSubmitPath::kWrite:
+      return "write";
   }
   return "?";
 }
@@ -54,8 +58,9 @@ Status ParseDsaCapMask(const std::string& text, std::uint64_t (&bits)[4]) {
   std::vector<std::string> chunks;
   std::stringstream ss(text);
   for (std::string c; std::getline(ss, c, ',');) {
-    c.erase(std::remove_if(c.begin(), c.end(), [](char ch) { return std::isspace(
-        static_cast<unsigned char>(ch)); }), c.end());
+    c.erase(std::remove_if(c.begin(), c.end(),
+                           [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
+            c.end());
     if (!c.empty()) chunks.push_back(c);
   }
   if (chunks.empty()) return Status::Invalid(fmt::format("empty capability mask '{}'", text));
@@ -85,8 +90,8 @@ Status ParseDsaCapMask(const std::string& text, std::uint64_t (&bits)[4]) {
     std::uint64_t v = 0;
     if (Status s = parse(chunks[i], v); !s.ok()) return s;
     if (v > 0xffffffffu) {
-      return Status::Invalid(fmt::format("capability mask '{}': chunk '{}' exceeds 32 bits", text,
-                                         chunks[i]));
+      return Status::Invalid(
+          fmt::format("capability mask '{}': chunk '{}' exceeds 32 bits", text, chunks[i]));
     }
     std::size_t chunk_index = chunks.size() - 1 - i;  // 0 = least significant
     bits[chunk_index / 2] |= v << (32 * (chunk_index % 2));
@@ -107,9 +112,9 @@ class Attrs {
     fs::path p = dir_ / name;
     std::ifstream in(p);
     if (!in) {
-      return Status::IoError(fmt::format("cannot read {}: {}", p.string(),
-                                         fs::exists(p) ? "permission denied or not a file"
-                                                       : "no such file"));
+      return Status::IoError(
+          fmt::format("cannot read {}: {}", p.string(),
+                      fs::exists(p) ? "permission denied or not a file" : "no such file"));
     }
     std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
@@ -137,7 +142,8 @@ class Attrs {
     long long v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
     if (ec != std::errc() || p != s.data() + s.size()) {
-      return Status::Invalid(fmt::format("{} holds '{}', not a number", (dir_ / name).string(), *t));
+      return Status::Invalid(
+          fmt::format("{} holds '{}', not a number", (dir_ / name).string(), *t));
     }
     out = static_cast<T>(v);
     return Status::Ok();
@@ -147,8 +153,8 @@ class Attrs {
   fs::path dir_;
 };
 
-#define TF_RETURN_IF_ERROR(expr)          \
-  do {                                    \
+#define TF_RETURN_IF_ERROR(expr)                 \
+  do {                                           \
     if (Status s_ = (expr); !s_.ok()) return s_; \
   } while (0)
 
@@ -157,8 +163,8 @@ Status ReadWq(const fs::path& dir, const DsaDevice& dev, DsaWq& wq) {
   Result<std::string> mode = a.Text("mode");
   if (!mode.ok()) return mode.status();
   if (*mode != "shared" && *mode != "dedicated") {
-    return Status::Invalid(fmt::format("{}/mode is '{}': expected shared or dedicated",
-                                       dir.string(), *mode));
+    return Status::Invalid(
+        fmt::format("{}/mode is '{}': expected shared or dedicated", dir.string(), *mode));
   }
   wq.shared = *mode == "shared";
   Result<std::string> type = a.Text("type", "user");
@@ -202,12 +208,14 @@ void Judge(const DsaDevice& dev, DsaWq& wq, const DsaCpuFeatures& cpu) {
         wq.name, wq.type, fmt::arg("w", where)));
   }
   if (wq.state != "enabled") {
-    return no(fmt::format("{} is {}: enable it with 'accel-config enable-wq {}'", wq.name,
-                          wq.state, where));
+    return no(fmt::format("{} is {}: enable it with 'accel-config enable-wq {}'", wq.name, wq.state,
+                          where));
   }
   if (wq.size == 0) {
-    return no(fmt::format("{} has size 0: give it entries with 'accel-config config-wq "
-                          "--wq-size=16 {}' while it is disabled", wq.name, where));
+    return no(
+        fmt::format("{} has size 0: give it entries with 'accel-config config-wq "
+                    "--wq-size=16 {}' while it is disabled",
+                    wq.name, where));
   }
   if (!dev.pasid_enabled) {
     std::string why = fmt::format(
@@ -215,15 +223,17 @@ void Judge(const DsaDevice& dev, DsaWq& wq, const DsaCpuFeatures& cpu) {
         "boot with 'intel_iommu=on,sm_on' and check that the IOMMU supports scalable mode",
         dev.name);
     if (cpu.la57) {
-      why += "; 5-level paging is active and IOMMUs without 5-level support make the kernel turn "
-             "SVA off: boot with 'no5lvl' to try that";
+      why +=
+          "; 5-level paging is active and IOMMUs without 5-level support make the kernel turn "
+          "SVA off: boot with 'no5lvl' to try that";
     }
     return no(why);
   }
   if (!fs::exists(wq.cdev_path)) {
-    return no(fmt::format("{} does not exist although {} is enabled: the WQ is not bound to the "
-                          "idxd user driver (accel-config enable-wq {}; modprobe idxd)",
-                          wq.cdev_path, wq.name, where));
+    return no(
+        fmt::format("{} does not exist although {} is enabled: the WQ is not bound to the "
+                    "idxd user driver (accel-config enable-wq {}; modprobe idxd)",
+                    wq.cdev_path, wq.name, where));
   }
   // Shared WQs take ENQCMD, dedicated ones MOVDIR64B; without it the kernel submits for us.
   const bool has_instruction = wq.shared ? cpu.enqcmd : cpu.movdir64b;
@@ -231,9 +241,10 @@ void Judge(const DsaDevice& dev, DsaWq& wq, const DsaCpuFeatures& cpu) {
     wq.path = wq.shared ? DsaSubmitPath::kEnqcmd : DsaSubmitPath::kMovdir64b;
   } else {
     wq.path = DsaSubmitPath::kWrite;
-    wq.reason = fmt::format("this CPU lacks {}, so descriptors go through write() on the WQ file "
-                            "(a system call each; batch descriptors are refused there)",
-                            wq.shared ? "ENQCMD" : "MOVDIR64B");
+    wq.reason = fmt::format(
+        "this CPU lacks {}, so descriptors go through write() on the WQ file "
+        "(a system call each; batch descriptors are refused there)",
+        wq.shared ? "ENQCMD" : "MOVDIR64B");
   }
 }
 
@@ -255,8 +266,10 @@ Result<DsaInventory> DsaInventory::Discover(const DsaDiscoveryOptions& options) 
   fs::path bus = fs::path(options.sysfs_root) / "bus" / "dsa" / "devices";
   std::error_code ec;
   if (!fs::is_directory(bus, ec)) {
-    inv.note_ = fmt::format("no DSA: {} does not exist (no Intel DSA on this machine, or the idxd "
-                            "driver is not loaded: modprobe idxd)", bus.string());
+    inv.note_ = fmt::format(
+        "no DSA: {} does not exist (no Intel DSA on this machine, or the idxd "
+        "driver is not loaded: modprobe idxd)",
+        bus.string());
     return inv;
   }
   std::vector<std::pair<int, fs::path>> devs;
@@ -264,8 +277,10 @@ Result<DsaInventory> DsaInventory::Discover(const DsaDiscoveryOptions& options) 
   for (const fs::directory_entry& e : fs::directory_iterator(bus, ec)) {
     std::string n = e.path().filename().string();
     int a = 0, b = 0;
-    if (ParseName(n, "dsa", a, nullptr)) devs.emplace_back(a, e.path());
-    else if (ParseName(n, "wq", a, &b)) wqs.emplace_back(a, b, e.path());
+    if (ParseName(n, "dsa", a, nullptr))
+      devs.emplace_back(a, e.path());
+    else if (ParseName(n, "wq", a, &b))
+      wqs.emplace_back(a, b, e.path());
   }
   if (ec) return Status::IoError(fmt::format("cannot list {}: {}", bus.string(), ec.message()));
   std::sort(devs.begin(), devs.end());
@@ -307,11 +322,12 @@ Result<DsaInventory> DsaInventory::Discover(const DsaDiscoveryOptions& options) 
     }
     for (DsaWq& wq : d.wqs) Judge(d, wq, options.cpu);
     if (d.wqs.empty()) {
-      d.note = fmt::format("{} has no work queue configured: create one with 'accel-config "
-                           "config-wq --group-id=0 --mode=shared --type=user --name=tierflow "
-                           "--wq-size=128 --priority=10 {}/wq{}.0', give the group an engine "
-                           "(config-engine {}/engine{}.0 --group-id=0) and enable both",
-                           d.name, d.name, id, d.name, id);
+      d.note = fmt::format(
+          "{} has no work queue configured: create one with 'accel-config "
+          "config-wq --group-id=0 --mode=shared --type=user --name=tierflow "
+          "--wq-size=128 --priority=10 {}/wq{}.0', give the group an engine "
+          "(config-engine {}/engine{}.0 --group-id=0) and enable both",
+          d.name, d.name, id, d.name, id);
     }
     inv.devices_.push_back(std::move(d));
   }

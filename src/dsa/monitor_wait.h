@@ -15,7 +15,8 @@ std::uint64_t UmwaitMaxCycles(const std::string& sysfs_root = "/sys");
 
 // Waits at most `cycles` TSC cycles (each UMWAIT capped at `max_cycles`) for the byte at
 // `status` to become non-zero. Returns whether it did.
-bool MonitorWait(const volatile std::uint8_t* status, std::uint64_t cycles, std::uint64_t max_cycles);
+bool MonitorWait(const volatile std::uint8_t* status, std::uint64_t cycles,
+                 std::uint64_t max_cycles);
 
 namespace internal {
 // Replaced by tests to observe what the engine waits on (the instructions need WAITPKG, which

@@ -17,7 +17,8 @@ std::uint64_t UmwaitMaxCycles(const std::string& sysfs_root) {
   return 100000;
 }
 
-bool MonitorWait(const volatile std::uint8_t* status, std::uint64_t cycles, std::uint64_t max_cycles) {
+bool MonitorWait(const volatile std::uint8_t* status, std::uint64_t cycles,
+                 std::uint64_t max_cycles) {
   const std::uint64_t end = __rdtsc() + cycles;
   for (;;) {
     if (*status != 0) return true;

@@ -27,7 +27,7 @@ class ModelPortalImpl final : public Portal {
       : model_(std::move(m)), wq_(wq), shared_(model_->config().wqs.at(wq).shared) {}
   Offer Submit(const dsa_hw_desc& d) override {
     return model_->Enqueue(wq_, &d) == DsaEnqueueResult::kAccepted ? Offer::kAccepted
-                                                                    : Offer::kRetry;
+                                                                   : Offer::kRetry;
   }
   bool shared() const override { return shared_; }
   bool accepts_batches() const override { return true; }
@@ -111,7 +111,8 @@ std::unique_ptr<Portal> ModelPortal(std::shared_ptr<DsaDeviceModel> model, int w
 
 Result<std::unique_ptr<Portal>> OpenHardwarePortal(const DsaWq& wq, const DsaCpuFeatures& cpu) {
   if (!wq.usable()) {
-    return Status::Unsupported(fmt::format("{}/{} is not usable: {}", wq.device, wq.name, wq.reason));
+    return Status::Unsupported(
+        fmt::format("{}/{} is not usable: {}", wq.device, wq.name, wq.reason));
   }
   int fd = open(wq.cdev_path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
@@ -120,15 +121,17 @@ Result<std::unique_ptr<Portal>> OpenHardwarePortal(const DsaWq& wq, const DsaCpu
         "cannot open {}: {}{}", wq.cdev_path, std::strerror(e),
         e == EACCES || e == EPERM
             ? " (run as root, or give your user access to the WQ device with a udev rule / chgrp)"
-            : e == ENODEV || e == ENXIO ? " (the WQ is not enabled for user space: accel-config enable-wq)"
-                                        : ""));
+        : e == ENODEV || e == ENXIO
+            ? " (the WQ is not enabled for user space: accel-config enable-wq)"
+            : ""));
   }
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode)) {
     close(fd);
     return Status::Unsupported(fmt::format(
         "{} is not a character device (a copied sysfs/dev tree?): only the idxd driver's WQ "
-        "devices can take descriptors", wq.cdev_path));
+        "devices can take descriptors",
+        wq.cdev_path));
   }
   DsaSubmitPath path = wq.path;
   void* page = nullptr;
@@ -139,8 +142,8 @@ Result<std::unique_ptr<Portal>> OpenHardwarePortal(const DsaWq& wq, const DsaCpu
       if (errno != EPERM) {
         int e = errno;
         close(fd);
-        return Status::IoError(fmt::format("cannot map the portal of {}: {}", wq.cdev_path,
-                                           std::strerror(e)));
+        return Status::IoError(
+            fmt::format("cannot map the portal of {}: {}", wq.cdev_path, std::strerror(e)));
       }
       // Kernels refuse DSA 1.0 portals to processes without CAP_SYS_RAWIO (INTEL-SA-01084):
       // the kernel submits written descriptors for us instead (slower, no batches).
@@ -150,9 +153,10 @@ Result<std::unique_ptr<Portal>> OpenHardwarePortal(const DsaWq& wq, const DsaCpu
   (void)cpu;  // wq.path already accounts for the CPU's instructions
   auto portal = std::make_unique<HardwarePortal>(fd, page, path, wq.shared);
   if (path != wq.path) {
-    portal->note = "mmap of the portal was refused (EPERM: the kernel requires CAP_SYS_RAWIO "
-                   "for DSA 1.0 portals, INTEL-SA-01084), so descriptors go through write(); "
-                   "grant CAP_SYS_RAWIO for direct submission";
+    portal->note =
+        "mmap of the portal was refused (EPERM: the kernel requires CAP_SYS_RAWIO "
+        "for DSA 1.0 portals, INTEL-SA-01084), so descriptors go through write(); "
+        "grant CAP_SYS_RAWIO for direct submission";
   } else if (path == DsaSubmitPath::kWrite) {
     portal->note = wq.reason;
   }

@@ -18,7 +18,8 @@ Status CheckRange(const char* what, const void* p, std::size_t size) {
   auto a = reinterpret_cast<std::uintptr_t>(p);
   if (p == nullptr) return Status::Invalid(fmt::format("{} is null", what));
   if (a < kFirstValid) {
-    return Status::Invalid(fmt::format("{} = {} lies in the first page: not a valid buffer", what, p));
+    return Status::Invalid(
+        fmt::format("{} = {} lies in the first page: not a valid buffer", what, p));
   }
   if (a >= kUserSpaceEnd || size > kUserSpaceEnd - a) {
     return Status::Invalid(
@@ -83,7 +84,8 @@ Status Engine::Validate(const Operation& op) const {
     if (op.kind == OpKind::kDrain) {
       return Status::Unsupported(fmt::format(
           "engine '{}' keeps no queue of its own to drain: wait on the handles of the earlier "
-          "operations instead", caps.name));
+          "operations instead",
+          caps.name));
     }
     return Status::Unsupported(
         fmt::format("engine '{}' does not support {}", caps.name, OpKindName(op.kind)));
@@ -100,8 +102,9 @@ Status Engine::Validate(const Operation& op) const {
         "{} of size 0: nothing to do; skip the call for empty ranges", OpKindName(op.kind)));
   }
   if (op.size > caps.max_op_bytes) {
-    return Status::Invalid(fmt::format("{} of {} bytes exceeds engine '{}' limit of {} bytes; split it",
-                                       OpKindName(op.kind), op.size, caps.name, caps.max_op_bytes));
+    return Status::Invalid(
+        fmt::format("{} of {} bytes exceeds engine '{}' limit of {} bytes; split it",
+                    OpKindName(op.kind), op.size, caps.name, caps.max_op_bytes));
   }
   Status s;
   auto overlap = [&](const char* a, const void* pa, const char* b, const void* pb) {
@@ -109,17 +112,18 @@ Status Engine::Validate(const Operation& op) const {
     auto x = reinterpret_cast<std::uintptr_t>(pa);
     auto y = reinterpret_cast<std::uintptr_t>(pb);
     std::uintptr_t bytes = std::min(x, y) + op.size - std::max(x, y);
-    return Status::Invalid(fmt::format(
-        "{} {} and {} overlap by {} bytes; {}", OpKindName(op.kind), a, b, bytes,
-        op.kind == OpKind::kCopy ? "use a move (OpKind::kMove) for overlapping ranges"
-                                 : "give it ranges that do not overlap"));
+    return Status::Invalid(
+        fmt::format("{} {} and {} overlap by {} bytes; {}", OpKindName(op.kind), a, b, bytes,
+                    op.kind == OpKind::kCopy ? "use a move (OpKind::kMove) for overlapping ranges"
+                                             : "give it ranges that do not overlap"));
   };
   switch (op.kind) {
     case OpKind::kCopy:
     case OpKind::kMove:
       if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
       if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
-      if (op.kind == OpKind::kCopy && !(s = overlap("source", op.src, "destination", op.dst)).ok()) {
+      if (op.kind == OpKind::kCopy &&
+          !(s = overlap("source", op.src, "destination", op.dst)).ok()) {
         return s;
       }
       break;
@@ -176,9 +180,10 @@ Result<Handle> Engine::SubmitBatch(std::span<const Operation> ops, SubmitOptions
   const EngineCapabilities& caps = capabilities();
   if (ops.empty()) return Status::Invalid("empty batch: submit at least one operation");
   if (ops.size() > caps.max_batch) {
-    return Status::Invalid(fmt::format("batch of {} operations exceeds engine '{}' limit of {}; "
-                                       "split it into several batches",
-                                       ops.size(), caps.name, caps.max_batch));
+    return Status::Invalid(
+        fmt::format("batch of {} operations exceeds engine '{}' limit of {}; "
+                    "split it into several batches",
+                    ops.size(), caps.name, caps.max_batch));
   }
   int crcs = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -192,7 +197,8 @@ Result<Handle> Engine::SubmitBatch(std::span<const Operation> ops, SubmitOptions
     if (ops[i].kind == OpKind::kCrc32c && ++crcs > 1) {
       return Status::Invalid(fmt::format(
           "batch member {}: a batch's handle reports one CRC; submit each CRC-32C on its own or "
-          "in its own batch", i));
+          "in its own batch",
+          i));
     }
   }
   return Start(ops, options);

@@ -66,7 +66,6 @@ thread_local LocalPool t_pool;
 // The operation whose callback this thread is running (to refuse waiting on it).
 thread_local const OpState* t_completing = nullptr;
 
-
 void Recycle(OpState* s, bool shared);
 
 void Finalize(OpState* s) {
@@ -86,7 +85,8 @@ void Finalize(OpState* s) {
     try {
       s->callback(c);
     } catch (...) {
-      if (s->callback_errors != nullptr) s->callback_errors->fetch_add(1, std::memory_order_relaxed);
+      if (s->callback_errors != nullptr)
+        s->callback_errors->fetch_add(1, std::memory_order_relaxed);
     }
     t_completing = outer;
     s->callback.Reset();
@@ -178,9 +178,8 @@ void CompletePart(OpState* s, std::uint64_t bytes, StatusCode code, const char* 
   if (bytes != 0) s->bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (first_difference != OpState::kNoDifference) {
     std::uint64_t cur = s->first_difference.load(std::memory_order_relaxed);
-    while (first_difference < cur &&
-           !s->first_difference.compare_exchange_weak(cur, first_difference,
-                                                      std::memory_order_relaxed)) {
+    while (first_difference < cur && !s->first_difference.compare_exchange_weak(
+                                         cur, first_difference, std::memory_order_relaxed)) {
     }
   }
   if (code != StatusCode::kOk && !s->error_claimed.exchange(true, std::memory_order_acq_rel)) {
@@ -204,8 +203,9 @@ using detail::OpState;
 
 namespace {
 Status EmptyHandle() {
-  return Status::Invalid("empty handle: it was moved from or default-constructed; use the handle "
-                         "returned by Submit");
+  return Status::Invalid(
+      "empty handle: it was moved from or default-constructed; use the handle "
+      "returned by Submit");
 }
 }  // namespace
 
@@ -240,8 +240,9 @@ Status Handle::Wait(WaitMode mode) const {
   std::atomic<std::uint32_t>& word = state_->word;
   if (word.load(std::memory_order_acquire) & OpState::kDone) return state_->final_status;
   if (detail::t_completing == state_) {
-    return Status::Invalid("Wait called from the operation's own completion callback: it would "
-                           "never return; the callback already has the Completion");
+    return Status::Invalid(
+        "Wait called from the operation's own completion callback: it would "
+        "never return; the callback already has the Completion");
   }
   if (mode != WaitMode::kBlock && state_->help != nullptr) {
     while (!(word.load(std::memory_order_acquire) & OpState::kDone) && state_->help(state_)) {

@@ -46,9 +46,10 @@ std::vector<int> SystemMemoryNodes() {
 Result<NodeMemory> QueryNodeMemory(int node) {
   std::vector<int> nodes = SystemMemoryNodes();
   if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) {
-    return Status::NotFound(fmt::format("NUMA node {} does not exist on this system (nodes with "
-                                        "memory: {}); 'tierflow topology' lists them",
-                                        node, fmt::join(nodes, ",")));
+    return Status::NotFound(
+        fmt::format("NUMA node {} does not exist on this system (nodes with "
+                    "memory: {}); 'tierflow topology' lists them",
+                    node, fmt::join(nodes, ",")));
   }
   NodeMemory m;
   if (!NumaAvailable()) {
@@ -85,9 +86,9 @@ Result<Buffer> Buffer::OnNode(int node, std::size_t size, const AllocOptions& op
   // The kernel's free count includes reclaimable page cache only partly; refuse what clearly
   // cannot fit rather than letting the OOM killer decide during prefault.
   if (mapped > mem->total_bytes) {
-    return Status::OutOfMemory(fmt::format(
-        "{} bytes requested on NUMA node {}, which has {} bytes in total", mapped, node,
-        mem->total_bytes));
+    return Status::OutOfMemory(
+        fmt::format("{} bytes requested on NUMA node {}, which has {} bytes in total", mapped, node,
+                    mem->total_bytes));
   }
   if (options.prefault && mapped > mem->free_bytes) {
     return Status::OutOfMemory(fmt::format(
@@ -98,8 +99,10 @@ Result<Buffer> Buffer::OnNode(int node, std::size_t size, const AllocOptions& op
   // Explicit huge pages are reserved at mmap time (no MAP_NORESERVE), so an empty pool fails
   // here instead of raising SIGBUS on first touch.
   int flags = MAP_PRIVATE | MAP_ANONYMOUS;
-  if (options.huge_pages == HugePages::kExplicit) flags |= MAP_HUGETLB;
-  else flags |= MAP_NORESERVE;
+  if (options.huge_pages == HugePages::kExplicit)
+    flags |= MAP_HUGETLB;
+  else
+    flags |= MAP_NORESERVE;
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) {
     int err = errno;
@@ -110,7 +113,8 @@ Result<Buffer> Buffer::OnNode(int node, std::size_t size, const AllocOptions& op
           "transparent huge pages",
           mapped, std::strerror(err), node));
     }
-    return Status::OutOfMemory(fmt::format("mmap of {} bytes failed: {}", mapped, std::strerror(err)));
+    return Status::OutOfMemory(
+        fmt::format("mmap of {} bytes failed: {}", mapped, std::strerror(err)));
   }
   Buffer b;
   b.data_ = static_cast<std::byte*>(p);
@@ -125,7 +129,8 @@ Result<Buffer> Buffer::OnNode(int node, std::size_t size, const AllocOptions& op
     }
     mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
     if (mbind(p, mapped, MPOL_BIND, mask, sizeof(mask) * 8, MPOL_MF_STRICT) != 0) {
-      return Status::IoError(fmt::format("mbind to NUMA node {} failed: {}", node, std::strerror(errno)));
+      return Status::IoError(
+          fmt::format("mbind to NUMA node {} failed: {}", node, std::strerror(errno)));
     }
   }
   if (options.huge_pages == HugePages::kTransparent) madvise(p, mapped, MADV_HUGEPAGE);
@@ -133,8 +138,10 @@ Result<Buffer> Buffer::OnNode(int node, std::size_t size, const AllocOptions& op
     if (madvise(p, mapped, MADV_POPULATE_WRITE) != 0) {
       int err = errno;
       if (err != EINVAL) {
-        return Status::OutOfMemory(fmt::format("NUMA node {} ran out of memory while prefaulting "
-                                               "{} bytes ({})", node, mapped, std::strerror(err)));
+        return Status::OutOfMemory(
+            fmt::format("NUMA node {} ran out of memory while prefaulting "
+                        "{} bytes ({})",
+                        node, mapped, std::strerror(err)));
       }
       // Kernels before 5.14 lack MADV_POPULATE_WRITE: touch one byte per page instead.
       const std::size_t step = options.huge_pages == HugePages::kNone ? PageSize() : align;

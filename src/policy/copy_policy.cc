@@ -16,11 +16,16 @@ namespace tierflow {
 
 std::string_view PolicyKindName(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kSingle: return "single";
-    case PolicyKind::kPushPull: return "push-pull";
-    case PolicyKind::kSocket: return "socket";
-    case PolicyKind::kBruteForce: return "brute-force";
-    case PolicyKind::kAuto: return "auto";
+    case PolicyKind::kSingle:
+      return "single";
+    case PolicyKind::kPushPull:
+      return "push-pull";
+    case PolicyKind::kSocket:
+      return "socket";
+    case PolicyKind::kBruteForce:
+      return "brute-force";
+    case PolicyKind::kAuto:
+      return "auto";
   }
   return "unknown";
 }
@@ -55,7 +60,8 @@ Result<Engine*> EngineFor(const Topology& topology, std::span<Engine* const> eng
   }
   return Status::NotFound(fmt::format(
       "no engine serves NUMA node {} (nor its nearest CPU node {}); create one there or choose "
-      "another policy", node, (*n)->near_cpu_node));
+      "another policy",
+      node, (*n)->near_cpu_node));
 }
 
 // Splits [0, size) by weights (in granularity units; the last engine takes the rest).
@@ -81,8 +87,8 @@ std::vector<CopyPart> Divide(std::span<Engine* const> chosen, std::span<const do
 }
 
 Result<std::vector<CopyPart>> PlanAuto(const CopyPolicy& policy, const Topology& topology,
-                                       std::span<Engine* const> engines, int src_node,
-                                       int dst_node, std::size_t size) {
+                                       std::span<Engine* const> engines, int src_node, int dst_node,
+                                       std::size_t size) {
   const AutoThresholds& t = policy.thresholds;
   if (!(t.cpu_share >= 0 && t.cpu_share <= 0.9)) {
     return Status::Invalid(fmt::format("auto policy cpu_share {}: use 0 .. 0.9", t.cpu_share));
@@ -105,7 +111,8 @@ Result<std::vector<CopyPart>> PlanAuto(const CopyPolicy& policy, const Topology&
     if (!e.ok()) return e.status();
     if (std::find(chosen.begin(), chosen.end(), *e) == chosen.end()) chosen.push_back(*e);
   }
-  std::vector<double> weights(chosen.size(), (1.0 - t.cpu_share) / static_cast<double>(chosen.size()));
+  std::vector<double> weights(chosen.size(),
+                              (1.0 - t.cpu_share) / static_cast<double>(chosen.size()));
   if (t.cpu_share > 0 && !cpus.empty()) {
     Result<Engine*> cpu = EngineFor(topology, cpus, dst_node);
     if (!cpu.ok()) return cpu.status();
@@ -129,7 +136,8 @@ Result<std::vector<CopyPart>> PlanFill(const CopyPolicy& policy, const Topology&
   if (memory.empty()) {
     return Status::NotFound(fmt::format(
         "no engine can copy from [{}, +{}): the storage engines given do not hold that file and "
-        "no memory engine (CPU, DSA) was given", src, size));
+        "no memory engine (CPU, DSA) was given",
+        src, size));
   }
   return PlanCopy(policy, topology, memory, src_node, dst_node, size);
 }
@@ -151,9 +159,10 @@ Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy, const Topology& topo
 }
 
 Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology& topology,
-                                       std::span<Engine* const> engines, int src_node,
-                                       int dst_node, std::size_t size) {
-  if (policy.granularity == 0) return Status::Invalid("copy policy granularity is 0: use e.g. 4096");
+                                       std::span<Engine* const> engines, int src_node, int dst_node,
+                                       std::size_t size) {
+  if (policy.granularity == 0)
+    return Status::Invalid("copy policy granularity is 0: use e.g. 4096");
   if (size == 0) return Status::Invalid("copy of size 0: nothing to plan");
   Result<const NumaNode*> src = topology.FindNode(src_node);
   if (!src.ok()) return src.status();
@@ -165,7 +174,8 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
     if (e != nullptr && e->capabilities().copies_memory) memory_engines.push_back(e);
   }
   engines = memory_engines;  // storage engines read only their own files: never planned here
-  if (policy.kind == PolicyKind::kAuto) return PlanAuto(policy, topology, engines, src_node, dst_node, size);
+  if (policy.kind == PolicyKind::kAuto)
+    return PlanAuto(policy, topology, engines, src_node, dst_node, size);
 
   std::vector<Engine*> chosen;
   auto add = [&](Engine* e) {
@@ -173,7 +183,8 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
   };
   switch (policy.kind) {
     case PolicyKind::kSingle: {
-      Result<Engine*> e = EngineFor(topology, engines, policy.engine_node >= 0 ? policy.engine_node : dst_node);
+      Result<Engine*> e =
+          EngineFor(topology, engines, policy.engine_node >= 0 ? policy.engine_node : dst_node);
       if (!e.ok()) return e.status();
       add(*e);
       break;
@@ -229,9 +240,11 @@ class MultiEngineSubmitter {
           "a {} cannot be split over engines; submit it to one engine", OpKindName(op.kind)));
     }
     if (op.kind == OpKind::kMove) {
-      auto d = reinterpret_cast<std::uintptr_t>(op.dst), s = reinterpret_cast<std::uintptr_t>(op.src);
+      auto d = reinterpret_cast<std::uintptr_t>(op.dst),
+           s = reinterpret_cast<std::uintptr_t>(op.src);
       if (d < s + op.size && s < d + op.size) {
-        return Status::Invalid("an overlapping move cannot be split over engines; submit it to one");
+        return Status::Invalid(
+            "an overlapping move cannot be split over engines; submit it to one");
       }
     }
     std::size_t expect = 0;
@@ -245,7 +258,8 @@ class MultiEngineSubmitter {
       expect += p.size;
     }
     if (expect != op.size) {
-      return Status::Invalid(fmt::format("parts cover {} bytes, the operation has {}", expect, op.size));
+      return Status::Invalid(
+          fmt::format("parts cover {} bytes, the operation has {}", expect, op.size));
     }
     std::vector<Operation> sub(parts.size(), op);
     for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -285,7 +299,8 @@ Result<Handle> SubmitParts(const Operation& op, std::span<const CopyPart> parts,
 Result<int> NodeOfAddress(const void* p) {
   int node = -1;
   if (get_mempolicy(&node, nullptr, 0, const_cast<void*>(p), MPOL_F_NODE | MPOL_F_ADDR) != 0) {
-    return Status::IoError(fmt::format("cannot find the node of address {}: {}", p, std::strerror(errno)));
+    return Status::IoError(
+        fmt::format("cannot find the node of address {}: {}", p, std::strerror(errno)));
   }
   return node;
 }

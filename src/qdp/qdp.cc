@@ -52,20 +52,24 @@ struct StoredColumn {
 Status OpenColumn(const std::string& path, StoredColumn& out) {
   out.path = path;
   out.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (out.fd < 0) return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  if (out.fd < 0)
+    return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   Result<MappedFile> m = MappedFile::Open(path);
   if (!m.ok()) return m.status();
   out.map = std::move(*m);
   return Status::Ok();
 }
 
-Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v, StoredColumn& out) {
+Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v,
+                   StoredColumn& out) {
   const std::size_t bytes = v.size() * sizeof(std::uint64_t);
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IoError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  if (fd < 0)
+    return Status::IoError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   const char* p = reinterpret_cast<const char*>(v.data());
   for (std::size_t done = 0; done < bytes;) {
-    ssize_t n = pwrite(fd, p + done, std::min<std::size_t>(bytes - done, 64 << 20), static_cast<off_t>(done));
+    ssize_t n = pwrite(fd, p + done, std::min<std::size_t>(bytes - done, 64 << 20),
+                       static_cast<off_t>(done));
     if (n <= 0) {
       close(fd);
       return Status::IoError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
@@ -77,7 +81,8 @@ Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v,
   const bool synced = fsync(fd) == 0;
   const int err = errno;
   close(fd);
-  if (!synced) return Status::IoError(fmt::format("cannot finish {}: {}", path, std::strerror(err)));
+  if (!synced)
+    return Status::IoError(fmt::format("cannot finish {}: {}", path, std::strerror(err)));
   return OpenColumn(path, out);
 }
 
@@ -99,10 +104,11 @@ Status MakeCold(const StoredColumn& c) {
     if (ResidentPages(c) == 0) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return Status(StatusCode::kFailed,
-                fmt::format("{} keeps {} pages in the page cache after POSIX_FADV_DONTNEED (another "
-                            "process maps it?): the run would not start cold",
-                            c.path, ResidentPages(c)));
+  return Status(
+      StatusCode::kFailed,
+      fmt::format("{} keeps {} pages in the page cache after POSIX_FADV_DONTNEED (another "
+                  "process maps it?): the run would not start cold",
+                  c.path, ResidentPages(c)));
 }
 
 void PinTo(int cpu) {
@@ -124,7 +130,7 @@ void PinTo(int cpu) {
   for (std::uint64_t i = 0; i < n; ++i) mask[i] = static_cast<std::uint8_t>(s[i] < y);
 }
 [[gnu::always_inline]] inline std::uint64_t SumBody(const std::uint64_t* b,
-                                                   const std::uint8_t* mask, std::uint64_t n) {
+                                                    const std::uint8_t* mask, std::uint64_t n) {
   std::uint64_t sum = 0;
   for (std::uint64_t i = 0; i < n; ++i) sum += b[i] & (0 - static_cast<std::uint64_t>(mask[i]));
   return sum;
@@ -179,7 +185,8 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
     int pipeline = 0;
     std::uint64_t sum = 0, hits = 0, late = 0, misses = 0, failed = 0, slow_bytes = 0;
   };
-  const int per_group = cfg.threads_scan_a + (l.prefetch ? cfg.threads_scan_b : 0) + cfg.threads_aggregate;
+  const int per_group =
+      cfg.threads_scan_a + (l.prefetch ? cfg.threads_scan_b : 0) + cfg.threads_aggregate;
   std::vector<ThreadTimes> times(static_cast<std::size_t>(G * per_group));
   std::barrier start(G * per_group + 1);
   auto chunk_of = [&](int g, std::uint64_t j) { return static_cast<std::uint64_t>(g) + j * G; };
@@ -268,7 +275,8 @@ IterationResult RunQuery(const QdpConfig& cfg, const Layout& l, std::uint64_t x,
   r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   double busy[3] = {0, 0, 0};
   for (const ThreadTimes& t : times) {
-    busy[t.pipeline] = std::max(busy[t.pipeline], std::chrono::duration<double, std::milli>(t.end - t0).count());
+    busy[t.pipeline] =
+        std::max(busy[t.pipeline], std::chrono::duration<double, std::milli>(t.end - t0).count());
     r.sum += t.sum;
     r.hits += t.hits;
     r.late_hits += t.late;
@@ -301,22 +309,26 @@ std::uint64_t MinCacheCapacity(const QdpConfig& c) {
 }
 
 Status Validate(const QdpConfig& c, int cpus) {
-  if (c.rows == 0 || c.rows > (std::uint64_t{1} << 32)) return Status::Invalid("--rows must be 1 .. 2^32");
+  if (c.rows == 0 || c.rows > (std::uint64_t{1} << 32))
+    return Status::Invalid("--rows must be 1 .. 2^32");
   if (c.chunk_rows < 512 || c.chunk_rows % 512 != 0 || c.chunk_rows > (std::uint64_t{1} << 32)) {
     return Status::Invalid(fmt::format(
         "--chunk-rows {}: use a multiple of 512 rows (4 KiB of uint64, the storage block size "
-        "direct I/O reads in) up to 2^32", c.chunk_rows));
+        "direct I/O reads in) up to 2^32",
+        c.chunk_rows));
   }
-  if (!(c.selectivity >= 0 && c.selectivity <= 1)) return Status::Invalid("--selectivity must be 0 .. 1");
+  if (!(c.selectivity >= 0 && c.selectivity <= 1))
+    return Status::Invalid("--selectivity must be 0 .. 1");
   if (c.groups < 1 || c.threads_scan_a < 1 || c.threads_scan_b < 1 || c.threads_aggregate < 1) {
     return Status::Invalid("every pipeline needs at least one thread in at least one group");
   }
-  const long long threads =
-      static_cast<long long>(c.groups) * (c.threads_scan_a + c.threads_scan_b + c.threads_aggregate);
+  const long long threads = static_cast<long long>(c.groups) *
+                            (c.threads_scan_a + c.threads_scan_b + c.threads_aggregate);
   if (threads > 1024) {
-    return Status::Invalid(fmt::format(
-        "{} group(s) x ({} SCAN_a + {} SCAN_b + {} AGGREGATE) = {} threads: use at most 1024 in all",
-        c.groups, c.threads_scan_a, c.threads_scan_b, c.threads_aggregate, threads));
+    return Status::Invalid(
+        fmt::format("{} group(s) x ({} SCAN_a + {} SCAN_b + {} AGGREGATE) = {} threads: use at "
+                    "most 1024 in all",
+                    c.groups, c.threads_scan_a, c.threads_scan_b, c.threads_aggregate, threads));
   }
   const int compute = c.groups * (c.threads_scan_a + c.threads_aggregate);
   if (compute > cpus && !c.oversubscribe) {
@@ -339,8 +351,8 @@ Status Validate(const QdpConfig& c, int cpus) {
   }
   if (c.storage_read_bytes < 4096 || c.storage_read_bytes % 4096 != 0 ||
       c.storage_read_bytes > (std::size_t{1} << 30)) {
-    return Status::Invalid(fmt::format("--read-size {}: use a multiple of 4 KiB up to 1 GiB",
-                                       c.storage_read_bytes));
+    return Status::Invalid(
+        fmt::format("--read-size {}: use a multiple of 4 KiB up to 1 GiB", c.storage_read_bytes));
   }
   if (c.engine != "cpu" && c.engine != "dsa" && c.engine != "dsa-model") {
     return Status::Invalid(fmt::format("--engine '{}': use cpu, dsa or dsa-model", c.engine));
@@ -354,13 +366,16 @@ Status Validate(const QdpConfig& c, int cpus) {
   const std::vector<std::string> known = {"baseline", "upper_limit", "prefetch",
                                           "prefetch_distributed", "all_dram"};
   if (c.configs.empty()) {
-    return Status::Invalid("--configs is empty: name at least one of baseline, upper_limit, "
-                           "prefetch, prefetch_distributed, all_dram");
+    return Status::Invalid(
+        "--configs is empty: name at least one of baseline, upper_limit, "
+        "prefetch, prefetch_distributed, all_dram");
   }
   for (const std::string& n : c.configs) {
     if (std::find(known.begin(), known.end(), n) == known.end()) {
-      return Status::Invalid(fmt::format("configuration '{}': use baseline, upper_limit, prefetch, "
-                                         "prefetch_distributed or all_dram", n));
+      return Status::Invalid(
+          fmt::format("configuration '{}': use baseline, upper_limit, prefetch, "
+                      "prefetch_distributed or all_dram",
+                      n));
     }
   }
   return Status::Ok();
@@ -380,8 +395,10 @@ Result<Tier> ResolveTier(const Topology& topo, const std::string& spec, int cpu_
   };
   if (spec == "storage") {
     if (!storage_allowed) {
-      return Status::Invalid(fmt::format("{} storage: this tier holds data the CPUs read and the "
-                                         "cache writes; name a memory node (node:N) or kind", option));
+      return Status::Invalid(
+          fmt::format("{} storage: this tier holds data the CPUs read and the "
+                      "cache writes; name a memory node (node:N) or kind",
+                      option));
     }
     return Tier{true, -1, "storage"};
   }
@@ -391,37 +408,43 @@ Result<Tier> ResolveTier(const Topology& topo, const std::string& spec, int cpu_
     const char* last = spec.data() + spec.size();
     auto [end, ec] = std::from_chars(first, last, id);
     if (ec != std::errc() || end != last || first == last) {
-      return Status::Invalid(fmt::format("{} '{}': write node:N with N a NUMA node number", option, spec));
+      return Status::Invalid(
+          fmt::format("{} '{}': write node:N with N a NUMA node number", option, spec));
     }
     Result<const NumaNode*> n = topo.FindNode(id);
-    if (!n.ok()) return Status::NotFound(fmt::format("{} {}: {}", option, spec, n.status().message()));
+    if (!n.ok())
+      return Status::NotFound(fmt::format("{} {}: {}", option, spec, n.status().message()));
     return Tier{false, id, label(**n)};
   }
   Result<TierKind> kind = ParseTierKind(spec);
   if (!kind.ok() || *kind == TierKind::kStorage || *kind == TierKind::kUnknown) {
-    return Status::Invalid(fmt::format("{} '{}': use {}node:N, or a memory kind (dram, hbm, cxl, nvm)",
-                                       option, spec, storage_allowed ? "storage, " : ""));
+    return Status::Invalid(
+        fmt::format("{} '{}': use {}node:N, or a memory kind (dram, hbm, cxl, nvm)", option, spec,
+                    storage_allowed ? "storage, " : ""));
   }
   Result<const NumaNode*> n = topo.NearestOfKind(cpu_node, *kind);
   if (!n.ok()) {
     std::string have;
     for (const NumaNode& m : topo.nodes()) {
-      have += fmt::format("{}node {} ({})", have.empty() ? "" : ", ", m.os_index, TierKindName(m.kind));
+      have +=
+          fmt::format("{}node {} ({})", have.empty() ? "" : ", ", m.os_index, TierKindName(m.kind));
     }
-    return Status::NotFound(fmt::format("{} {}: this machine has no {} node (it has {})", option,
-                                        spec, spec, have));
+    return Status::NotFound(
+        fmt::format("{} {}: this machine has no {} node (it has {})", option, spec, spec, have));
   }
   return Tier{false, (*n)->os_index, label(**n)};
 }
 
 // Reads the first `rows` values of a column file written earlier (--reuse-data).
-Status ReadColumnFile(const std::string& path, std::uint64_t rows, std::vector<std::uint64_t>& out) {
+Status ReadColumnFile(const std::string& path, std::uint64_t rows,
+                      std::vector<std::uint64_t>& out) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) {
       return Status::NotFound(fmt::format(
           "{} is missing: write the columns there first (tierflow qdp --data-dir DIR without "
-          "--reuse-data), or drop --reuse-data to generate them", path));
+          "--reuse-data), or drop --reuse-data to generate them",
+          path));
     }
     return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   }
@@ -431,7 +454,8 @@ Status ReadColumnFile(const std::string& path, std::uint64_t rows, std::vector<s
     close(fd);
     return Status::Invalid(fmt::format(
         "{} is not a regular file (a directory?): --reuse-data reads the column files a.u64 and "
-        "b.u64 that an earlier run wrote into --data-dir", path));
+        "b.u64 that an earlier run wrote into --data-dir",
+        path));
   }
   if (fstat(fd, &st) == 0 && st.st_size < static_cast<off_t>(sizeof(std::uint64_t))) {
     close(fd);
@@ -450,11 +474,13 @@ Status ReadColumnFile(const std::string& path, std::uint64_t rows, std::vector<s
   out.resize(rows);
   auto* p = reinterpret_cast<char*>(out.data());
   for (std::uint64_t done = 0; done < need;) {
-    ssize_t n = pread(fd, p + done, std::min<std::uint64_t>(need - done, 64 << 20), static_cast<off_t>(done));
+    ssize_t n = pread(fd, p + done, std::min<std::uint64_t>(need - done, 64 << 20),
+                      static_cast<off_t>(done));
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
       close(fd);
-      return Status::IoError(fmt::format("cannot read {} at offset {}: {}", path, done, std::strerror(err)));
+      return Status::IoError(
+          fmt::format("cannot read {} at offset {}: {}", path, done, std::strerror(err)));
     }
     done += static_cast<std::uint64_t>(n);
   }
@@ -489,15 +515,17 @@ Result<MemoryEngines> MakeMemoryEngines(const Topology& topo, const std::string&
     fleet = DsaFleet::Open(*inv);
     if (!fleet.ok()) {
       return Status(fleet.status().code(),
-                    fleet.status().message() + "\n--engine dsa-model runs the fills on the DSA "
-                                               "device model instead (software copies, labelled so)");
+                    fleet.status().message() +
+                        "\n--engine dsa-model runs the fills on the DSA "
+                        "device model instead (software copies, labelled so)");
     }
   } else {
     // One model device next to the fast tier, where a real one would take the fills.
     const NumaNode* n = topo.node(fast_node);
     DsaModelConfig mc;
     mc.instant = false;  // engine threads: completion is asynchronous, as on hardware
-    fleet = DsaFleet::OnModel({n != nullptr && n->near_cpu_node >= 0 ? n->near_cpu_node : cpu_node}, mc);
+    fleet = DsaFleet::OnModel({n != nullptr && n->near_cpu_node >= 0 ? n->near_cpu_node : cpu_node},
+                              mc);
     m.model = true;
   }
   if (!fleet.ok()) return fleet.status();
@@ -524,19 +552,22 @@ std::uint64_t AvailableMemory() {
 // Refuses a run that could not fit in memory before anything is allocated: the columns as
 // generated (a, b), one placed copy of each, the filter's mask and the cache's capacity.
 Status CheckMemory(const QdpConfig& c) {
-  const std::uint64_t capacity = c.cache_capacity != QdpConfig::kCapacityOfB ? c.cache_capacity : c.rows * 8;
+  const std::uint64_t capacity =
+      c.cache_capacity != QdpConfig::kCapacityOfB ? c.cache_capacity : c.rows * 8;
   const std::uint64_t need = c.rows * (16 + 16 + 1) + capacity;
   const std::uint64_t available = AvailableMemory();
   if (available == 0 || need <= available) return Status::Ok();
   if (capacity > available) {
     return Status::OutOfMemory(fmt::format(
         "--cache-capacity {}: more than the {} MiB of memory this machine has available; give "
-        "less (b's {} bytes are enough to hold all of it)", capacity, available >> 20, c.rows * 8));
+        "less (b's {} bytes are enough to hold all of it)",
+        capacity, available >> 20, c.rows * 8));
   }
   return Status::OutOfMemory(fmt::format(
       "--rows {} needs about {} MiB of memory (the two columns generated and placed, the mask "
       "and {} MiB of cache) and this machine has {} MiB available: use fewer rows or a smaller "
-      "--cache-capacity", c.rows, need >> 20, capacity >> 20, available >> 20));
+      "--cache-capacity",
+      c.rows, need >> 20, capacity >> 20, available >> 20));
 }
 
 Result<QdpReport> RunQdp(const QdpConfig& cfg) {
@@ -583,15 +614,18 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   __extension__ unsigned __int128 wide = 0;
   for (std::uint64_t i = 0; i < rows; ++i) {
     if (a[i] >> 63 != 0) {
-      return Status::Invalid(fmt::format("row {} of a holds {}: the filter compares values below "
-                                         "2^63 (regenerate the columns)", i, a[i]));
+      return Status::Invalid(
+          fmt::format("row {} of a holds {}: the filter compares values below "
+                      "2^63 (regenerate the columns)",
+                      i, a[i]));
     }
     wide += a[i] < x ? b[i] : 0;
   }
   const std::uint64_t b_fingerprint = Fingerprint(b.data(), rows, 0);
   if (wide >> 64 != 0) {
-    return Status::Invalid("SUM(b) over these rows does not fit 64 bits: use fewer rows, smaller "
-                           "values of b, or a lower selectivity");
+    return Status::Invalid(
+        "SUM(b) over these rows does not fit 64 bits: use fewer rows, smaller "
+        "values of b, or a lower selectivity");
   }
   const auto expected = static_cast<std::uint64_t>(wide);
 
@@ -599,7 +633,9 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   bool remove_dir = false;
   if (dir.empty()) {
     char tmpl[] = "/tmp/tierflow-qdp-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return Status::IoError(fmt::format("cannot create a data directory in /tmp: {}", std::strerror(errno)));
+    if (mkdtemp(tmpl) == nullptr)
+      return Status::IoError(
+          fmt::format("cannot create a data directory in /tmp: {}", std::strerror(errno)));
     dir = tmpl;
     remove_dir = true;
   }
@@ -652,7 +688,8 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
     std::vector<std::pair<const std::uint64_t**, std::pair<char, int>>> need;
     if (!slow->storage) {
       need.push_back({&on.b_slow, {'b', slow->node}});  // also what the floor is measured with
-      if (name != "prefetch_distributed" && name != "all_dram") need.push_back({&on.a_slow, {'a', slow->node}});
+      if (name != "prefetch_distributed" && name != "all_dram")
+        need.push_back({&on.a_slow, {'a', slow->node}});
     }
     if (name == "upper_limit") need.push_back({&on.b_fast, {'b', fast->node}});
     if (name == "prefetch_distributed") need.push_back({&on.a_dist, {'a', a_tier->node}});
@@ -710,13 +747,13 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   // between pages (on a VM with free-page reporting, by a factor of 1.6 for storage reads),
   // so all of them pay the same.
   const std::size_t chunk_bytes = MinCacheCapacity(cfg);
-  const std::size_t arena_chunk = std::max<std::size_t>(
-      {std::size_t{1} << 20, chunk_bytes,
-       std::min<std::size_t>(report.cache_capacity_bytes, 64 << 20)});
+  const std::size_t arena_chunk =
+      std::max<std::size_t>({std::size_t{1} << 20, chunk_bytes,
+                             std::min<std::size_t>(report.cache_capacity_bytes, 64 << 20)});
   cache::NodeArena arena(fast->node, arena_chunk, big);
   if (Status s = arena.Reserve(report.cache_capacity_bytes); !s.ok()) {
-    return Status(s.code(), fmt::format("the cache's {} bytes on {}: {}", report.cache_capacity_bytes,
-                                        fast->label, s.message()));
+    return Status(s.code(), fmt::format("the cache's {} bytes on {}: {}",
+                                        report.cache_capacity_bytes, fast->label, s.message()));
   }
 
   // The filter's mask, one byte per row on the CPUs' node, made once: a buffer allocated and
@@ -732,9 +769,11 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   // VM's storage varies 2-3x between reads seconds apart. Checked untimed against b's
   // fingerprint (not against the file, which would fault b into the page cache).
   // Whole chunks (b's fingerprint is taken per uint64, and reads stay page-aligned).
-  const std::size_t piece = std::min(
-      bytes, std::min<std::size_t>(arena_chunk, report.cache_capacity_bytes) / chunk_bytes * chunk_bytes);
-  const std::size_t pieces_in_flight = std::max<std::size_t>(1, report.cache_capacity_bytes / piece);
+  const std::size_t piece =
+      std::min(bytes, std::min<std::size_t>(arena_chunk, report.cache_capacity_bytes) /
+                          chunk_bytes * chunk_bytes);
+  const std::size_t pieces_in_flight =
+      std::max<std::size_t>(1, report.cache_capacity_bytes / piece);
   const auto* b_src = reinterpret_cast<const std::byte*>(on.b_slow);
   auto measure_floor = [&]() -> Result<double> {
     std::vector<void*> blocks;
@@ -765,10 +804,12 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       std::vector<Handle> handles;
       for (std::size_t i = 0; i < blocks.size() && round + i * piece < bytes && failed.ok(); ++i) {
         const std::size_t off = round + i * piece, n = std::min(piece, bytes - off);
-        Result<std::vector<CopyPart>> parts = PlanFill(
-            policy, *topo, engines, b_src + off, slow->storage ? node->os_index : slow->node, fast->node, n);
-        Result<Handle> h = parts.ok() ? SubmitParts(Operation::Copy(blocks[i], b_src + off, n), *parts)
-                                      : Result<Handle>(parts.status());
+        Result<std::vector<CopyPart>> parts =
+            PlanFill(policy, *topo, engines, b_src + off,
+                     slow->storage ? node->os_index : slow->node, fast->node, n);
+        Result<Handle> h = parts.ok()
+                               ? SubmitParts(Operation::Copy(blocks[i], b_src + off, n), *parts)
+                               : Result<Handle>(parts.status());
         if (!h.ok()) {
           failed = h.status();
           break;
@@ -783,15 +824,16 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       busy_s += std::chrono::duration<double>(Clock::now() - t0).count();
       for (std::size_t i = 0; i < handles.size() && failed.ok(); ++i) {
         const std::size_t off = round + i * piece, n = std::min(piece, bytes - off);
-        fingerprint += Fingerprint(static_cast<const std::uint64_t*>(blocks[i]), n / sizeof(std::uint64_t),
-                                   off / sizeof(std::uint64_t));
+        fingerprint += Fingerprint(static_cast<const std::uint64_t*>(blocks[i]),
+                                   n / sizeof(std::uint64_t), off / sizeof(std::uint64_t));
       }
     }
     give_back();
     if (!failed.ok()) return failed;
     if (fingerprint != b_fingerprint) {
-      return Status(StatusCode::kInternal, "b as read from the slow tier differs from b: the floor "
-                                           "measurement read wrong data; please report this");
+      return Status(StatusCode::kInternal,
+                    "b as read from the slow tier differs from b: the floor "
+                    "measurement read wrong data; please report this");
     }
     return busy_s * 1e3;
   };
@@ -806,7 +848,8 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
     if (name == "all_dram") l = {on.a_dram, on.b_dram, false};
     // What the query reads from a slow memory tier, by the configuration's definition (on a
     // machine where the tiers are one node, pointers alone would not tell).
-    l.a_slow = !slow->storage && (name == "baseline" || name == "upper_limit" || name == "prefetch");
+    l.a_slow =
+        !slow->storage && (name == "baseline" || name == "upper_limit" || name == "prefetch");
     l.b_slow = !slow->storage && (name == "baseline" || l.prefetch);
     QdpConfigResult res;
     res.name = name;
@@ -847,13 +890,15 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       }
       const IoUringEngineStats before = (*uring)->stats();
       if (cfg.inject_storage_errors > 0) (*uring)->InjectReadErrors(cfg.inject_storage_errors, EIO);
-      IterationResult r = RunQuery(cfg, l, x, cache->get(), cpus, reinterpret_cast<std::uint8_t*>(mask->data()));
+      IterationResult r =
+          RunQuery(cfg, l, x, cache->get(), cpus, reinterpret_cast<std::uint8_t*>(mask->data()));
       (*uring)->InjectReadErrors(0, 0);
       (*cache)->WaitForFills();
       if (r.sum != expected) {
         return Status(StatusCode::kInternal,
                       fmt::format("{}: the query returned {} but the sum is {}: a wrong result is "
-                                  "never reported; please report this", name, r.sum, expected));
+                                  "never reported; please report this",
+                                  name, r.sum, expected));
       }
       CacheNodeStats cs;
       for (const CacheNodeStats& n : (*cache)->stats()) {
@@ -872,10 +917,13 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
       res.misses = r.misses;
       res.failed_fills = cs.failed_fills;
       const std::uint64_t through = r.hits + r.late_hits + r.misses;
-      res.hit_rate = through == 0 ? 0 : static_cast<double>(r.hits + r.late_hits) / static_cast<double>(through);
+      res.hit_rate = through == 0
+                         ? 0
+                         : static_cast<double>(r.hits + r.late_hits) / static_cast<double>(through);
       if (slow->storage) {
         const IoUringEngineStats after = (*uring)->stats();
-        res.bytes_from_slow_tier = (after.bytes - before.bytes) + (ResidentPages(fa) + ResidentPages(fb)) * kPage;
+        res.bytes_from_slow_tier =
+            (after.bytes - before.bytes) + (ResidentPages(fa) + ResidentPages(fb)) * kPage;
       } else {
         res.bytes_from_slow_tier = r.slow_bytes + (l.prefetch ? cs.bytes_filled : 0);
       }
@@ -890,7 +938,8 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
     if (name == "baseline") baseline_ms = res.time_ms_median;
     report.configs.push_back(res);
   }
-  report.storage_floor_ms = *std::min_element(report.floor_samples_ms.begin(), report.floor_samples_ms.end());
+  report.storage_floor_ms =
+      *std::min_element(report.floor_samples_ms.begin(), report.floor_samples_ms.end());
   report.storage_gbps = static_cast<double>(bytes) / (report.storage_floor_ms * 1e-3) / 1e9;
   for (QdpConfigResult& r : report.configs) {
     r.speedup = baseline_ms > 0 && r.time_ms_median > 0 ? baseline_ms / r.time_ms_median : 0;

@@ -12,8 +12,10 @@ namespace tierflow {
 namespace {
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -32,8 +34,8 @@ bool ParseInt(std::string_view s, int& out) {
 Status ParseEntry(std::string_view entry, const std::string& where, TierOverrides& out) {
   std::size_t sep = entry.find_first_of("= \t");
   if (sep == std::string_view::npos) {
-    return Status::Invalid(fmt::format("{}: entry '{}' has no kind; write NODES=KIND, e.g. 8-15=hbm",
-                                       where, entry));
+    return Status::Invalid(
+        fmt::format("{}: entry '{}' has no kind; write NODES=KIND, e.g. 8-15=hbm", where, entry));
   }
   std::string_view nodes = Trim(entry.substr(0, sep));
   std::string_view kind_text = Trim(entry.substr(sep + 1));
@@ -46,8 +48,8 @@ Status ParseEntry(std::string_view entry, const std::string& where, TierOverride
                   ? (ParseInt(nodes, lo) && (hi = lo, true))
                   : ParseInt(nodes.substr(0, dash), lo) && ParseInt(nodes.substr(dash + 1), hi);
   if (!good || hi < lo) {
-    return Status::Invalid(fmt::format(
-        "{}: node list '{}' is not a node number or range like 8-15", where, nodes));
+    return Status::Invalid(
+        fmt::format("{}: node list '{}' is not a node number or range like 8-15", where, nodes));
   }
   for (int n = lo; n <= hi; ++n) out.Set(n, *kind);
   return Status::Ok();
@@ -57,12 +59,18 @@ Status ParseEntry(std::string_view entry, const std::string& where, TierOverride
 
 std::string_view TierKindName(TierKind kind) {
   switch (kind) {
-    case TierKind::kDram: return "dram";
-    case TierKind::kHbm: return "hbm";
-    case TierKind::kCxl: return "cxl";
-    case TierKind::kNvm: return "nvm";
-    case TierKind::kStorage: return "storage";
-    case TierKind::kUnknown: return "unknown";
+    case TierKind::kDram:
+      return "dram";
+    case TierKind::kHbm:
+      return "hbm";
+    case TierKind::kCxl:
+      return "cxl";
+    case TierKind::kNvm:
+      return "nvm";
+    case TierKind::kStorage:
+      return "storage";
+    case TierKind::kUnknown:
+      return "unknown";
   }
   return "unknown";
 }
@@ -70,12 +78,12 @@ std::string_view TierKindName(TierKind kind) {
 Result<TierKind> ParseTierKind(std::string_view name) {
   std::string lower;
   for (char c : name) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  for (TierKind k : {TierKind::kDram, TierKind::kHbm, TierKind::kCxl, TierKind::kNvm,
-                     TierKind::kStorage}) {
+  for (TierKind k :
+       {TierKind::kDram, TierKind::kHbm, TierKind::kCxl, TierKind::kNvm, TierKind::kStorage}) {
     if (lower == TierKindName(k)) return k;
   }
-  return Status::Invalid(fmt::format("unknown tier kind '{}': use dram, hbm, cxl, nvm or storage",
-                                     name));
+  return Status::Invalid(
+      fmt::format("unknown tier kind '{}': use dram, hbm, cxl, nvm or storage", name));
 }
 
 Result<TierOverrides> TierOverrides::Parse(std::string_view text) {
@@ -85,7 +93,8 @@ Result<TierOverrides> TierOverrides::Parse(std::string_view text) {
     std::size_t end = text.find_first_of(",\n", start);
     if (end == std::string_view::npos) end = text.size();
     std::string_view entry = text.substr(start, end - start);
-    if (std::size_t hash = entry.find('#'); hash != std::string_view::npos) entry = entry.substr(0, hash);
+    if (std::size_t hash = entry.find('#'); hash != std::string_view::npos)
+      entry = entry.substr(0, hash);
     entry = Trim(entry);
     if (!entry.empty()) {
       if (Status s = ParseEntry(entry, "tier override", out); !s.ok()) return s;
@@ -98,9 +107,9 @@ Result<TierOverrides> TierOverrides::Parse(std::string_view text) {
 Result<TierOverrides> TierOverrides::LoadFile(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return Status::Invalid(fmt::format(
-        "tier config '{}' is {}: give a file of 'NODES KIND' lines", path,
-        S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
+    return Status::Invalid(fmt::format("tier config '{}' is {}: give a file of 'NODES KIND' lines",
+                                       path,
+                                       S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
   }
   std::ifstream in(path);
   if (!in) {
@@ -112,7 +121,8 @@ Result<TierOverrides> TierOverrides::LoadFile(const std::string& path) {
   while (std::getline(in, line)) {
     ++number;
     std::string_view entry = line;
-    if (std::size_t hash = entry.find('#'); hash != std::string_view::npos) entry = entry.substr(0, hash);
+    if (std::size_t hash = entry.find('#'); hash != std::string_view::npos)
+      entry = entry.substr(0, hash);
     entry = Trim(entry);
     if (entry.empty()) continue;
     if (Status s = ParseEntry(entry, fmt::format("{}:{}", path, number), out); !s.ok()) return s;

@@ -33,7 +33,8 @@ std::string Upper(std::string s) {
   return s;
 }
 
-std::optional<std::uint64_t> LocalAttr(hwloc_topology_t t, hwloc_memattr_id_t id, hwloc_obj_t node) {
+std::optional<std::uint64_t> LocalAttr(hwloc_topology_t t, hwloc_memattr_id_t id,
+                                       hwloc_obj_t node) {
   hwloc_uint64_t value = 0;
   if (node->cpuset != nullptr && !hwloc_bitmap_iszero(node->cpuset)) {
     hwloc_location loc{};
@@ -66,12 +67,14 @@ Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
     if (hwloc_topology_set_xml(raw, options.xml_path.c_str()) != 0) {
       return Status::NotFound(fmt::format(
           "cannot read hwloc XML topology '{}' (missing or not an hwloc XML file; make one with "
-          "'lstopo --of xml FILE')", options.xml_path));
+          "'lstopo --of xml FILE')",
+          options.xml_path));
     }
   }
   if (hwloc_topology_load(raw) != 0) {
-    return Status::IoError(fmt::format("hwloc could not load the topology{}",
-                                       options.xml_path.empty() ? "" : " from " + options.xml_path));
+    return Status::IoError(
+        fmt::format("hwloc could not load the topology{}",
+                    options.xml_path.empty() ? "" : " from " + options.xml_path));
   }
 
   Topology topo;
@@ -86,7 +89,8 @@ Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
     n.os_index = static_cast<int>(obj->os_index);
     n.subtype = obj->subtype != nullptr ? obj->subtype : "";
     if (n.subtype.empty()) {
-      if (const char* dax = hwloc_obj_get_info_by_name(obj, "DAXType"); dax != nullptr) n.subtype = dax;
+      if (const char* dax = hwloc_obj_get_info_by_name(obj, "DAXType"); dax != nullptr)
+        n.subtype = dax;
     }
     n.capacity_bytes = obj->attr->numanode.local_memory;
     n.local_cpus = CpuList(obj->cpuset);
@@ -168,9 +172,9 @@ Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
     if (it == topo.nodes_.end()) {
       std::vector<int> have;
       for (const NumaNode& n : topo.nodes_) have.push_back(n.os_index);
-      return Status::Invalid(fmt::format(
-          "tier override names node {}, which {} does not have (nodes: {})", index, topo.source_,
-          fmt::join(have, ",")));
+      return Status::Invalid(
+          fmt::format("tier override names node {}, which {} does not have (nodes: {})", index,
+                      topo.source_, fmt::join(have, ",")));
     }
     it->kind = kind;
     it->kind_reason = "override";
@@ -329,9 +333,10 @@ Result<const NumaNode*> Topology::NearestOfKind(int from, TierKind kind) const {
     if (best == nullptr || score(n) < score(*best)) best = &n;
   }
   if (best == nullptr) {
-    return Status::NotFound(fmt::format("{} has no {} node; 'tierflow topology' lists the tiers, "
-                                        "TIERFLOW_TIERS can reclassify nodes",
-                                        source_, TierKindName(kind)));
+    return Status::NotFound(
+        fmt::format("{} has no {} node; 'tierflow topology' lists the tiers, "
+                    "TIERFLOW_TIERS can reclassify nodes",
+                    source_, TierKindName(kind)));
   }
   return best;
 }

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <deque>
@@ -33,12 +33,14 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
   struct stat st {};
   if (fstat(fd, &st) != 0 || st.st_size == 0) {
     close(fd);
-    return Status::Invalid(fmt::format("{} is empty (or cannot be examined): nothing to map", path));
+    return Status::Invalid(
+        fmt::format("{} is empty (or cannot be examined): nothing to map", path));
   }
   void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
   const int err = errno;
   close(fd);
-  if (p == MAP_FAILED) return Status::IoError(fmt::format("cannot map {}: {}", path, std::strerror(err)));
+  if (p == MAP_FAILED)
+    return Status::IoError(fmt::format("cannot map {}: {}", path, std::strerror(err)));
   MappedFile m;
   m.data_ = static_cast<std::byte*>(p);
   m.size_ = static_cast<std::size_t>(st.st_size);
@@ -47,7 +49,9 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), path_(std::move(o.path_)) {}
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      path_(std::move(o.path_)) {}
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
     if (data_ != nullptr) munmap(data_, size_);
@@ -69,8 +73,8 @@ struct RegisteredFile {
   std::string path;
   std::uintptr_t base = 0;
   std::size_t length = 0;
-  int fd = -1;         // buffered
-  int direct_fd = -1;  // O_DIRECT, or -1 where the file system refuses it
+  int fd = -1;               // buffered
+  int direct_fd = -1;        // O_DIRECT, or -1 where the file system refuses it
   std::size_t align = 4096;  // direct I/O alignment of offsets, lengths and memory
   ~RegisteredFile() {
     if (fd >= 0) close(fd);
@@ -101,16 +105,16 @@ struct IoUringEngine::Impl {
   mutable std::shared_mutex files_mu;
   std::map<std::uintptr_t, std::shared_ptr<RegisteredFile>> files;  // by base
 
-  std::mutex sq_mu;            // the submission queue and `pending`
-  std::deque<Read*> pending;   // waiting for a free slot (queue_depth in flight at most)
-  unsigned in_flight = 0;      // under sq_mu
+  std::mutex sq_mu;           // the submission queue and `pending`
+  std::deque<Read*> pending;  // waiting for a free slot (queue_depth in flight at most)
+  unsigned in_flight = 0;     // under sq_mu
   std::atomic<bool> stopping{false};
   std::thread reaper;
 
   std::atomic<int> inject_count{0};
   std::atomic<int> inject_errno{0};
-  std::atomic<std::uint64_t> ops{0}, bytes{0}, reads{0}, direct_reads{0}, short_reads{0},
-      errors{0}, injected{0}, callback_errors{0}, queued_parts{0}, cancelled{0};
+  std::atomic<std::uint64_t> ops{0}, bytes{0}, reads{0}, direct_reads{0}, short_reads{0}, errors{0},
+      injected{0}, callback_errors{0}, queued_parts{0}, cancelled{0};
 
   std::shared_ptr<RegisteredFile> FileOf(std::uintptr_t p, std::size_t n) const {
     std::shared_lock lock(files_mu);
@@ -221,7 +225,8 @@ struct IoUringEngine::Impl {
 
 Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngineOptions& options) {
   if (options.queue_depth == 0 || options.queue_depth > 4096) {
-    return Status::Invalid(fmt::format("io_uring queue depth {}: use 1..4096", options.queue_depth));
+    return Status::Invalid(
+        fmt::format("io_uring queue depth {}: use 1..4096", options.queue_depth));
   }
   if (options.max_read_bytes == 0 || options.max_read_bytes % 4096 != 0 ||
       options.max_read_bytes > (std::size_t{1} << 30)) {
@@ -234,7 +239,8 @@ Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngine
   if (int rc = io_uring_queue_init(options.queue_depth + 1, &impl->ring, 0); rc < 0) {
     return Status::Unsupported(fmt::format(
         "io_uring is not available: {} (Linux 5.1 or later, and not blocked by seccomp or "
-        "/proc/sys/kernel/io_uring_disabled)", std::strerror(-rc)));
+        "/proc/sys/kernel/io_uring_disabled)",
+        std::strerror(-rc)));
   }
   EngineCapabilities& c = impl->caps;
   c.name = "io_uring";
@@ -307,12 +313,16 @@ Status IoUringEngine::RegisterFile(const std::string& path, const void* base, st
   f->base = reinterpret_cast<std::uintptr_t>(base);
   f->length = length;
   f->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd < 0) return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  if (f->fd < 0)
+    return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   struct stat st {};
-  if (fstat(f->fd, &st) != 0) return Status::IoError(fmt::format("cannot examine {}: {}", path, std::strerror(errno)));
+  if (fstat(f->fd, &st) != 0)
+    return Status::IoError(fmt::format("cannot examine {}: {}", path, std::strerror(errno)));
   if (static_cast<std::uint64_t>(st.st_size) < length) {
-    return Status::Invalid(fmt::format("{} has {} bytes, fewer than the {} registered: a short "
-                                       "column file?", path, st.st_size, length));
+    return Status::Invalid(
+        fmt::format("{} has {} bytes, fewer than the {} registered: a short "
+                    "column file?",
+                    path, st.st_size, length));
   }
   if (impl_->opts.direct) {
     f->direct_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);  // tmpfs refuses
@@ -325,7 +335,8 @@ Status IoUringEngine::RegisterFile(const std::string& path, const void* base, st
   std::unique_lock lock(impl_->files_mu);
   auto next = impl_->files.lower_bound(f->base);
   if (next != impl_->files.end() && next->first < f->base + length) {
-    return Status::Invalid(fmt::format("{} overlaps the registered file {}", path, next->second->path));
+    return Status::Invalid(
+        fmt::format("{} overlaps the registered file {}", path, next->second->path));
   }
   if (next != impl_->files.begin()) {
     const RegisteredFile& prev = *std::prev(next)->second;
@@ -383,7 +394,8 @@ Status IoUringEngine::CheckOperation(const Operation& op) const {
     return Status::Invalid(fmt::format(
         "io_uring copy source [{}, +{}) is not inside a file registered with this engine: "
         "RegisterFile the file's mapping first (memory-to-memory copies belong to the CPU or DSA "
-        "engine)", op.src, op.size));
+        "engine)",
+        op.src, op.size));
   }
   return Status::Ok();
 }

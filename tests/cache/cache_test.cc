@@ -167,7 +167,8 @@ TEST_F(CpuCache, HoldsFromHitsSurviveInvalidationAndMoveBetweenThreads) {
   std::vector<unsigned char> many(20000 * 64, 3);
   std::vector<CacheEntry> held;
   for (int round = 0; round < 2; ++round) {
-    for (std::size_t i = 0; i < 20000; ++i) held.push_back(Take(cache_->Access(many.data() + i * 64, 64)));
+    for (std::size_t i = 0; i < 20000; ++i)
+      held.push_back(Take(cache_->Access(many.data() + i * 64, 64)));
   }
   cache_->WaitForFills();
   EXPECT_EQ(cache_->Flush(), 0u);
@@ -215,7 +216,8 @@ TEST_F(CpuCache, DirtyEntriesNeedAChoice) {
 
 TEST_F(CpuCache, PrefetchSubmitsWithoutHolding) {
   auto a = RandomBytes(100000, 7), b = RandomBytes(100000, 8);
-  std::vector<std::pair<const void*, std::size_t>> ranges = {{a.data(), a.size()}, {b.data(), b.size()}};
+  std::vector<std::pair<const void*, std::size_t>> ranges = {{a.data(), a.size()},
+                                                             {b.data(), b.size()}};
   Result<std::size_t> n = cache_->Prefetch(ranges);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 2u);
@@ -233,7 +235,10 @@ TEST_F(CpuCache, BadInputIsRefused) {
   std::vector<char> v(100);
   EXPECT_EQ(cache_->Access(nullptr, 10).status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(cache_->Access(v.data(), 0).status().message().find("0 bytes"), std::string::npos);
-  EXPECT_NE(cache_->Access(reinterpret_cast<void*>(UINTPTR_MAX - 10), 100).status().message().find("wraps"),
+  EXPECT_NE(cache_->Access(reinterpret_cast<void*>(UINTPTR_MAX - 10), 100)
+                .status()
+                .message()
+                .find("wraps"),
             std::string::npos);
   EXPECT_FALSE(cache_->Invalidate(nullptr, 1).ok());
   EXPECT_FALSE(CacheEntry().Wait().ok());
@@ -245,8 +250,9 @@ TEST_F(CpuCache, BadInputIsRefused) {
   CacheConfig half;
   half.engines = {engine_.get()};
   half.allocator.allocate = [](std::size_t, int) -> void* { return nullptr; };
-  EXPECT_NE(OffloadCache::Create(ThisSystem(), half).status().message().find("both allocate and free"),
-            std::string::npos);
+  EXPECT_NE(
+      OffloadCache::Create(ThisSystem(), half).status().message().find("both allocate and free"),
+      std::string::npos);
   CacheConfig far;
   far.engines = {engine_.get()};
   far.capacity[99] = 1 << 20;
@@ -612,7 +618,8 @@ TEST(CacheStress, RandomAccessInvalidateFlushEveryByteMatches) {
         } else {
           (void)e.WeakWait();
         }
-        ASSERT_EQ(std::memcmp(e.data(), src, len), 0) << "range " << r << " +" << off << " len " << len;
+        ASSERT_EQ(std::memcmp(e.data(), src, len), 0)
+            << "range " << r << " +" << off << " len " << len;
         checked.fetch_add(1);
       } else if (action < 90) {
         ASSERT_TRUE(cache->Invalidate(src, len).ok());

@@ -28,7 +28,8 @@ inline std::uint64_t ConcurrentLoad(const void* p) {
 
 inline void ConcurrentStore(void* p, std::uint64_t v) {
   if (AnnotateIgnoreWritesBegin != nullptr) AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
-  std::atomic_ref<std::uint64_t>(*static_cast<std::uint64_t*>(p)).store(v, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(*static_cast<std::uint64_t*>(p))
+      .store(v, std::memory_order_relaxed);
   if (AnnotateIgnoreWritesEnd != nullptr) AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
 }
 

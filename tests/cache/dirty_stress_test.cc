@@ -107,9 +107,9 @@ class Worker {
     const auto* data = static_cast<const std::uint64_t*>(e.data());
     for (std::size_t w = FirstMine(r.first); w < r.first + r.count; w += kThreads) {
       const std::uint64_t v = Load(&data[w - r.first]);
-      ASSERT_TRUE(Plausible(w, v)) << "thread " << id_ << " word " << w << " reads " << std::hex << v
-                                   << ", last acknowledged " << acked_[w] << ", last written "
-                                   << written_[w];
+      ASSERT_TRUE(Plausible(w, v))
+          << "thread " << id_ << " word " << w << " reads " << std::hex << v
+          << ", last acknowledged " << acked_[w] << ", last written " << written_[w];
     }
   }
 
@@ -118,8 +118,8 @@ class Worker {
     auto* data = static_cast<std::uint64_t*>(e.mutable_data());
     if (data == nullptr) return;
     std::vector<std::size_t> changed;
-    for (std::size_t w = FirstMine(r.first + rng_() % r.count); w < r.first + r.count && changed.size() < 4;
-         w += kThreads * (1 + rng_() % 8)) {
+    for (std::size_t w = FirstMine(r.first + rng_() % r.count);
+         w < r.first + r.count && changed.size() < 4; w += kThreads * (1 + rng_() % 8)) {
       const std::uint64_t v = (id_ + 1) << 56 | ++seq_;
       Store(&data[w - r.first], v);
       written_[w] = v;
@@ -158,9 +158,9 @@ class Worker {
 
   void InvalidateRange(Range r) {
     const bool refuse = rng_() % 2 == 0;
-    Result<std::size_t> n = s_.cache->Invalidate(
-        Source(r), rng_() % 8 == 0 ? 0 : r.count * 8,
-        refuse ? DirtyEntries::kRefuse : DirtyEntries::kWriteBack);
+    Result<std::size_t> n =
+        s_.cache->Invalidate(Source(r), rng_() % 8 == 0 ? 0 : r.count * 8,
+                             refuse ? DirtyEntries::kRefuse : DirtyEntries::kWriteBack);
     if (n.ok()) return;
     ASSERT_TRUE(refuse) << n.status().ToString();
     EXPECT_NE(n.status().message().find("dirty"), std::string::npos) << n.status().message();
@@ -169,7 +169,8 @@ class Worker {
 
   void ClearAll() {
     const bool refuse = rng_() % 2 == 0;
-    Result<std::size_t> n = s_.cache->Clear(refuse ? DirtyEntries::kRefuse : DirtyEntries::kWriteBack);
+    Result<std::size_t> n =
+        s_.cache->Clear(refuse ? DirtyEntries::kRefuse : DirtyEntries::kWriteBack);
     if (!n.ok()) {
       ASSERT_TRUE(refuse) << n.status().ToString();
       s_.refused.fetch_add(1, std::memory_order_relaxed);
@@ -216,9 +217,11 @@ void Stress(std::size_t capacity) {
   s.cache = cache->get();
   for (std::size_t i = 0; i < kWords; ++i) s.src[i] = Original(i);
   std::vector<std::unique_ptr<Worker>> workers;
-  for (std::size_t i = 0; i < kThreads; ++i) workers.push_back(std::make_unique<Worker>(s, i, seed + i));
+  for (std::size_t i = 0; i < kThreads; ++i)
+    workers.push_back(std::make_unique<Worker>(s, i, seed + i));
   std::vector<std::thread> threads;
-  const std::size_t running = getenv("STRESS_THREADS") ? std::atoi(getenv("STRESS_THREADS")) : kThreads;
+  const std::size_t running =
+      getenv("STRESS_THREADS") ? std::atoi(getenv("STRESS_THREADS")) : kThreads;
   for (std::size_t i = 0; i < running; ++i) threads.emplace_back([&w = workers[i]] { w->Run(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   s.stop = true;

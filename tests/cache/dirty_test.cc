@@ -49,14 +49,18 @@ CacheEntry Filled(OffloadCache& cache, const void* src, std::size_t size) {
 }
 
 unsigned char* Bytes(const CacheEntry& e) { return static_cast<unsigned char*>(e.mutable_data()); }
-const unsigned char* Read(const CacheEntry& e) { return static_cast<const unsigned char*>(e.data()); }
+const unsigned char* Read(const CacheEntry& e) {
+  return static_cast<const unsigned char*>(e.data());
+}
 
 // Bytes of `now` that differ from `before`, apart from the positions listed.
-std::size_t ChangedExcept(const std::vector<unsigned char>& now, const std::vector<unsigned char>& before,
+std::size_t ChangedExcept(const std::vector<unsigned char>& now,
+                          const std::vector<unsigned char>& before,
                           std::initializer_list<std::size_t> expected) {
   std::size_t n = 0;
   for (std::size_t i = 0; i < now.size(); ++i) {
-    if (now[i] != before[i] && std::find(expected.begin(), expected.end(), i) == expected.end()) ++n;
+    if (now[i] != before[i] && std::find(expected.begin(), expected.end(), i) == expected.end())
+      ++n;
   }
   return n;
 }
@@ -82,7 +86,8 @@ TEST_F(CacheDirty, ALargerAccessWithTheSameStartKeepsTheModification) {
     ASSERT_TRUE(small.MarkDirty().ok());
   }
   CacheEntry big = Filled(*cache_, src.data(), 8192);
-  EXPECT_EQ(Read(big)[100], original[100] ^ 0xff) << "the larger entry is filled after the write-back";
+  EXPECT_EQ(Read(big)[100], original[100] ^ 0xff)
+      << "the larger entry is filled after the write-back";
   EXPECT_EQ(src[100], original[100] ^ 0xff);
   ASSERT_TRUE(cache_->Invalidate(src.data(), 8192, DirtyEntries::kWriteBack).ok());
   EXPECT_EQ(src[100], original[100] ^ 0xff);
@@ -292,7 +297,8 @@ void ClearRace(DirtyEntries first_choice) {
       EXPECT_GE(now, acked[r]) << "range " << r << ": an acknowledged modification was lost";
       EXPECT_LE(now, written[r]) << r;
     }
-    for (std::size_t w = 1; w < kWords; ++w) ASSERT_EQ(src[r * kWords + w], original[r * kWords + w]);
+    for (std::size_t w = 1; w < kWords; ++w)
+      ASSERT_EQ(src[r * kWords + w], original[r * kWords + w]);
   }
   EXPECT_GT(first_choice == DirtyEntries::kRefuse ? refused : cleared, 0u)
       << "the race never came up";

@@ -104,7 +104,8 @@ TEST(Avx512Emulated, RandomLargeCopiesAndFills) {
     CopyImpl<Avx512>(dst.data() + d, src.data() + s, n, nt);
     ASSERT_EQ(std::memcmp(dst.data() + d, src.data() + s, n), 0) << "n=" << n << " nt=" << nt;
     ASSERT_TRUE(std::all_of(dst.begin(), dst.begin() + d, [](unsigned char c) { return c == 0; }));
-    ASSERT_TRUE(std::all_of(dst.begin() + d + n, dst.end(), [](unsigned char c) { return c == 0; }));
+    ASSERT_TRUE(
+        std::all_of(dst.begin() + d + n, dst.end(), [](unsigned char c) { return c == 0; }));
     std::uint64_t pattern = rng();
     std::size_t phase = rng() % 64;
     FillImpl<Avx512>(dst.data() + d, pattern, phase, n, nt);

@@ -44,14 +44,22 @@ TEST(Concurrency, ManyThreadsSubmitAndWait) {
         }
         Status s;
         switch (i % 5) {
-          case 0: s = h->Wait(WaitMode::kSpin); break;
-          case 1: s = h->Wait(WaitMode::kYield); break;
-          case 2: s = h->Wait(WaitMode::kBlock); break;
+          case 0:
+            s = h->Wait(WaitMode::kSpin);
+            break;
+          case 1:
+            s = h->Wait(WaitMode::kYield);
+            break;
+          case 2:
+            s = h->Wait(WaitMode::kBlock);
+            break;
           case 3:
             while (!h->done()) std::this_thread::yield();
             s = h->status();
             break;
-          default: s = h->Wait(); break;
+          default:
+            s = h->Wait();
+            break;
         }
         if (!s.ok() || std::memcmp(dst.data(), src.data(), n) != 0) failures.fetch_add(1);
       }
@@ -91,7 +99,8 @@ TEST(Concurrency, SplitCopiesOverTwoEnginesFromManyThreads) {
     threads.emplace_back([&, t] {
       std::vector<unsigned char> src(1 << 20, static_cast<unsigned char>(t + 1)), dst(1 << 20);
       for (int i = 0; i < 20; ++i) {
-        std::vector<CopyPart> parts = {{engines[0], 0, 512 << 10}, {engines[1], 512 << 10, 512 << 10}};
+        std::vector<CopyPart> parts = {{engines[0], 0, 512 << 10},
+                                       {engines[1], 512 << 10, 512 << 10}};
         Result<Handle> h = SubmitParts(Operation::Copy(dst.data(), src.data(), src.size()), parts);
         if (!h.ok() || !h->Wait().ok() || dst != src) failures.fetch_add(1);
       }
@@ -140,9 +149,12 @@ INSTANTIATE_TEST_SUITE_P(Modes, ConcurrencyWaitMode,
                          ::testing::Values(WaitMode::kBlock, WaitMode::kAdaptive, WaitMode::kSpin),
                          [](const auto& info) {
                            switch (info.param) {
-                             case WaitMode::kBlock: return std::string("Block");
-                             case WaitMode::kAdaptive: return std::string("Adaptive");
-                             default: return std::string("Spin");
+                             case WaitMode::kBlock:
+                               return std::string("Block");
+                             case WaitMode::kAdaptive:
+                               return std::string("Adaptive");
+                             default:
+                               return std::string("Spin");
                            }
                          });
 

@@ -26,7 +26,8 @@ using testing::ThisSystem;
 
 std::vector<unsigned char> Pattern(std::size_t n, unsigned seed) {
   std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ (i >> 9));
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ (i >> 9));
   return v;
 }
 
@@ -141,7 +142,8 @@ TEST(CpuEngine, ValidationErrorsNameTheProblem) {
       {Operation::Copy(b.data(), a.data(), 0), "size 0"},
       {Operation::Copy(a.data() + 10, a.data(), 100), "overlap by 90 bytes"},
       {Operation::Copy(reinterpret_cast<void*>(16), a.data(), 16), "first page"},
-      {Operation::Copy(reinterpret_cast<void*>(~std::uintptr_t{0} - 100), a.data(), 16), "user space"},
+      {Operation::Copy(reinterpret_cast<void*>(~std::uintptr_t{0} - 100), a.data(), 16),
+       "user space"},
       {Operation::Copy(b.data(), a.data(), std::size_t{1} << 41), "exceeds engine 'cpu' limit"},
       {Operation::Compare(a.data(), nullptr, 16), "src2 is null"},
       {Operation::Fill(nullptr, 1, 16), "dst is null"},
@@ -181,11 +183,13 @@ TEST(CpuEngine, BatchErrors) {
   auto e = MakeCpuEngine();
   std::vector<char> a(64), b(64);
   EXPECT_NE(e->SubmitBatch({}).status().message().find("empty batch"), std::string::npos);
-  std::vector<Operation> ops = {Operation::Copy(b.data(), a.data(), 8), Operation::Copy(b.data(), a.data(), 0)};
+  std::vector<Operation> ops = {Operation::Copy(b.data(), a.data(), 8),
+                                Operation::Copy(b.data(), a.data(), 0)};
   Result<Handle> h = e->SubmitBatch(ops);
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.status().message().find("batch member 1"), std::string::npos);
-  std::vector<Operation> many(e->capabilities().max_batch + 1, Operation::Copy(b.data(), a.data(), 8));
+  std::vector<Operation> many(e->capabilities().max_batch + 1,
+                              Operation::Copy(b.data(), a.data(), 8));
   EXPECT_NE(e->SubmitBatch(many).status().message().find("exceeds"), std::string::npos);
 }
 
@@ -253,7 +257,8 @@ TEST_P(CpuEngineOps, MixedBatch) {
   EXPECT_GE(s.bytes_completed, src.size() + 4196);
 }
 
-INSTANTIATE_TEST_SUITE_P(InlineAndWorkers, CpuEngineOps, ::testing::Values(0, 32 * 1024, 64u << 20));
+INSTANTIATE_TEST_SUITE_P(InlineAndWorkers, CpuEngineOps,
+                         ::testing::Values(0, 32 * 1024, 64u << 20));
 
 TEST(CpuEngine, InlineVersusWorkersIsVisibleInState) {
   auto e = MakeCpuEngine();
@@ -365,7 +370,8 @@ class BusyWorker {
         running_ = true;
         while (!release_.load()) std::this_thread::yield();
       };
-      Result<Handle> h = e.Submit(Operation::Copy(dst_.data(), src_.data(), src_.size()), std::move(so));
+      Result<Handle> h =
+          e.Submit(Operation::Copy(dst_.data(), src_.data(), src_.size()), std::move(so));
       EXPECT_TRUE(h.ok());
       handle_ = std::move(h).value();
       while (!running_.load() && !on_submitter_.load()) std::this_thread::yield();
@@ -430,7 +436,8 @@ TEST(CpuEngine, WaiterHelpCanBeTurnedOff) {
   auto e = MakeCpuEngine(o);
   std::vector<unsigned char> src(4 << 20, 2), dst(4 << 20);
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait(WaitMode::kSpin).ok());
+    ASSERT_TRUE(
+        e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait(WaitMode::kSpin).ok());
   }
   EXPECT_EQ(dst, src);
   EXPECT_EQ(e->state().pieces_by_waiters, 0u);

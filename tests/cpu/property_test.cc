@@ -26,15 +26,16 @@ std::vector<Config> Configs() {
   std::vector<Config> out;
   for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     if (!cpu::IsaSupported(isa)) continue;
-    out.push_back({isa, 32 << 10, 0});         // defaults
-    out.push_back({isa, 0, 1 << 20});          // always workers, NT above 1 MiB
-    out.push_back({isa, 128u << 20, 4096});    // always inline, NT above 4 KiB
+    out.push_back({isa, 32 << 10, 0});       // defaults
+    out.push_back({isa, 0, 1 << 20});        // always workers, NT above 1 MiB
+    out.push_back({isa, 128u << 20, 4096});  // always inline, NT above 4 KiB
   }
   return out;
 }
 
 unsigned Seed() {
-  if (const char* s = std::getenv("TIERFLOW_SEED")) return static_cast<unsigned>(std::strtoul(s, nullptr, 10));
+  if (const char* s = std::getenv("TIERFLOW_SEED"))
+    return static_cast<unsigned>(std::strtoul(s, nullptr, 10));
   return 20261121u;
 }
 
@@ -64,9 +65,9 @@ TEST_P(Property, MatchesGlibc) {
   std::uniform_int_distribution<std::size_t> off(0, 4095);
   for (int iter = 0; iter < 24; ++iter) {
     const std::size_t n = RandomSize(rng), so = off(rng), d_o = off(rng);
-    SCOPED_TRACE(::testing::Message() << "isa " << CpuIsaName(cfg.isa) << " seed " << Seed()
-                                      << " iter " << iter << " size " << n << " src+" << so
-                                      << " dst+" << d_o);
+    SCOPED_TRACE(::testing::Message()
+                 << "isa " << CpuIsaName(cfg.isa) << " seed " << Seed() << " iter " << iter
+                 << " size " << n << " src+" << so << " dst+" << d_o);
     const std::size_t span = n + 4096;  // only this part of dst is compared each round
     std::memset(dst.data(), 0xee, span + 4096);
     std::memset(ref.data(), 0xee, span + 4096);
@@ -89,13 +90,15 @@ TEST_P(Property, MatchesGlibc) {
     unsigned char* to = forward ? dst.data() + shift : dst.data();
     std::size_t mn = std::min(n, kCap - shift - 1);
     ASSERT_TRUE(e->Submit(Operation::Move(to, from, mn))->Wait().ok());
-    std::memmove(forward ? ref.data() + shift : ref.data(), forward ? ref.data() : ref.data() + shift, mn);
+    std::memmove(forward ? ref.data() + shift : ref.data(),
+                 forward ? ref.data() : ref.data() + shift, mn);
     ASSERT_EQ(0, std::memcmp(dst.data(), ref.data(), span + 4096));
 
     // Fill with a random pattern.
     const std::uint64_t pattern = rng();
     ASSERT_TRUE(e->Submit(Operation::Fill(dst.data() + d_o, pattern, n))->Wait().ok());
-    for (std::size_t i = 0; i < n; ++i) ref[d_o + i] = static_cast<unsigned char>(pattern >> (8 * (i % 8)));
+    for (std::size_t i = 0; i < n; ++i)
+      ref[d_o + i] = static_cast<unsigned char>(pattern >> (8 * (i % 8)));
     ASSERT_EQ(0, std::memcmp(dst.data(), ref.data(), span + 4096));
 
     // Compare: equal, then one flipped byte.

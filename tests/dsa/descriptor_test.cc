@@ -139,15 +139,33 @@ TEST(DsaDescriptor, CompletionRecordLayout) {
 }
 
 TEST(DsaDescriptor, EveryStatusHasAMessage) {
-  const unsigned codes[] = {
-      DSA_COMP_SUCCESS_PRED, DSA_COMP_PAGE_FAULT_NOBOF, DSA_COMP_PAGE_FAULT_IR,
-      DSA_COMP_BATCH_FAIL, DSA_COMP_BATCH_PAGE_FAULT, DSA_COMP_DR_OFFSET_NOINC,
-      DSA_COMP_DR_OFFSET_ERANGE, DSA_COMP_DIF_ERR, DSA_COMP_BAD_OPCODE, DSA_COMP_INVALID_FLAGS,
-      DSA_COMP_NOZERO_RESERVE, DSA_COMP_XFER_ERANGE, DSA_COMP_DESC_CNT_ERANGE,
-      DSA_COMP_DR_ERANGE, DSA_COMP_OVERLAP_BUFFERS, DSA_COMP_DCAST_ERR,
-      DSA_COMP_DESCLIST_ALIGN, DSA_COMP_INT_HANDLE_INVAL, DSA_COMP_CRA_XLAT,
-      DSA_COMP_CRA_ALIGN, DSA_COMP_ADDR_ALIGN, DSA_COMP_PRIV_BAD, DSA_COMP_TRAFFIC_CLASS_CONF,
-      DSA_COMP_PFAULT_RDBA, DSA_COMP_HW_ERR1, DSA_COMP_HW_ERR_DRB, DSA_COMP_TRANSLATION_FAIL};
+  const unsigned codes[] = {DSA_COMP_SUCCESS_PRED,
+                            DSA_COMP_PAGE_FAULT_NOBOF,
+                            DSA_COMP_PAGE_FAULT_IR,
+                            DSA_COMP_BATCH_FAIL,
+                            DSA_COMP_BATCH_PAGE_FAULT,
+                            DSA_COMP_DR_OFFSET_NOINC,
+                            DSA_COMP_DR_OFFSET_ERANGE,
+                            DSA_COMP_DIF_ERR,
+                            DSA_COMP_BAD_OPCODE,
+                            DSA_COMP_INVALID_FLAGS,
+                            DSA_COMP_NOZERO_RESERVE,
+                            DSA_COMP_XFER_ERANGE,
+                            DSA_COMP_DESC_CNT_ERANGE,
+                            DSA_COMP_DR_ERANGE,
+                            DSA_COMP_OVERLAP_BUFFERS,
+                            DSA_COMP_DCAST_ERR,
+                            DSA_COMP_DESCLIST_ALIGN,
+                            DSA_COMP_INT_HANDLE_INVAL,
+                            DSA_COMP_CRA_XLAT,
+                            DSA_COMP_CRA_ALIGN,
+                            DSA_COMP_ADDR_ALIGN,
+                            DSA_COMP_PRIV_BAD,
+                            DSA_COMP_TRAFFIC_CLASS_CONF,
+                            DSA_COMP_PFAULT_RDBA,
+                            DSA_COMP_HW_ERR1,
+                            DSA_COMP_HW_ERR_DRB,
+                            DSA_COMP_TRANSLATION_FAIL};
   for (unsigned c : codes) {
     std::string t = StatusText(c);
     EXPECT_EQ(t.find("undocumented"), std::string::npos) << std::hex << c;
@@ -174,7 +192,8 @@ TEST(DsaDescriptor, EveryStatusHasAMessage) {
   Status s = RecordError(rec.r, DSA_OPCODE_MEMMOVE);
   EXPECT_EQ(s.code(), StatusCode::kFailed);
   EXPECT_NE(s.message().find("memmove"), std::string::npos);
-  EXPECT_NE(s.message().find("write fault at 0x7000 after 12 bytes"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("write fault at 0x7000 after 12 bytes"), std::string::npos)
+      << s.message();
   rec.r.status = DSA_COMP_XFER_ERANGE;
   s = RecordError(rec.r, DSA_OPCODE_MEMFILL);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -69,7 +69,8 @@ TEST_P(DsaOps, CopyMoveFillCompareAcrossSplitsAndBatches) {
 
     std::vector<unsigned char> f(n + 16, 0), ref(n + 16, 0);
     ASSERT_TRUE(e->Submit(Operation::Fill(f.data() + 3, 0x0102030405060708ull, n))->Wait().ok());
-    for (std::size_t i = 0; i < n; ++i) ref[3 + i] = static_cast<unsigned char>(0x0102030405060708ull >> (8 * (i % 8)));
+    for (std::size_t i = 0; i < n; ++i)
+      ref[3 + i] = static_cast<unsigned char>(0x0102030405060708ull >> (8 * (i % 8)));
     EXPECT_EQ(f, ref) << n;
 
     Result<Handle> eq = e->Submit(Operation::Compare(src.data(), dst.data(), n));
@@ -140,7 +141,8 @@ TEST(DsaEngine, SharedWqFullRetriesThenRetriesLater) {
     hs.push_back(Take(e->Submit(Operation::Copy(dst[i].data(), src[i].data(), 8192))));
   }
   DsaEngineStats s = e->stats();
-  EXPECT_GE(s.submit_retries, 10u * 3) << "10 refused descriptors, 1 try + 2 retries each (and the completion thread tries again)";
+  EXPECT_GE(s.submit_retries, 10u * 3)
+      << "10 refused descriptors, 1 try + 2 retries each (and the completion thread tries again)";
   EXPECT_EQ(s.retried_later, 10u);
   EXPECT_EQ(s.cpu_fallbacks, 0u);
   model->Resume();
@@ -191,8 +193,10 @@ TEST(DsaEngine, DualcastWithDestinationsInDifferentPagePositionsGoesAsTwoCopies)
   const std::size_t n = 10000;
   auto src = RandomBytes(n, 3);
   std::vector<unsigned char> a(n + 8192), b(n + 8192);
-  auto* pa = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(a.data()) + 4095) & ~std::uintptr_t{4095});
-  auto* pb = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(b.data()) + 4095) & ~std::uintptr_t{4095});
+  auto* pa = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(a.data()) + 4095) &
+                                              ~std::uintptr_t{4095});
+  auto* pb = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(b.data()) + 4095) &
+                                              ~std::uintptr_t{4095});
   ASSERT_TRUE(e->Submit(Operation::Dualcast(pa, pb, src.data(), n))->Wait().ok());
   EXPECT_EQ(e->stats().dualcast_splits, 0u);
   EXPECT_EQ(model->counters().executed, 1u) << "one dualcast descriptor";
@@ -297,11 +301,13 @@ TEST(DsaEngine, CompletionThreadWaitsWithUmwaitOnTheOnlyRecordInFlight) {
     }
     EXPECT_GT(g_monitor_calls.load(), 0);
     ASSERT_NE(g_watched.load(), nullptr);
-    EXPECT_EQ(StatusByte(g_watched.load()), 0) << "the device has not written the watched record yet";
+    EXPECT_EQ(StatusByte(g_watched.load()), 0)
+        << "the device has not written the watched record yet";
     model->Resume();
     ASSERT_TRUE(h.Wait().ok());
     EXPECT_EQ(dst, src);
-    EXPECT_NE(StatusByte(g_watched.load()), 0) << "the watched record is the one the device completed";
+    EXPECT_NE(StatusByte(g_watched.load()), 0)
+        << "the watched record is the one the device completed";
     EXPECT_GT(e->stats().monitor_waits, 0u);
   }
   dsa::internal::cpu_has_waitpkg = saved_has;
@@ -316,8 +322,11 @@ TEST(DsaEngine, UmwaitMaxTimeComesFromTheKernel) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string root = dir;
   EXPECT_EQ(dsa::UmwaitMaxCycles(root), 100000u) << "the kernel's default when the file is missing";
-  ASSERT_EQ(std::system(("mkdir -p " + root + "/devices/system/cpu/umwait_control && echo 50000 > " +
-                         root + "/devices/system/cpu/umwait_control/max_time").c_str()), 0);
+  ASSERT_EQ(
+      std::system(("mkdir -p " + root + "/devices/system/cpu/umwait_control && echo 50000 > " +
+                   root + "/devices/system/cpu/umwait_control/max_time")
+                      .c_str()),
+      0);
   EXPECT_EQ(dsa::UmwaitMaxCycles(root), 50000u);
   ASSERT_EQ(std::system(("rm -rf " + root).c_str()), 0);
 }
@@ -555,8 +564,9 @@ TEST_P(DsaFaults, DescendingMoveInABatchResumesFromTheEnd) {
   const std::size_t n = 150000, shift = 3000;
   std::memmove(data.data() + shift, data.data(), n);
   std::vector<unsigned char> fill_ref(other->size(), 0xee);
-  std::vector<Operation> ops = {Operation::Fill(other->data(), 0xeeeeeeeeeeeeeeeeull, other->size()),
-                                Operation::Move(p + shift, p, n)};
+  std::vector<Operation> ops = {
+      Operation::Fill(other->data(), 0xeeeeeeeeeeeeeeeeull, other->size()),
+      Operation::Move(p + shift, p, n)};
   model->InjectPageFault(p + 40000);  // met while moving down from the end
   Result<Handle> h = e->SubmitBatch(ops);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
@@ -626,7 +636,8 @@ TEST(DsaEngine, DescriptorErrorsNameTheCause) {
   EXPECT_NE(s.message().find("transfer size out of range"), std::string::npos) << s.message();
   model->InjectError(DSA_COMP_TRANSLATION_FAIL);
   s = e->Submit(Operation::Fill(b.data(), 1, b.size()))->Wait();
-  EXPECT_NE(s.message().find("memfill: address translation failed"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("memfill: address translation failed"), std::string::npos)
+      << s.message();
   EXPECT_EQ(e->stats().errors, 2u);
   ASSERT_TRUE(e->Submit(Operation::Copy(b.data(), a.data(), a.size()))->Wait().ok()) << "recovers";
 }
@@ -695,7 +706,8 @@ TEST(DsaEngine, ManyThreadsOneEngine) {
       std::vector<unsigned char> dst(src.size());
       for (int i = 0; i < 30; ++i) {
         Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
-        if (!h.ok() || !h->Wait(i % 2 ? WaitMode::kBlock : WaitMode::kAdaptive).ok() || dst != src) {
+        if (!h.ok() || !h->Wait(i % 2 ? WaitMode::kBlock : WaitMode::kAdaptive).ok() ||
+            dst != src) {
           failures.fetch_add(1);
         }
         std::fill(dst.begin(), dst.end(), 0);

@@ -51,7 +51,8 @@ TEST_F(XeonMaxFleet, LayoutFollowsTheInventory) {
     EXPECT_EQ(m.engine->capabilities().node, m.node);
     EXPECT_TRUE(m.engine->capabilities().is_model);
   }
-  EXPECT_EQ(nodes, std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7})) << "dsa0, dsa2, ... dsa14 (inventory order)";
+  EXPECT_EQ(nodes, std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7}))
+      << "dsa0, dsa2, ... dsa14 (inventory order)";
 }
 
 // The DSA of the destination's node does the copy (DML used the caller's node), and the
@@ -62,7 +63,8 @@ TEST_F(XeonMaxFleet, CopyRunsOnTheDestinationsDsaAndStatsSaySo) {
   std::vector<unsigned char> dst(n);
   std::vector<Engine*> engines = fleet_->engines();
   CopyPolicy single;
-  Result<std::vector<CopyPart>> plan = PlanCopy(single, *topo_, engines, 0, 13, n);  // HBM of node 5
+  Result<std::vector<CopyPart>> plan =
+      PlanCopy(single, *topo_, engines, 0, 13, n);  // HBM of node 5
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_EQ(plan->size(), 1u);
   EXPECT_EQ((*plan)[0].engine->capabilities().node, 5);
@@ -81,9 +83,12 @@ TEST_F(XeonMaxFleet, CopyRunsOnTheDestinationsDsaAndStatsSaySo) {
 
   std::uint64_t on5 = 0, on2 = 0, elsewhere = 0;
   for (const DsaFleet::DeviceStats& s : fleet_->stats()) {
-    if (s.node == 5) on5 += s.stats.bytes;
-    else if (s.node == 2) on2 += s.stats.bytes;
-    else elsewhere += s.stats.bytes;
+    if (s.node == 5)
+      on5 += s.stats.bytes;
+    else if (s.node == 2)
+      on2 += s.stats.bytes;
+    else
+      elsewhere += s.stats.bytes;
   }
   EXPECT_EQ(on5, n + n / 2);
   EXPECT_EQ(on2, n / 2);

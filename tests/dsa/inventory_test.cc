@@ -115,10 +115,14 @@ TEST(DsaInventory, NoDriverIsAnEmptyInventoryWithANote) {
 
 TEST(DsaInventory, CapabilityMaskFormats) {
   std::uint64_t bits[4];
-  ASSERT_TRUE(ParseDsaCapMask("00000000,00000000,00000000,00000000,00000000,00000000,00000001,003f03ff", bits).ok());
+  ASSERT_TRUE(ParseDsaCapMask(
+                  "00000000,00000000,00000000,00000000,00000000,00000000,00000001,003f03ff", bits)
+                  .ok());
   EXPECT_EQ(bits[0], 0x1003f03ffull);
   EXPECT_EQ(bits[1], 0u);
-  ASSERT_TRUE(ParseDsaCapMask("80000000,00000000,00000000,00000000,00000000,00000000,00000000,00000001", bits).ok());
+  ASSERT_TRUE(ParseDsaCapMask(
+                  "80000000,00000000,00000000,00000000,00000000,00000000,00000000,00000001", bits)
+                  .ok());
   EXPECT_EQ(bits[3], 0x8000000000000000ull);
   EXPECT_EQ(bits[0], 1u);
   ASSERT_TRUE(ParseDsaCapMask("0x1003f03ff,0x0,0x0,0x2", bits).ok());
@@ -136,7 +140,9 @@ TEST(DsaInventory, MalformedAttributeNamesTheFile) {
   // Built at run time: a copy of one device with a broken size.
   std::string root = ::testing::TempDir() + "/dsa-broken";
   std::string dev = root + "/sys/bus/dsa/devices";
-  ASSERT_EQ(std::system(("rm -rf " + root + " && mkdir -p " + dev + "/dsa0 " + dev + "/wq0.0").c_str()), 0);
+  ASSERT_EQ(
+      std::system(("rm -rf " + root + " && mkdir -p " + dev + "/dsa0 " + dev + "/wq0.0").c_str()),
+      0);
   auto put = [](const std::string& p, const std::string& v) {
     FILE* f = std::fopen(p.c_str(), "w");
     ASSERT_NE(f, nullptr);

@@ -51,7 +51,8 @@ TEST(AllocationFree, HandedOffSubmitAndWait) {
   std::vector<char> src(1 << 20, 1), dst(1 << 20);
   auto loop = [&] {
     for (int i = 0; i < 3000; ++i) {
-      Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), i % 2 ? 4096 : src.size()));
+      Result<Handle> h =
+          e->Submit(Operation::Copy(dst.data(), src.data(), i % 2 ? 4096 : src.size()));
       if (!h.ok() || !h->Wait(i % 3 ? WaitMode::kSpin : WaitMode::kBlock).ok()) std::abort();
     }
   };
@@ -73,7 +74,8 @@ TEST(AllocationFree, HandlesDroppedBeforeCompletion) {
       so.callback = [&done](const Completion&) { done.fetch_add(1, std::memory_order_release); };
       const int before = done.load();
       {
-        Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()), std::move(so));
+        Result<Handle> h =
+            e->Submit(Operation::Copy(dst.data(), src.data(), src.size()), std::move(so));
         if (!h.ok()) std::abort();
       }
       while (done.load(std::memory_order_acquire) == before) std::this_thread::yield();
@@ -87,7 +89,8 @@ TEST(AllocationFree, BatchWithCallback) {
   auto e = testing::MakeCpuEngine();
   std::vector<char> src(64 * 4096, 1), dst(64 * 4096);
   std::vector<Operation> ops;
-  for (int i = 0; i < 64; ++i) ops.push_back(Operation::Copy(dst.data() + i * 4096, src.data() + i * 4096, 4096));
+  for (int i = 0; i < 64; ++i)
+    ops.push_back(Operation::Copy(dst.data() + i * 4096, src.data() + i * 4096, 4096));
   int calls = 0;
   auto loop = [&] {
     for (int i = 0; i < 500; ++i) {

@@ -185,7 +185,8 @@ TEST_P(DataOps, BadInputIsRefusedWithTheReason) {
   expect_error(engine_->Submit(Operation::Crc32c(nullptr, 10)), "src is null");
   expect_error(engine_->Submit(Operation::ComparePattern(a.data(), 0, 0)), "size 0");
   expect_error(engine_->Submit(Operation::CacheFlush(nullptr, 64)), "dst is null");
-  std::vector<Operation> two_crcs = {Operation::Crc32c(a.data(), 10), Operation::Crc32c(b.data(), 10)};
+  std::vector<Operation> two_crcs = {Operation::Crc32c(a.data(), 10),
+                                     Operation::Crc32c(b.data(), 10)};
   expect_error(engine_->SubmitBatch(two_crcs), "batch member 1: a batch's handle reports one CRC");
   Operation drain_with_buffer = Operation::Drain();
   drain_with_buffer.dst = a.data();

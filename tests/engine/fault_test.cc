@@ -30,8 +30,8 @@ constexpr std::size_t kPage = 4096;
 class Pages {
  public:
   explicit Pages(std::size_t count) : size_(count * kPage) {
-    p_ = static_cast<char*>(mmap(nullptr, size_, PROT_READ | PROT_WRITE,
-                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    p_ = static_cast<char*>(
+        mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (p_ == MAP_FAILED) std::abort();
     std::memset(p_, 0x5a, size_);
   }
@@ -72,8 +72,9 @@ TEST_P(CpuEngineFaults, ReadOnlyDestinationIsAnError) {
   ExpectFault(RunOp(*engine_, Operation::Fill(dst.data(), 7, dst.size())), "writing");
   ExpectFault(RunOp(*engine_, Operation::Move(dst.data(), src.data(), dst.size())), "destination");
   std::vector<char> other(dst.size());
-  ExpectFault(RunOp(*engine_, Operation::Dualcast(other.data(), dst.data(), src.data(), dst.size())),
-              "read-only");
+  ExpectFault(
+      RunOp(*engine_, Operation::Dualcast(other.data(), dst.data(), src.data(), dst.size())),
+      "read-only");
   EXPECT_GT(engine_->state().pieces_failed, 0u);
   // The engine goes on.
   std::vector<char> a(dst.size(), 1), b(dst.size());
@@ -89,9 +90,11 @@ TEST_P(CpuEngineFaults, UnreadableSourcePageIsAnError) {
   ExpectFault(s, "not readable (PROT_NONE)");
   EXPECT_NE(s.message().find("source"), std::string::npos) << s.message();
   ExpectFault(RunOp(*engine_, Operation::Crc32c(src.data(), src.size())), "reading");
-  ExpectFault(RunOp(*engine_, Operation::Compare(src2.data(), src.data(), src.size())), "second source");
-  ExpectFault(RunOp(*engine_, Operation::ComparePattern(src.data(), 0x5a5a5a5a5a5a5a5aull, src.size())),
-              "PROT_NONE");
+  ExpectFault(RunOp(*engine_, Operation::Compare(src2.data(), src.data(), src.size())),
+              "second source");
+  ExpectFault(
+      RunOp(*engine_, Operation::ComparePattern(src.data(), 0x5a5a5a5a5a5a5a5aull, src.size())),
+      "PROT_NONE");
   ExpectFault(RunOp(*engine_, Operation::CacheFlush(src.data(), src.size())), "PROT_NONE");
   std::vector<char> ok(src.size(), 3);
   ASSERT_TRUE(RunOp(*engine_, Operation::Copy(dst.data(), ok.data(), ok.size())).ok());
@@ -106,7 +109,8 @@ TEST_P(CpuEngineFaults, FileMappingPastItsEndIsAnError) {
   ASSERT_NE(m, MAP_FAILED);
   ASSERT_EQ(ftruncate(fd, 0), 0);  // truncated under the mapping: reads raise SIGBUS
   std::vector<char> dst(GetParam());
-  ExpectFault(RunOp(*engine_, Operation::Copy(dst.data(), m, GetParam())), "beyond the end of the file");
+  ExpectFault(RunOp(*engine_, Operation::Copy(dst.data(), m, GetParam())),
+              "beyond the end of the file");
   munmap(m, GetParam());
   close(fd);
   unlink(name);
@@ -127,7 +131,9 @@ TEST_P(CpuEngineFaults, BatchMemberFaultFailsTheBatchOnly) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CpuEngineFaults,
                          ::testing::Values(kPage * 4, kPage * 64, kPage * 1024),
-                         [](const auto& info) { return std::to_string(info.param / 1024) + "KiB"; });
+                         [](const auto& info) {
+                           return std::to_string(info.param / 1024) + "KiB";
+                         });
 
 // Item 6: the device model treated mapped but unreadable pages as readable and crashed.
 TEST(DsaModelFaults, UnreadableSourcePageFaultsAsTheDeviceWould) {

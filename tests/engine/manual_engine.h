@@ -44,10 +44,12 @@ class ManualEngine : public Engine {
       p = pending_.front();
       pending_.erase(pending_.begin());
     }
-    if (code == StatusCode::kOk && p.op.kind == OpKind::kCopy) std::memcpy(p.op.dst, p.op.src, p.op.size);
+    if (code == StatusCode::kOk && p.op.kind == OpKind::kCopy)
+      std::memcpy(p.op.dst, p.op.src, p.op.size);
     if (code == StatusCode::kOk && p.op.kind == OpKind::kFill) {
       for (std::size_t i = 0; i < p.op.size; ++i) {
-        static_cast<unsigned char*>(p.op.dst)[i] = static_cast<unsigned char>(p.op.pattern >> (8 * (i % 8)));
+        static_cast<unsigned char*>(p.op.dst)[i] =
+            static_cast<unsigned char>(p.op.pattern >> (8 * (i % 8)));
       }
     }
     detail::CompletePart(p.state, code == StatusCode::kOk ? p.op.size : 0, code, msg);

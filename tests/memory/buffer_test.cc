@@ -65,7 +65,8 @@ TEST(Buffer, BadInputs) {
 }
 
 TEST(Buffer, OnTier) {
-  Result<Topology> t = Topology::Discover({.xml_path = "", .overrides = {}, .use_environment = false});
+  Result<Topology> t =
+      Topology::Discover({.xml_path = "", .overrides = {}, .use_environment = false});
   ASSERT_TRUE(t.ok());
   Result<Buffer> dram = Buffer::OnTier(*t, TierKind::kDram, 0, 4096);
   ASSERT_TRUE(dram.ok()) << dram.status().ToString();

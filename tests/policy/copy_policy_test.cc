@@ -93,7 +93,8 @@ TEST_F(XeonMaxPolicies, AutoChoosesBySizeWithConfigurableThresholds) {
   p.thresholds = {};
   std::vector<unsigned char> a(8 * 4096), b(8 * 4096);
   std::vector<Operation> ops;
-  for (int i = 0; i < 8; ++i) ops.push_back(Operation::Copy(a.data() + i * 4096, b.data() + i * 4096, 4096));
+  for (int i = 0; i < 8; ++i)
+    ops.push_back(Operation::Copy(a.data() + i * 4096, b.data() + i * 4096, 4096));
   Result<Engine*> many = ChooseBatchEngine(p, *topo_, all, 12, ops);
   ASSERT_TRUE(many.ok());
   EXPECT_EQ((*many)->capabilities().node, 4);

@@ -52,7 +52,8 @@ void ExpectAllExact(const QdpReport& r, std::size_t configs = 5) {
     samples += c.floor_ms.size();
   }
   ASSERT_EQ(r.floor_samples_ms.size(), samples);
-  EXPECT_DOUBLE_EQ(r.storage_floor_ms, *std::min_element(r.floor_samples_ms.begin(), r.floor_samples_ms.end()));
+  EXPECT_DOUBLE_EQ(r.storage_floor_ms,
+                   *std::min_element(r.floor_samples_ms.begin(), r.floor_samples_ms.end()));
   EXPECT_GT(r.storage_gbps, 0);
 }
 
@@ -245,7 +246,8 @@ TEST(Qdp, DsaEngineWithoutDeviceSaysSoAndOffersTheModel) {
   c.engine = "dsa";
   Result<QdpReport> r = RunQdp(c);
   if (r.ok()) GTEST_SKIP() << "this machine has a usable DSA";
-  EXPECT_NE(r.status().message().find("--engine dsa-model"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("--engine dsa-model"), std::string::npos)
+      << r.status().message();
 }
 
 class QdpFiles : public ::testing::Test {
@@ -282,13 +284,15 @@ TEST_F(QdpFiles, ReusedColumnsGiveTheSameSumAndBadFilesAreNamed) {
   Result<QdpReport> r = RunQdp(again);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("a.u64 is short"), std::string::npos) << r.status().message();
-  EXPECT_NE(r.status().message().find("--rows 100000 or fewer"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("--rows 100000 or fewer"), std::string::npos)
+      << r.status().message();
 
   again.rows = c.rows;
   std::filesystem::remove(dir_ + "/b.u64");
   r = RunQdp(again);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("b.u64 is missing"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("b.u64 is missing"), std::string::npos)
+      << r.status().message();
 }
 
 TEST_F(QdpFiles, ForeignColumnsTheFilterOrTheSumCannotHandleAreRefused) {
@@ -313,7 +317,8 @@ TEST_F(QdpFiles, ForeignColumnsTheFilterOrTheSumCannotHandleAreRefused) {
   write("b.u64", {~std::uint64_t{0}, 2, 3});
   r = RunQdp(c);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("does not fit 64 bits"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("does not fit 64 bits"), std::string::npos)
+      << r.status().message();
   write("b.u64", {~std::uint64_t{0} - 5, 2, 3});  // the sum fits exactly: 2^64 - 1
   c.configs = {"baseline", "prefetch_distributed", "all_dram"};
   r = RunQdp(c);

@@ -166,7 +166,8 @@ TEST(TierOverrides, FileWithCommentsAndLineNumbers) {
   // Issue 12, item 12: a directory read as an empty file, with no error and no overrides.
   Result<TierOverrides> dir = TierOverrides::LoadFile("/tmp");
   ASSERT_FALSE(dir.ok());
-  EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos) << dir.status().message();
+  EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos)
+      << dir.status().message();
 }
 
 TEST(TierOverrides, OverrideReclassifiesAndUnknownNodeFails) {
@@ -199,7 +200,8 @@ TEST(TierOverrides, EnvironmentVariable) {
 }
 
 TEST(TierKind, NamesRoundTrip) {
-  for (TierKind k : {TierKind::kDram, TierKind::kHbm, TierKind::kCxl, TierKind::kNvm, TierKind::kStorage}) {
+  for (TierKind k :
+       {TierKind::kDram, TierKind::kHbm, TierKind::kCxl, TierKind::kNvm, TierKind::kStorage}) {
     EXPECT_EQ(*ParseTierKind(TierKindName(k)), k);
   }
   EXPECT_FALSE(ParseTierKind("sram").ok());

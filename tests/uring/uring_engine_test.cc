@@ -75,10 +75,11 @@ TEST(IoUringEngine, CopiesAnyRangeOutOfAMappedFile) {
   struct Case {
     std::size_t off, len, dst_shift;
   };
-  for (Case c : {Case{0, n, 0}, Case{4096, 3 << 20, 0}, Case{100, 2 << 20, 100}, Case{100, 1 << 20, 7},
-                 Case{n - 50, 50, 0}, Case{12345, 1, 3}}) {
+  for (Case c : {Case{0, n, 0}, Case{4096, 3 << 20, 0}, Case{100, 2 << 20, 100},
+                 Case{100, 1 << 20, 7}, Case{n - 50, 50, 0}, Case{12345, 1, 3}}) {
     std::memset(dst.get(), 0, n + 8192);
-    Result<Handle> h = e->Submit(Operation::Copy(dst.get() + c.dst_shift, map->data() + c.off, c.len));
+    Result<Handle> h =
+        e->Submit(Operation::Copy(dst.get() + c.dst_shift, map->data() + c.off, c.len));
     ASSERT_TRUE(h.ok()) << h.status().ToString();
     ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
     EXPECT_EQ(h->bytes_completed(), c.len);
@@ -143,13 +144,17 @@ TEST(IoUringEngine, ErrorsNameTheCauseAndLoseNothing) {
   ASSERT_FALSE(unregistered.ok());
   EXPECT_NE(unregistered.status().message().find("RegisterFile"), std::string::npos);
   std::vector<unsigned char> memory(4096);
-  EXPECT_NE(e->Submit(Operation::Copy(dst.data(), memory.data(), 4096)).status().message().find("CPU or DSA"),
+  EXPECT_NE(e->Submit(Operation::Copy(dst.data(), memory.data(), 4096))
+                .status()
+                .message()
+                .find("CPU or DSA"),
             std::string::npos);
   // Registration errors.
   EXPECT_NE(e->RegisterFile(file.path(), map->data(), map->size() + 1).message().find("fewer than"),
             std::string::npos);
-  EXPECT_NE(e->RegisterFile("/nonexistent/column.bin", map->data(), 10).message().find("cannot open"),
-            std::string::npos);
+  EXPECT_NE(
+      e->RegisterFile("/nonexistent/column.bin", map->data(), 10).message().find("cannot open"),
+      std::string::npos);
   ASSERT_TRUE(e->RegisterFile(*map).ok());
   EXPECT_NE(e->RegisterFile(file.path(), map->data() + 10, 100).message().find("overlaps"),
             std::string::npos);
@@ -181,7 +186,8 @@ TEST(IoUringEngine, ErrorsNameTheCauseAndLoseNothing) {
   EXPECT_FALSE(IoUringEngine::Create(bad).ok());
   bad = {};
   bad.max_read_bytes = 1000;
-  EXPECT_NE(IoUringEngine::Create(bad).status().message().find("multiple of 4 KiB"), std::string::npos);
+  EXPECT_NE(IoUringEngine::Create(bad).status().message().find("multiple of 4 KiB"),
+            std::string::npos);
 }
 
 TEST(IoUringEngine, DestroyedWithReadsQueued) {
