@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential clang cmake ninja-build pkg-config libhwloc-dev hwloc libnuma-dev
+packages=(build-essential clang clang-format cmake ninja-build pkg-config libhwloc-dev hwloc libnuma-dev
           libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev liburing-dev libsimde-dev
           python3-venv)
 missing=()
