@@ -34,7 +34,8 @@ format:
 	clang-format --style=file -i $(SOURCES)
 
 test-format:
-	clang-format --style=file --dry-run -Werror $(SOURCES)
+	@clang-format --style=file --dry-run -Werror $(SOURCES) && echo "test-format: $(words $(SOURCES)) files as clang-format has them"
+
 
 test-unit:
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
