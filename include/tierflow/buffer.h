@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 
+#include "tierflow/export.h"
 #include "tierflow/status.h"
 #include "tierflow/topology.h"
 
@@ -26,7 +27,7 @@ struct AllocOptions {
   bool prefault = true;  // touch every page now (MADV_POPULATE_WRITE, or writes where absent)
 };
 
-class Buffer {
+class TIERFLOW_EXPORT Buffer {
  public:
   Buffer() = default;
   ~Buffer();
@@ -64,9 +65,9 @@ struct NodeMemory {
   std::uint64_t total_bytes = 0;
   std::uint64_t free_bytes = 0;
 };
-Result<NodeMemory> QueryNodeMemory(int node);
+TIERFLOW_EXPORT Result<NodeMemory> QueryNodeMemory(int node);
 
 // NUMA nodes of the running system that hold memory (libnuma's view).
-std::vector<int> SystemMemoryNodes();
+TIERFLOW_EXPORT std::vector<int> SystemMemoryNodes();
 
 }  // namespace tierflow

@@ -48,6 +48,7 @@
 
 #include "tierflow/copy_policy.h"
 #include "tierflow/engine.h"
+#include "tierflow/export.h"
 #include "tierflow/topology.h"
 
 namespace tierflow {
@@ -112,7 +113,7 @@ struct CacheNodeStats {
   std::uint64_t entries = 0;
 };
 
-class CacheEntry {
+class TIERFLOW_EXPORT CacheEntry {
  public:
   CacheEntry() = default;  // empty: valid() is false
   CacheEntry(const CacheEntry& other);
@@ -164,7 +165,7 @@ class CacheEntry {
   std::size_t size_ = 0;
 };
 
-class OffloadCache {
+class TIERFLOW_EXPORT OffloadCache {
  public:
   // Errors: no engines, a capacity for a node the topology lacks, an allocator with only one of
   // allocate/free. `topology` must describe this system and outlive the cache.

@@ -21,14 +21,15 @@
 #include <vector>
 
 #include "tierflow/engine.h"
+#include "tierflow/export.h"
 #include "tierflow/topology.h"
 
 namespace tierflow {
 
 enum class PolicyKind : std::uint8_t { kSingle, kPushPull, kSocket, kBruteForce, kAuto };
 // "single", "push-pull", "socket", "brute-force", "auto"
-std::string_view PolicyKindName(PolicyKind kind);
-Result<PolicyKind> ParsePolicyKind(std::string_view name);
+TIERFLOW_EXPORT std::string_view PolicyKindName(PolicyKind kind);
+TIERFLOW_EXPORT Result<PolicyKind> ParsePolicyKind(std::string_view name);
 
 // Where PolicyKind::kAuto switches. The defaults follow the Fürst thesis' measurements (§3.2:
 // submission costs dominate DSA copies below ~64 KiB; two DSAs reach most of the peak, more
@@ -40,9 +41,9 @@ struct AutoThresholds {
   std::size_t batch_min_ops = 8;          // this many small operations: one DSA batch
 };
 // One line stating the thresholds, for reports.
-std::string DescribeAutoThresholds(const AutoThresholds& t);
+TIERFLOW_EXPORT std::string DescribeAutoThresholds(const AutoThresholds& t);
 // Whether an engine is a CPU engine (auto sends small copies there and others to the rest).
-bool IsCpuEngine(const Engine& engine);
+TIERFLOW_EXPORT bool IsCpuEngine(const Engine& engine);
 
 struct CopyPolicy {
   PolicyKind kind = PolicyKind::kSingle;
@@ -61,33 +62,38 @@ struct CopyPart {
 
 // Plans how `size` bytes from `src_node` to `dst_node` are divided. Errors: unknown nodes, no
 // engine for a node the policy needs, non-positive weights, granularity 0.
-Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology& topology,
-                                       std::span<Engine* const> engines, int src_node, int dst_node,
-                                       std::size_t size);
+TIERFLOW_EXPORT Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy,
+                                                       const Topology& topology,
+                                                       std::span<Engine* const> engines,
+                                                       int src_node, int dst_node,
+                                                       std::size_t size);
 
 // A copy planned by where its source lives: an engine that reads the source directly (a
 // storage engine for a registered file) takes it whole; otherwise PlanCopy over the engines
 // that do not. The first piece of the Data Pipes planner: callers name tiers, not engines.
-Result<std::vector<CopyPart>> PlanFill(const CopyPolicy& policy, const Topology& topology,
-                                       std::span<Engine* const> engines, const void* src,
-                                       int src_node, int dst_node, std::size_t size);
+TIERFLOW_EXPORT Result<std::vector<CopyPart>> PlanFill(const CopyPolicy& policy,
+                                                       const Topology& topology,
+                                                       std::span<Engine* const> engines,
+                                                       const void* src, int src_node, int dst_node,
+                                                       std::size_t size);
 
 // The engine for a batch of small operations under `policy`: with kAuto, the destination
 // node's non-CPU engine (a DSA batch) when there are at least batch_min_ops operations each
 // below cpu_below, otherwise the destination's CPU engine; with other policies, the engine
 // kSingle would choose. Errors: no engine serves the node.
-Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy, const Topology& topology,
-                                  std::span<Engine* const> engines, int dst_node,
-                                  std::span<const Operation> ops);
+TIERFLOW_EXPORT Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy,
+                                                  const Topology& topology,
+                                                  std::span<Engine* const> engines, int dst_node,
+                                                  std::span<const Operation> ops);
 
 // Submits `op` divided as `parts` describe (offsets relative to the operation) and returns one
 // handle that completes when every part has. `op` may be any kind that acts on a
 // range except kCrc32c (one CRC, computed by one engine) and an overlapping move; the parts
 // must tile [0, op.size) exactly.
-Result<Handle> SubmitParts(const Operation& op, std::span<const CopyPart> parts,
-                           SubmitOptions options = {});
+TIERFLOW_EXPORT Result<Handle> SubmitParts(const Operation& op, std::span<const CopyPart> parts,
+                                           SubmitOptions options = {});
 
 // The NUMA node holding the page at `p` (which must be faulted in), from the kernel.
-Result<int> NodeOfAddress(const void* p);
+TIERFLOW_EXPORT Result<int> NodeOfAddress(const void* p);
 
 }  // namespace tierflow

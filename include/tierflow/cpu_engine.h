@@ -12,20 +12,21 @@
 #include <string_view>
 
 #include "tierflow/engine.h"
+#include "tierflow/export.h"
 #include "tierflow/topology.h"
 
 namespace tierflow {
 
 enum class CpuIsa : std::uint8_t { kAuto, kAvx512, kAvx2, kBaseline };
-std::string_view CpuIsaName(CpuIsa isa);
-Result<CpuIsa> ParseCpuIsa(std::string_view name);
+TIERFLOW_EXPORT std::string_view CpuIsaName(CpuIsa isa);
+TIERFLOW_EXPORT Result<CpuIsa> ParseCpuIsa(std::string_view name);
 // The best ISA this CPU supports, or TIERFLOW_ISA when it names one (a value that names none
 // is ignored here; CpuEngine::Create refuses it).
-CpuIsa DetectCpuIsa();
+TIERFLOW_EXPORT CpuIsa DetectCpuIsa();
 // The ISA CpuEngine::Create uses for CpuIsa::kAuto: TIERFLOW_ISA when set (empty or "auto":
 // unset), else the best this CPU supports. Errors: TIERFLOW_ISA names no ISA (the message lists
 // the names, which are lower case).
-Result<CpuIsa> ChooseCpuIsa();
+TIERFLOW_EXPORT Result<CpuIsa> ChooseCpuIsa();
 
 enum class MappingCheck : std::uint8_t {
   kOff,        // trust the caller
@@ -50,7 +51,7 @@ struct CpuEngineOptions {
   bool waiter_runs_pieces = true;
 };
 
-class CpuEngine final : public Engine {
+class TIERFLOW_EXPORT CpuEngine final : public Engine {
  public:
   // Errors: the topology is not this system's (cannot pin), the node does not exist or has no
   // CPUs (the message names its nearest CPU node), an ISA the CPU lacks, nonsensical sizes.

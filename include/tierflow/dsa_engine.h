@@ -21,6 +21,7 @@
 #include "tierflow/dsa_inventory.h"
 #include "tierflow/dsa_model.h"
 #include "tierflow/engine.h"
+#include "tierflow/export.h"
 
 namespace tierflow {
 
@@ -79,7 +80,7 @@ struct DsaEngineStats {
   std::array<std::uint64_t, 32> size_histogram{};
 };
 
-class DsaEngine final : public Engine {
+class TIERFLOW_EXPORT DsaEngine final : public Engine {
  public:
   // On hardware. Errors name the cause and fix: no usable WQ (with each WQ's reason), the WQ
   // file cannot be opened (permissions), the CPU lacks the instruction the WQ needs, or

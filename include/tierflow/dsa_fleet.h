@@ -9,10 +9,11 @@
 #include <vector>
 
 #include "tierflow/dsa_engine.h"
+#include "tierflow/export.h"
 
 namespace tierflow {
 
-class DsaFleet {
+class TIERFLOW_EXPORT DsaFleet {
  public:
   struct Member {
     std::string device;  // "dsa0", or "model-dsa0"

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tierflow/export.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
@@ -31,7 +32,7 @@ enum class DsaSubmitPath : std::uint8_t {
   kWrite,      // write() of descriptors to the WQ's file: no portal or no instruction (slower;
                // the kernel refuses batch descriptors on this path)
 };
-std::string_view DsaSubmitPathName(DsaSubmitPath path);
+TIERFLOW_EXPORT std::string_view DsaSubmitPathName(DsaSubmitPath path);
 
 struct DsaWq {
   std::string name;     // "wq0.0"
@@ -83,7 +84,7 @@ struct DsaDiscoveryOptions {
   DsaCpuFeatures cpu = DsaCpuFeatures::Detect();
 };
 
-class DsaInventory {
+class TIERFLOW_EXPORT DsaInventory {
  public:
   // No idxd driver (no <root>/bus/dsa) is not an error: the inventory is empty and note() says
   // so. Unreadable or malformed attributes are errors that name the file.
@@ -107,6 +108,6 @@ class DsaInventory {
 // Parses an op_cap / gen_cap attribute. Two kernel formats exist: "%*pb" (comma-separated
 // 32-bit hex chunks, most significant first, zero-padded) and older "0x..,0x..," 64-bit words,
 // least significant first.
-Status ParseDsaCapMask(const std::string& text, std::uint64_t (&bits)[4]);
+TIERFLOW_EXPORT Status ParseDsaCapMask(const std::string& text, std::uint64_t (&bits)[4]);
 
 }  // namespace tierflow

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tierflow/export.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
@@ -48,7 +49,7 @@ enum class DsaEnqueueResult : std::uint8_t {
   kRetry,  // shared WQ full (ENQCMD's "retry" answer)
 };
 
-class DsaDeviceModel {
+class TIERFLOW_EXPORT DsaDeviceModel {
  public:
   struct Counters {
     std::uint64_t descriptors = 0;  // accepted at a portal (a batch counts 1)

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "tierflow/export.h"
 #include "tierflow/handle.h"
 #include "tierflow/operation.h"
 #include "tierflow/status.h"
@@ -52,7 +53,7 @@ struct SubmitOptions {
   CompletionCallback callback;  // invoked once, on completion
 };
 
-class Engine {
+class TIERFLOW_EXPORT Engine {
  public:
   virtual ~Engine() = default;
   Engine(const Engine&) = delete;

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tierflow/export.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
@@ -48,7 +49,7 @@ struct Completion {
 // place (up to kCapacity bytes), so setting one allocates nothing. It must not block for long;
 // an exception it throws is caught, counted in the engine state and does not affect the
 // operation's status.
-class CompletionCallback {
+class TIERFLOW_EXPORT CompletionCallback {
  public:
   static constexpr std::size_t kCapacity = 48;
 
@@ -97,7 +98,7 @@ class CompletionCallback {
   void (*manage_)(void*, void*) = nullptr;
 };
 
-class Handle {
+class TIERFLOW_EXPORT Handle {
  public:
   Handle() = default;  // empty: every query reports "empty handle"
   ~Handle();

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "tierflow/export.h"
+
 namespace tierflow {
 
 enum class OpKind : std::uint8_t {
@@ -20,7 +22,7 @@ enum class OpKind : std::uint8_t {
   kDrain,           // no buffers: completes once every operation submitted to the same engine
                     // before it has completed (engines that keep a queue of their own)
 };
-std::string_view OpKindName(OpKind kind);
+TIERFLOW_EXPORT std::string_view OpKindName(OpKind kind);
 
 // Bit mask of OpKinds, for capabilities.
 constexpr std::uint32_t OpBit(OpKind k) { return 1u << static_cast<unsigned>(k); }

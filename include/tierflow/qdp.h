@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "tierflow/export.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
@@ -112,6 +113,6 @@ struct QdpReport {
 // Errors: bad parameters (named), tiers this machine lacks, missing or short column files,
 // files that cannot be written, a page cache that cannot be emptied, a DSA that is not there,
 // a wrong sum in any configuration (never reported as a result).
-Result<QdpReport> RunQdp(const QdpConfig& config);
+TIERFLOW_EXPORT Result<QdpReport> RunQdp(const QdpConfig& config);
 
 }  // namespace tierflow

@@ -10,6 +10,8 @@
 #include <utility>
 #include <variant>
 
+#include "tierflow/export.h"
+
 namespace tierflow {
 
 enum class StatusCode : std::uint8_t {
@@ -26,9 +28,9 @@ enum class StatusCode : std::uint8_t {
 };
 
 // Stable, lower-case name of a code ("invalid_argument", ...), used in JSON and messages.
-std::string_view StatusCodeName(StatusCode code);
+TIERFLOW_EXPORT std::string_view StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] TIERFLOW_EXPORT Status {
  public:
   Status() = default;  // ok
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -51,10 +53,8 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-namespace detail {
-// Result::value() on an error: prints the error and aborts.
-[[noreturn]] void ValueOfError(const Status& error);
-}  // namespace detail
+// What Result::value() does on an error: prints the error and aborts (see there).
+[[noreturn]] TIERFLOW_EXPORT void AbortOnResultError(const Status& error);
 
 // A value or the Status explaining why there is none.
 template <typename T>
@@ -85,7 +85,7 @@ class [[nodiscard]] Result {
  private:
   T* Checked() {
     if (T* v = std::get_if<T>(&v_)) return v;
-    detail::ValueOfError(*std::get_if<Status>(&v_));
+    AbortOnResultError(*std::get_if<Status>(&v_));
   }
   std::variant<T, Status> v_;
 };

@@ -17,14 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "tierflow/export.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
 
 enum class TierKind : std::uint8_t { kDram, kHbm, kCxl, kNvm, kStorage, kUnknown };
 
-std::string_view TierKindName(TierKind kind);           // "dram", "hbm", "cxl", "nvm", ...
-Result<TierKind> ParseTierKind(std::string_view name);  // case-insensitive
+TIERFLOW_EXPORT std::string_view TierKindName(TierKind kind);  // "dram", "hbm", "cxl", "nvm", ...
+TIERFLOW_EXPORT Result<TierKind> ParseTierKind(std::string_view name);  // case-insensitive
 
 struct NumaNode {
   int os_index = -1;
@@ -52,7 +53,7 @@ struct NumaNode {
 // Classification overrides: node OS index -> kind. Parsed from text such as
 //   "8-15=hbm,16=cxl"                 (the TIERFLOW_TIERS environment variable)
 // or from a file with one "NODES KIND" or "NODES=KIND" entry per line, '#' starting a comment.
-class TierOverrides {
+class TIERFLOW_EXPORT TierOverrides {
  public:
   static Result<TierOverrides> Parse(std::string_view text);
   static Result<TierOverrides> LoadFile(const std::string& path);
@@ -78,7 +79,7 @@ struct CacheInfo {
   std::uint64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  // per instance, 0 if unknown
 };
 
-class Topology {
+class TIERFLOW_EXPORT Topology {
  public:
   static Result<Topology> Discover(const TopologyOptions& options = {});
   static Result<Topology> FromXmlFile(const std::string& path);

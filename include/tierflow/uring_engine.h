@@ -18,6 +18,7 @@
 #include <string>
 
 #include "tierflow/engine.h"
+#include "tierflow/export.h"
 
 namespace tierflow {
 
@@ -38,7 +39,7 @@ struct IoUringEngineStats {
 };
 
 // A read-only shared mapping of a whole file, released on destruction.
-class MappedFile {
+class TIERFLOW_EXPORT MappedFile {
  public:
   // Errors: the file cannot be opened or is empty.
   static Result<MappedFile> Open(const std::string& path);
@@ -59,7 +60,7 @@ class MappedFile {
   std::string path_;
 };
 
-class IoUringEngine final : public Engine {
+class TIERFLOW_EXPORT IoUringEngine final : public Engine {
  public:
   // Errors: io_uring unavailable (old kernel, seccomp), a queue depth outside 1..4096, a read
   // size that is 0 or not a multiple of 4 KiB.

@@ -119,12 +119,12 @@ Result<Handle> CacheEntry::WriteBack() const {
 
 // --- OffloadCache ----------------------------------------------------------------------------
 
-struct OffloadCache::Impl {
+struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
   std::shared_ptr<Core> core;
 
   // A hit: the entry gains a holder and is marked used (only if the LRU clock moved, so that
   // hits on a hot entry do not keep writing its line). Either side of the lock held.
-  CacheEntry Hit(CacheEntryState* e, const char* src, std::size_t size) {
+  CacheEntry Hit(CacheEntryState * e, const char* src, std::size_t size) {
     cache::HoldTables::Word* hold = core->holds.Acquire(cache::ThreadSlot(), e);
     if (hold == nullptr) e->Ref();
     const std::uint64_t now = core->tick.load(std::memory_order_relaxed);
@@ -168,7 +168,7 @@ struct OffloadCache::Impl {
   // Under the exclusive lock: a hit found meanwhile, or nothing in the way of a new entry
   // (a failed one is dropped to be retried; dirty ones overlapping the range are written back,
   // so that the new entry's fill reads their modifications).
-  Result<CacheEntryState*> ClearTheWayLocked(std::unique_lock<cache::ReaderLock>& held,
+  Result<CacheEntryState*> ClearTheWayLocked(std::unique_lock<cache::ReaderLock> & held,
                                              std::uintptr_t p, std::size_t size) {
     for (;;) {
       if (CacheEntryState* found = core->index.FindContaining(p, size)) {
@@ -193,7 +193,7 @@ struct OffloadCache::Impl {
 
   // A new entry for [src, src+size) on `node`: indexed with its memory, or outside the cache
   // reading its source when there is no room. Exclusive lock held.
-  CacheEntryState* ClaimLocked(cache::NodeState& node, const char* src, std::size_t size) {
+  CacheEntryState* ClaimLocked(cache::NodeState & node, const char* src, std::size_t size) {
     const std::size_t charged = cache::NodeArena::Round(size);
     Status why;
     char* mem = core->MakeRoomLocked(node, size, charged, &why);
@@ -219,7 +219,7 @@ struct OffloadCache::Impl {
 
   // Submits the fill of a claimed entry (outside the lock). Until the handle is published,
   // waiters sleep on the phase word.
-  void SubmitFill(CacheEntryState* e, int from) {
+  void SubmitFill(CacheEntryState * e, int from) {
     const CacheConfig& cfg = core->config;
     const int to = e->node->id;
     // One engine and the single policy: nothing to plan (the common configuration; planning
@@ -255,7 +255,7 @@ struct OffloadCache::Impl {
     }  // else the fill completed inside Submit and the phase is final already
   }
 
-  static void FillCompleted(CacheEntryState* e, const Status& status) {
+  static void FillCompleted(CacheEntryState * e, const Status& status) {
     if (status.ok()) {
       e->node->bytes_filled.fetch_add(e->size, std::memory_order_relaxed);
       e->Finish(cache::kReady, Status::Ok());

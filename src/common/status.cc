@@ -64,14 +64,10 @@ std::string_view OpKindName(OpKind kind) {
   return "unknown";
 }
 
-namespace detail {
-
-void ValueOfError(const Status& error) {
+void AbortOnResultError(const Status& error) {
   std::fprintf(stderr, "tierflow: Result::value() called on an error (check ok() first): %s\n",
                error.ToString().c_str());
   std::abort();
 }
-
-}  // namespace detail
 
 }  // namespace tierflow

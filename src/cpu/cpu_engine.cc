@@ -53,7 +53,7 @@ constexpr std::size_t kPieceAlign = 4096;
 // nothing from a later operation on the same state. Even if the 24-bit generation wrapped
 // while a ticket sat in the queue, whoever takes a piece runs it with that operation's own
 // description and engine, so the piece is still done correctly and exactly once.
-struct CpuEngine::SplitWork {
+struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
   Impl* engine = nullptr;
   OpKind kind = OpKind::kCopy;
   bool nt = false;
@@ -80,13 +80,13 @@ struct CpuEngine::SplitWork {
     return static_cast<std::uint32_t>(claims >> (2 * kIndexBits));
   }
 
-  static SplitWork& Of(detail::OpState* s) {
+  static SplitWork& Of(detail::OpState * s) {
     return *std::launder(reinterpret_cast<SplitWork*>(s->engine_area));
   }
 
   // Claims one piece of the operation of `generation`; false when none is left (or the state
   // has moved on to another operation).
-  static bool Take(detail::OpState* s, std::uint32_t generation, bool from_back,
+  static bool Take(detail::OpState * s, std::uint32_t generation, bool from_back,
                    std::uint64_t& index) {
     std::uint64_t cur = s->piece_claims.load(std::memory_order_acquire);
     for (;;) {
@@ -104,7 +104,7 @@ struct CpuEngine::SplitWork {
   }
 };
 
-struct CpuEngine::Impl final : ForkAware {
+struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   static_assert(sizeof(SplitWork) <= sizeof(detail::OpState::engine_area));
   static_assert(alignof(SplitWork) <= alignof(detail::OpState));
   static_assert(std::is_trivially_destructible_v<SplitWork>);

@@ -57,7 +57,7 @@ struct Outcome {
 
 }  // namespace
 
-struct DsaDeviceModel::Impl final : ForkAware {
+struct [[gnu::visibility("hidden")]] DsaDeviceModel::Impl final : ForkAware {
   DsaModelConfig cfg;
 
   mutable std::mutex mu;  // queues, faults, errors, counters

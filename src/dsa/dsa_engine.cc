@@ -179,7 +179,7 @@ void PutJob(Job* j) {
 
 }  // namespace
 
-struct DsaEngine::Impl final : ForkAware {
+struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   DsaEngineOptions opts;
   EngineCapabilities caps;
   std::string description;
@@ -222,11 +222,11 @@ struct DsaEngine::Impl final : ForkAware {
   std::array<std::atomic<std::uint64_t>, 32> histogram{};
 
   // --- in-flight list --------------------------------------------------------------------
-  void Link(Job* j) {
+  void Link(Job * j) {
     std::lock_guard lock(list_mu);
     LinkLocked(j);
   }
-  void LinkLocked(Job* j) {
+  void LinkLocked(Job * j) {
     j->seq = ++link_seq;
     j->prev = nullptr;
     j->next = head;
@@ -234,7 +234,7 @@ struct DsaEngine::Impl final : ForkAware {
     head = j;
     jobs_in_flight.fetch_add(1, std::memory_order_relaxed);
   }
-  void UnlinkLocked(Job* j) {
+  void UnlinkLocked(Job * j) {
     if (j->prev != nullptr)
       j->prev->next = j->next;
     else
@@ -308,7 +308,7 @@ struct DsaEngine::Impl final : ForkAware {
   }
 
   // --- descriptors -------------------------------------------------------------------------
-  void Encode(Job& j, std::uint32_t i) {
+  void Encode(Job & j, std::uint32_t i) {
     Piece& p = j.pieces[i];
     dsa::Record* rec = &j.recs[i];
     dsa::ClearRecord(*rec);
@@ -355,10 +355,10 @@ struct DsaEngine::Impl final : ForkAware {
     }
     return at + cpu::FirstPatternDifference(p.src + at, p.pattern, p.offset + at, rest);
   }
-  void NoteDifference(Job& j, const Piece& p, std::uint64_t at) {
+  void NoteDifference(Job & j, const Piece& p, std::uint64_t at) {
     j.first_difference = std::min<std::uint64_t>(j.first_difference, p.report_base + p.offset + at);
   }
-  void AddCrc(Job& j, const Piece& p, std::uint32_t crc) {
+  void AddCrc(Job & j, const Piece& p, std::uint32_t crc) {
     j.state->crc.fetch_xor(Crc32cShift(crc, p.tail), std::memory_order_relaxed);
   }
 
@@ -375,7 +375,7 @@ struct DsaEngine::Impl final : ForkAware {
   }
 
   // Runs piece i on the CPU (SWQ stayed full with the CPU policy, or a fault with kFinishOnCpu).
-  void RunOnCpu(Job& j, std::uint32_t i) {
+  void RunOnCpu(Job & j, std::uint32_t i) {
     Piece& p = j.pieces[i];
     cpu::PieceWork w = cpu::WorkOf(p);
     w.crc_seed = p.crc_seed;
@@ -390,19 +390,19 @@ struct DsaEngine::Impl final : ForkAware {
     Done(j, i, p.size);
   }
 
-  void Done(Job& j, std::uint32_t i, std::uint64_t bytes) {
+  void Done(Job & j, std::uint32_t i, std::uint64_t bytes) {
     j.pieces[i].state = Piece::kDone;
     if (!j.pieces[i].echo) j.bytes += bytes;
     --j.open;
     ++j.done_unreported;  // one atomic update per Advance, not per piece (batches)
   }
-  void ReportDone(Job& j) {
+  void ReportDone(Job & j) {
     if (j.done_unreported == 0) return;
     descriptors_done.fetch_add(j.done_unreported, std::memory_order_relaxed);
     j.done_unreported = 0;
   }
 
-  void Fail(Job& j, std::uint32_t i, StatusCode code, std::string text) {
+  void Fail(Job & j, std::uint32_t i, StatusCode code, std::string text) {
     errors.fetch_add(1, std::memory_order_relaxed);
     if (j.error_code == StatusCode::kOk) {
       j.error_code = code;
@@ -413,7 +413,7 @@ struct DsaEngine::Impl final : ForkAware {
 
   // A dedicated WQ is full: the credits come back as records complete, including those of
   // the job being submitted (which only this thread may advance now).
-  void WaitForCredit(Job& j) {
+  void WaitForCredit(Job & j) {
     while (!TryCredit()) {
       credit_waits.fetch_add(1, std::memory_order_relaxed);
       Reap(j);
@@ -427,7 +427,7 @@ struct DsaEngine::Impl final : ForkAware {
 
   // Submits piece i on its own. `blocking`: the submitting thread may wait for a DWQ credit
   // and applies the SWQ-full policy; otherwise (completion thread) one try, else later.
-  void SubmitPiece(Job& j, std::uint32_t i, bool blocking) {
+  void SubmitPiece(Job & j, std::uint32_t i, bool blocking) {
     Piece& p = j.pieces[i];
     if (!TryCredit()) {
       if (!blocking) return;  // stays unsubmitted; a later round retries
@@ -451,7 +451,7 @@ struct DsaEngine::Impl final : ForkAware {
     p.state = Piece::kUnsubmitted;
   }
 
-  void SubmitGroup(Job& j, Group& g) {
+  void SubmitGroup(Job & j, Group & g) {
     dsa::ClearRecord(g.rec);
     dsa::EncodeBatch(g.desc.d, &j.descs[g.first], g.count, 0, &g.rec);
     if (!TryCredit()) WaitForCredit(j);
@@ -479,7 +479,7 @@ struct DsaEngine::Impl final : ForkAware {
 
   // Touches the page the device faulted on, so that the next attempt finds it mapped. The
   // page's protection is checked first: touching an unmapped or read-only page would crash.
-  bool TouchFaultPage(Job& j, std::uint32_t i, std::uint64_t addr, bool write) {
+  bool TouchFaultPage(Job & j, std::uint32_t i, std::uint64_t addr, bool write) {
     PageAccess a = QueryPageAccess(dsa::Ptr(addr));
     if (!a.mapped || !a.readable || (write && !a.writable)) {
       Fail(j, i, StatusCode::kInvalidArgument,
@@ -502,7 +502,7 @@ struct DsaEngine::Impl final : ForkAware {
   }
 
   // A finished record of piece i.
-  void Process(Job& j, std::uint32_t i, std::uint8_t raw) {
+  void Process(Job & j, std::uint32_t i, std::uint8_t raw) {
     Piece& p = j.pieces[i];
     const dsa_completion_record& r = j.recs[i].r;
     const unsigned status = raw & DSA_COMP_STATUS_MASK;
@@ -559,7 +559,7 @@ struct DsaEngine::Impl final : ForkAware {
   }
 
   // Processes the job's finished records (batches, then pieces); submits nothing.
-  void Reap(Job& j) {
+  void Reap(Job & j) {
     for (Group& g : j.groups) {
       if (!g.in_flight) continue;
       std::uint8_t st = dsa::LoadStatus(g.rec.r);
@@ -583,7 +583,7 @@ struct DsaEngine::Impl final : ForkAware {
   }
 
   // Reaps, then resumes and resubmits; true when the job is complete.
-  bool Advance(Job& j) {
+  bool Advance(Job & j) {
     if (j.drain) return !AnyLinkedUpTo(j.drain_after);  // caller holds list_mu
     Reap(j);
     const bool drain = draining.load(std::memory_order_relaxed);
@@ -616,7 +616,7 @@ struct DsaEngine::Impl final : ForkAware {
   // Reports a complete job to its handle (callbacks run here: no lock may be held). The job
   // itself is recycled by the caller, after unlinking it if it was linked: a job stays in the
   // list until its handle has completed, so that a drain never overtakes it.
-  void Complete(Job* j) {
+  void Complete(Job * j) {
     detail::OpState* state = j->state;
     const std::uint64_t bytes = j->bytes;
     ops_done.fetch_add(1, std::memory_order_relaxed);
@@ -668,7 +668,7 @@ struct DsaEngine::Impl final : ForkAware {
   // the list (completed and reported). Jobs finished at submission were never linked. The
   // device's own drain descriptor is not needed: parts waiting in this engine for a retry
   // are not in the device yet, so only this engine's bookkeeping can tell.
-  Status EnqueueDrain(detail::Submission& submission) {
+  Status EnqueueDrain(detail::Submission & submission) {
     Job* j = GetJob();
     j->Reset(submission.state(), /*is_drain=*/true);
     ops_submitted.fetch_add(1, std::memory_order_relaxed);

@@ -97,7 +97,7 @@ constexpr std::uint64_t kWakeUp = 0;  // user_data of the NOP that stops the com
 
 }  // namespace
 
-struct IoUringEngine::Impl {
+struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
   IoUringEngineOptions opts;
   EngineCapabilities caps;
   io_uring ring{};
@@ -145,7 +145,7 @@ struct IoUringEngine::Impl {
     if (any) io_uring_submit(&ring);
   }
 
-  void Finish(Read* r, StatusCode code, std::string message) {
+  void Finish(Read * r, StatusCode code, std::string message) {
     detail::OpState* s = r->state;
     const std::uint64_t done = r->done;
     delete r;
@@ -159,7 +159,7 @@ struct IoUringEngine::Impl {
   }
 
   // A completion: done, continued, retried without O_DIRECT, or failed.
-  void Complete(Read* r, int res) {
+  void Complete(Read * r, int res) {
     bool injected_now = false;
     if (int n = inject_count.load(std::memory_order_relaxed); n > 0 && res >= 0) {
       if (inject_count.compare_exchange_strong(n, n - 1)) {
