@@ -15,7 +15,7 @@
 namespace tierflow {
 
 // The CPU instructions user-space DSA submission needs, from CPUID (overridable for tests).
-struct DsaCpuFeatures {
+struct TIERFLOW_EXPORT DsaCpuFeatures {
   bool enqcmd = false;     // shared WQs: ENQCMD
   bool movdir64b = false;  // dedicated WQs: MOVDIR64B
   bool waitpkg = false;    // UMONITOR/UMWAIT/TPAUSE for waiting on completion records

@@ -21,6 +21,7 @@ REQUIRED = [
     "tierflow::Buffer::OnNode",
     "tierflow::PlanCopy",
     "tierflow::AbortOnResultError",
+    "tierflow::DsaCpuFeatures::Detect",  # a default argument of DsaInventory::Discover
     "typeinfo for tierflow::Engine",
     "vtable for tierflow::Engine",
 ]
