@@ -3,10 +3,15 @@ configuration, glibc memcpy dashed. Usage: plot_copy.py RESULTS.json OUT.png"""
 import json
 import sys
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+except ImportError as missing:
+    sys.exit(f"plot_copy.py needs matplotlib ({missing}): run 'make setup' in tierflow's "
+             f"source tree, or install them for {sys.executable} (TIERFLOW_PYTHON chooses the "
+             "interpreter)")
 
 
 def label(row):

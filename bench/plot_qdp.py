@@ -4,11 +4,16 @@ floor for b and, when measured, DuckDB's time as lines. Usage: plot_qdp.py RESUL
 import json
 import sys
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+    import numpy as np  # noqa: E402
+except ImportError as missing:
+    sys.exit(f"plot_qdp.py needs matplotlib and numpy ({missing}): run 'make setup' in tierflow's "
+             f"source tree, or install them for {sys.executable} (TIERFLOW_PYTHON chooses the "
+             "interpreter)")
 
 
 def main():

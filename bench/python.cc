@@ -16,18 +16,45 @@ extern char** environ;
 
 namespace tierflow::bench {
 
+namespace {
+
+// The directory of the running executable (/proc/self/exe), or "." if it cannot be read.
+std::string ExecutableDirectory() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return ".";
+  std::string p(path, static_cast<std::size_t>(n));
+  const std::size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+Result<std::string> FindScript(const std::string& script) {
+  const std::string dir = ExecutableDirectory();
+  for (const std::string& place : {dir + "/share/tierflow", dir + "/../share/tierflow"}) {
+    if (access((place + "/" + script).c_str(), R_OK) == 0) return place + "/" + script;
+  }
+  return Status::NotFound(fmt::format(
+      "the helper script {} is neither in {}/share/tierflow (build tree) nor in "
+      "{}/../share/tierflow (installed): rebuild, or reinstall tierflow",
+      script, dir, dir));
+}
+
+// $TIERFLOW_PYTHON, the project's venv beside the build tree, or python3 from PATH.
+std::string FindPython() {
+  if (const char* env = std::getenv("TIERFLOW_PYTHON"); env != nullptr && *env != '\0') return env;
+  const std::string venv = ExecutableDirectory() + "/../.venv/bin/python3";
+  if (access(venv.c_str(), X_OK) == 0) return venv;
+  return "python3";
+}
+
+}  // namespace
+
 Result<std::string> RunPythonScript(const std::string& script, const std::vector<std::string>& args,
                                     std::string_view needs) {
-  std::string python = TIERFLOW_SOURCE_DIR "/.venv/bin/python3";
-  if (const char* env = std::getenv("TIERFLOW_PYTHON"); env != nullptr && *env != '\0')
-    python = env;
-  if (access(python.c_str(), X_OK) != 0) {
-    return Status::NotFound(
-        fmt::format("this needs Python with {} at {}: run 'make setup' (or set "
-                    "TIERFLOW_PYTHON)",
-                    needs, python));
-  }
-  const std::string script_path = std::string(TIERFLOW_SOURCE_DIR "/") + script;
+  Result<std::string> found = FindScript(script);
+  if (!found.ok()) return found.status();
+  const std::string& script_path = *found;
+  const std::string python = FindPython();
   std::vector<const char*> argv = {python.c_str(), script_path.c_str()};
   for (const std::string& a : args) argv.push_back(a.c_str());
   argv.push_back(nullptr);
@@ -38,7 +65,7 @@ Result<std::string> RunPythonScript(const std::string& script, const std::vector
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   pid_t pid;
-  const int rc = posix_spawn(&pid, python.c_str(), &actions, nullptr,
+  const int rc = posix_spawnp(&pid, python.c_str(), &actions, nullptr,
                              const_cast<char* const*>(argv.data()), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
@@ -53,8 +80,12 @@ Result<std::string> RunPythonScript(const std::string& script, const std::vector
     }
   }
   close(out[0]);
-  if (rc != 0)
-    return Status::IoError(fmt::format("cannot start {}: {}", python, std::strerror(rc)));
+  if (rc != 0) {
+    return Status::NotFound(fmt::format(
+        "cannot start {} ({}): this needs Python with {}; run 'make setup' in the source tree, "
+        "or set TIERFLOW_PYTHON to an interpreter that has it",
+        python, std::strerror(rc), needs));
+  }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -75,7 +106,7 @@ Status Plot(const std::string& script, const nlohmann::json& results, const std:
     std::ofstream f(tmpl);
     f << results.dump();
   }
-  Result<std::string> r = RunPythonScript("bench/" + script, {tmpl, png_path}, "matplotlib");
+  Result<std::string> r = RunPythonScript(script, {tmpl, png_path}, "matplotlib");
   unlink(tmpl);
   if (!r.ok()) {
     return Status(r.status().code(),

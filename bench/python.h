@@ -1,5 +1,4 @@
-// Python helpers of the CLI, run with the project's venv (made by scripts/setup.sh): plots
-// through matplotlib, the DuckDB referee of `tierflow qdp`.
+// Python helpers of the CLI: plots through matplotlib, the DuckDB referee of `tierflow qdp`.
 #pragma once
 
 #include <string>
@@ -12,14 +11,16 @@
 
 namespace tierflow::bench {
 
-// Runs the source tree's `script` (a path relative to it) with `args` under $TIERFLOW_PYTHON or
-// the venv's python3 and returns what it printed on stdout (its stderr goes to ours). `needs`
-// names what the interpreter must provide, for the error when it is missing. Errors: no
-// interpreter, the script failed (its exit status).
+// Runs the helper `script` (a file name: plot_copy.py, plot_qdp.py, qdp_duckdb.py) with `args`
+// and returns what it printed on stdout (its stderr goes to ours). The scripts lie beside the
+// executable: <dir>/share/tierflow in the build tree, <dir>/../share/tierflow once installed.
+// The interpreter is $TIERFLOW_PYTHON, else the project's venv beside the build tree
+// (<dir>/../.venv, made by `make setup`), else python3 from PATH. `needs` names what it must
+// provide, for the errors. Errors: no script, no interpreter, the script failed (it says why:
+// the scripts report missing modules themselves).
 Result<std::string> RunPythonScript(const std::string& script, const std::vector<std::string>& args,
                                     std::string_view needs);
-
-// Runs bench/<script> with the results as JSON to write `png_path`.
+// Runs the plotting `script` with the results as JSON to write `png_path`.
 Status Plot(const std::string& script, const nlohmann::json& results, const std::string& png_path);
 
 }  // namespace tierflow::bench

@@ -24,7 +24,7 @@ struct DuckDbResult {
 
 Result<DuckDbResult> RunDuckDb(const QdpReport& rep, int iterations, int warmup) {
   Result<std::string> out = bench::RunPythonScript(
-      "tools/qdp_duckdb.py",
+      "qdp_duckdb.py",
       {rep.data_dir + "/a.u64", rep.data_dir + "/b.u64", std::to_string(rep.rows),
        std::to_string(rep.x), std::to_string(rep.compute_threads), std::to_string(iterations),
        std::to_string(warmup)},

@@ -10,8 +10,13 @@ import json
 import sys
 import time
 
-import duckdb
-import numpy as np
+try:
+    import duckdb
+    import numpy as np
+except ImportError as missing:
+    sys.exit(f"qdp_duckdb.py needs duckdb and numpy ({missing}): run 'make setup' in tierflow's "
+             f"source tree, or install them for {sys.executable} (TIERFLOW_PYTHON chooses the "
+             "interpreter)")
 
 
 def main():

@@ -14,4 +14,11 @@ LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/build/consumer"
 PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" c++ -std=c++20 "$here/main.cc" -o "$scratch/pc" \
   $(PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" pkg-config --cflags --libs tierflow)
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/pc"
+# The installed CLI finds its Python helpers in <prefix>/share/tierflow, not in the source tree.
+if [ -x "$scratch/prefix/bin/tierflow" ]; then
+  TIERFLOW_PYTHON="$here/../../.venv/bin/python3" "$scratch/prefix/bin/tierflow" bench copy \
+    --sizes 4KiB --reps 1 --warmup 0 --min-round-ms 1 --no-progress --plot "$scratch/copy.png" >/dev/null
+  test "$(head -c 4 "$scratch/copy.png" | tail -c 3)" = "PNG"
+  echo "consumer: the installed CLI plotted with its installed helper"
+fi
 echo "1 passed, 0 failed"
