@@ -33,10 +33,10 @@ Result<std::string> FindScript(const std::string& script) {
   for (const std::string& place : {dir + "/share/tierflow", dir + "/../share/tierflow"}) {
     if (access((place + "/" + script).c_str(), R_OK) == 0) return place + "/" + script;
   }
-  return Status::NotFound(fmt::format(
-      "the helper script {} is neither in {}/share/tierflow (build tree) nor in "
-      "{}/../share/tierflow (installed): rebuild, or reinstall tierflow",
-      script, dir, dir));
+  return Status::NotFound(
+      fmt::format("the helper script {} is neither in {}/share/tierflow (build tree) nor in "
+                  "{}/../share/tierflow (installed): rebuild, or reinstall tierflow",
+                  script, dir, dir));
 }
 
 // $TIERFLOW_PYTHON, the project's venv beside the build tree, or python3 from PATH.
@@ -66,7 +66,7 @@ Result<std::string> RunPythonScript(const std::string& script, const std::vector
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   pid_t pid;
   const int rc = posix_spawnp(&pid, python.c_str(), &actions, nullptr,
-                             const_cast<char* const*>(argv.data()), environ);
+                              const_cast<char* const*>(argv.data()), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
   std::string text;
