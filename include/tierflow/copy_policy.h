@@ -54,11 +54,8 @@ struct CopyPolicy {
   AutoThresholds thresholds;  // kAuto
 };
 
-struct CopyPart {
-  Engine* engine = nullptr;
-  std::size_t offset = 0;
-  std::size_t size = 0;
-};
+// One engine's share of a planned copy (engine.h).
+using CopyPart = EnginePart;
 
 // Plans how `size` bytes from `src_node` to `dst_node` are divided. Errors: unknown nodes, no
 // engine for a node the policy needs, non-positive weights, granularity 0.
@@ -86,10 +83,7 @@ TIERFLOW_EXPORT Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy,
                                                   std::span<Engine* const> engines, int dst_node,
                                                   std::span<const Operation> ops);
 
-// Submits `op` divided as `parts` describe (offsets relative to the operation) and returns one
-// handle that completes when every part has. `op` may be any kind that acts on a
-// range except kCrc32c (one CRC, computed by one engine) and an overlapping move; the parts
-// must tile [0, op.size) exactly.
+// Engine::SubmitParts (the engine layer splits an operation over engines), for a plan.
 TIERFLOW_EXPORT Result<Handle> SubmitParts(const Operation& op, std::span<const CopyPart> parts,
                                            SubmitOptions options = {});
 

@@ -61,7 +61,6 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
   ~CpuEngine() override;
 
   const EngineCapabilities& capabilities() const override;
-  EngineState state() const override;
 
   CpuIsa isa() const;
   std::size_t nt_threshold_bytes() const;
@@ -71,6 +70,7 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
  protected:
   Status CheckOperation(const Operation& op) const override;
   Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) override;
+  EngineQueue queue() const override;
 
  private:
   struct Impl;

@@ -97,7 +97,6 @@ class TIERFLOW_EXPORT DsaEngine final : public Engine {
   ~DsaEngine() override;
 
   const EngineCapabilities& capabilities() const override;
-  EngineState state() const override;
   DsaEngineStats stats() const;
   // "dsa0/wq0.0 (shared, ENQCMD); completion wait: umwait" or the model's equivalent.
   const std::string& description() const;
@@ -106,6 +105,7 @@ class TIERFLOW_EXPORT DsaEngine final : public Engine {
  protected:
   Status CheckOperation(const Operation& op) const override;
   Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) override;
+  EngineQueue queue() const override;
 
  private:
   struct Impl;

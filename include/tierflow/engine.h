@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -34,20 +35,40 @@ struct EngineCapabilities {
   bool copies_memory = true;                // false: reads only sources it holds (storage engines)
 };
 
-// A snapshot of live counters ("visible state").
+// A snapshot of the counters every engine keeps ("visible state"). A piece is the unit an
+// engine completes: a CPU engine's piece of a split operation, a DSA descriptor, an io_uring
+// read. Once an engine is idle, pieces started = pieces_completed + pieces_cancelled and
+// in_flight is 0.
 struct EngineState {
-  std::size_t queue_capacity = 0;   // pieces of work that can wait for a worker
-  std::size_t queued = 0;           // queue entries waiting now (pieces, or tickets for split ops)
-  std::size_t in_flight = 0;        // pieces queued or running
-  std::uint64_t ops_submitted = 0;  // operations accepted (a batch of n counts n)
-  std::uint64_t pieces_completed = 0;  // pieces of work finished (an operation may be split)
-  std::uint64_t bytes_completed = 0;
+  std::size_t queue_capacity = 0;       // pieces of work that can wait (0: no queue of its own)
+  std::size_t queued = 0;               // waiting now (pieces, or tickets for split operations)
+  std::size_t in_flight = 0;            // pieces started and not finished
+  std::uint64_t ops_submitted = 0;      // operations accepted (a batch of n counts n)
+  std::uint64_t pieces_completed = 0;   // pieces finished, the failed ones included
+  std::uint64_t bytes_completed = 0;    // bytes of the pieces that succeeded
   std::uint64_t ops_inline = 0;         // operations run on the submitting thread
   std::uint64_t pieces_by_waiters = 0;  // pieces run by a thread waiting on their handle
-  std::uint64_t pieces_failed = 0;
-  std::uint64_t pieces_cancelled = 0;  // dropped because the engine shut down
-  std::uint64_t callback_errors = 0;   // callbacks that threw
+  std::uint64_t pieces_failed = 0;      // pieces that finished with an error
+  std::uint64_t pieces_cancelled = 0;   // dropped because the engine shut down
+  std::uint64_t callback_errors = 0;    // callbacks that threw
 };
+
+// How an engine's own queue stands (for engine authors: see engine_impl.h).
+struct EngineQueue {
+  std::size_t capacity = 0;
+  std::size_t queued = 0;
+};
+
+class Engine;
+
+// A part of one operation given to one engine: bytes [offset, offset + size) of it.
+struct EnginePart {
+  Engine* engine = nullptr;
+  std::size_t offset = 0;
+  std::size_t size = 0;
+};
+
+class EngineCounters;  // engine_impl.h: what an engine author updates
 
 struct SubmitOptions {
   CompletionCallback callback;  // invoked once, on completion
@@ -55,12 +76,23 @@ struct SubmitOptions {
 
 class TIERFLOW_EXPORT Engine {
  public:
-  virtual ~Engine() = default;
+  virtual ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   virtual const EngineCapabilities& capabilities() const = 0;
-  virtual EngineState state() const = 0;
+  // The counters, read now (each atomically; together they are not one instant). Thread-safe.
+  EngineState state() const;
+
+  // Submits `op` divided among engines as `parts` describe (offsets relative to the operation;
+  // the parts must tile [0, op.size) exactly) and returns one handle that completes when every
+  // part has (a copy policy's plan, PlanCopy). `op` may be any kind that acts on a range
+  // except kCrc32c (one CRC, computed by one engine), kDrain and an overlapping move. Errors:
+  // those, parts that do not tile the operation, and any part's validation error (nothing is
+  // submitted then). A part whose engine refuses it at submission fails the handle; parts
+  // already started run to completion.
+  static Result<Handle> SubmitParts(const Operation& op, std::span<const EnginePart> parts,
+                                    SubmitOptions options = {});
 
   // Validates and submits. Errors (nothing was submitted): null or non-canonical pointers,
   // size 0, size above max_op_bytes, overlapping copy ranges, an address range that wraps,
@@ -83,7 +115,7 @@ class TIERFLOW_EXPORT Engine {
   }
 
  protected:
-  Engine() = default;
+  Engine();
   // Engine-specific validation beyond the common checks.
   virtual Status CheckOperation(const Operation& op) const;
   // Starts `ops` as parts of `submission`. The engine registers each piece it creates with
@@ -91,10 +123,14 @@ class TIERFLOW_EXPORT Engine {
   // submission.CompletePart() (possibly inline, before Enqueue returns). Input is validated.
   virtual Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) = 0;
 
-  friend class MultiEngineSubmitter;
+  // The counters this engine keeps up to date (engine_impl.h says which and when).
+  EngineCounters& counters() const { return *counters_; }
+  // Its own queue, if it has one (default: none).
+  virtual EngineQueue queue() const { return {}; }
 
  private:
   Result<Handle> Start(std::span<const Operation> ops, SubmitOptions& options);
+  std::unique_ptr<EngineCounters> counters_;
 };
 
 }  // namespace tierflow

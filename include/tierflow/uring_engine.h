@@ -82,12 +82,12 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
   void InjectReadErrors(int count, int error);
 
   const EngineCapabilities& capabilities() const override;
-  EngineState state() const override;
   IoUringEngineStats stats() const;
 
  protected:
   Status CheckOperation(const Operation& op) const override;
   Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) override;
+  EngineQueue queue() const override;
 
  private:
   struct Impl;

@@ -29,6 +29,7 @@
 #include "cpu/task_queue.h"
 #include "engine/overlap.h"
 #include "engine/submission.h"
+#include "tierflow/engine_impl.h"
 
 namespace tierflow {
 
@@ -122,12 +123,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   std::atomic<bool> stopping{false};
   WakeWord idle;  // where workers sleep
 
-  std::atomic<std::size_t> in_flight{0};
+  EngineCounters* counters = nullptr;  // the engine's (Engine::counters)
   // Waiting threads inside RunSplit (see HelpSplit): the destructor waits for them.
   std::atomic<std::uint32_t> helpers{0};
-  std::atomic<std::uint64_t> ops_submitted{0}, pieces_completed{0}, bytes_completed{0},
-      ops_inline{0}, pieces_by_waiters{0}, pieces_failed{0}, pieces_cancelled{0},
-      callback_errors{0};
 
   std::atomic<bool> restart_after_fork{false};
   std::mutex restart_mu;
@@ -159,7 +157,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       }
     }
     // Pieces that threads now gone were running (workers, helping waiters) never report.
-    in_flight.store(0, std::memory_order_relaxed);
+    counters->in_flight.store(0, std::memory_order_relaxed);
     helpers.store(0, std::memory_order_relaxed);
     restart_after_fork.store(true, std::memory_order_release);
   }
@@ -187,8 +185,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     cpu::PieceResult r;
     Status fault;
     if (!cpu::RunPieceGuarded(*kernels, w, &r, &fault)) [[unlikely]] {
-      pieces_failed.fetch_add(1, std::memory_order_relaxed);
-      in_flight.fetch_sub(1, std::memory_order_relaxed);
+      counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
+      counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
+      counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
       detail::FailPart(p.state, 0, fault.code(), fault.message());
       return;
     }
@@ -196,9 +195,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     if (p.kind == OpKind::kCrc32c) {
       p.state->crc.fetch_xor(Crc32cShift(r.crc, p.tail), std::memory_order_relaxed);
     }
-    pieces_completed.fetch_add(1, std::memory_order_relaxed);
-    bytes_completed.fetch_add(p.size, std::memory_order_relaxed);
-    in_flight.fetch_sub(1, std::memory_order_relaxed);
+    counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
+    counters->bytes_completed.fetch_add(p.size, std::memory_order_relaxed);
+    counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
     detail::CompletePart(p.state, p.size, StatusCode::kOk, nullptr, diff);
   }
 
@@ -254,8 +253,8 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   }
 
   void Cancel(const cpu::Piece& p) {
-    pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
-    in_flight.fetch_sub(1, std::memory_order_relaxed);
+    counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
+    counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
     detail::CompletePart(p.state, 0, StatusCode::kCancelled,
                          "the CPU engine was destroyed before this part of the operation ran");
   }
@@ -282,7 +281,7 @@ bool CpuEngine::HelpSplit(detail::OpState* state) {
   SplitWork& w = SplitWork::Of(state);
   Impl* m = w.engine;
   m->helpers.fetch_add(1, std::memory_order_seq_cst);
-  m->pieces_by_waiters.fetch_add(1, std::memory_order_relaxed);
+  m->counters->pieces_by_waiters.fetch_add(1, std::memory_order_relaxed);
   m->RunSplit(w, index, state);
   m->helpers.fetch_sub(1, std::memory_order_seq_cst);
   return true;
@@ -398,7 +397,9 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
   return engine;
 }
 
-CpuEngine::CpuEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CpuEngine::CpuEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->counters = &counters();
+}
 
 CpuEngine::~CpuEngine() {
   UnregisterForkAware(impl_.get());
@@ -414,7 +415,7 @@ CpuEngine::~CpuEngine() {
     }
   }
   // Pieces that waiting threads took before the queue was drained are still running.
-  while (impl_->in_flight.load(std::memory_order_seq_cst) != 0 ||
+  while (impl_->counters->in_flight.load(std::memory_order_seq_cst) != 0 ||
          impl_->helpers.load(std::memory_order_seq_cst) != 0) {
     sched_yield();
   }
@@ -422,22 +423,7 @@ CpuEngine::~CpuEngine() {
 
 const EngineCapabilities& CpuEngine::capabilities() const { return impl_->caps; }
 
-EngineState CpuEngine::state() const {
-  const Impl& m = *impl_;
-  EngineState s;
-  s.queue_capacity = m.queue.capacity();
-  s.queued = m.queue.size();
-  s.in_flight = m.in_flight.load(std::memory_order_relaxed);
-  s.ops_submitted = m.ops_submitted.load(std::memory_order_relaxed);
-  s.pieces_completed = m.pieces_completed.load(std::memory_order_relaxed);
-  s.bytes_completed = m.bytes_completed.load(std::memory_order_relaxed);
-  s.ops_inline = m.ops_inline.load(std::memory_order_relaxed);
-  s.pieces_by_waiters = m.pieces_by_waiters.load(std::memory_order_relaxed);
-  s.pieces_failed = m.pieces_failed.load(std::memory_order_relaxed);
-  s.pieces_cancelled = m.pieces_cancelled.load(std::memory_order_relaxed);
-  s.callback_errors = m.callback_errors.load(std::memory_order_relaxed);
-  return s;
-}
+EngineQueue CpuEngine::queue() const { return {impl_->queue.capacity(), impl_->queue.size()}; }
 
 CpuIsa CpuEngine::isa() const { return impl_->isa; }
 std::size_t CpuEngine::nt_threshold_bytes() const { return impl_->nt_threshold; }
@@ -463,8 +449,6 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     }
   }
   detail::OpState* state = submission.state();
-  state->callback_errors = &m.callback_errors;
-  m.ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);
 
   std::size_t total = 0;
   for (const Operation& op : ops) total += op.size;
@@ -490,9 +474,9 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   };
 
   if (inline_run) {
-    m.ops_inline.fetch_add(ops.size(), std::memory_order_relaxed);
+    m.counters->ops_inline.fetch_add(ops.size(), std::memory_order_relaxed);
     submission.AddParts(static_cast<std::uint32_t>(ops.size()));
-    m.in_flight.fetch_add(ops.size(), std::memory_order_relaxed);
+    m.counters->in_flight.fetch_add(ops.size(), std::memory_order_relaxed);
     for (const Operation& op : ops) {
       bool overlap = detail::IsOverlappingMove(op);
       m.Run(make_piece(op, 0, op.size, overlap));
@@ -514,7 +498,7 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     }
   }
   submission.AddParts(static_cast<std::uint32_t>(pieces));
-  m.in_flight.fetch_add(pieces, std::memory_order_relaxed);
+  m.counters->in_flight.fetch_add(pieces, std::memory_order_relaxed);
   std::size_t pushed = 0;
   auto push = [&](const cpu::Piece& p) {
     while (!m.queue.TryPush(p)) {
@@ -565,7 +549,7 @@ Status CpuEngine::EnqueueSplit(const Operation& op, detail::Submission& submissi
       (SplitWork::GenerationOf(state->piece_claims.load(std::memory_order_relaxed)) + 1) &
       SplitWork::kGenerationMask;
   submission.AddParts(static_cast<std::uint32_t>(w->pieces));
-  m.in_flight.fetch_add(w->pieces, std::memory_order_relaxed);
+  m.counters->in_flight.fetch_add(w->pieces, std::memory_order_relaxed);
   // Publishes the description: whoever claims a piece reads it after this.
   state->piece_claims.store(SplitWork::Pack(generation, 0, w->pieces), std::memory_order_release);
   if (m.opts.waiter_runs_pieces) state->help = &CpuEngine::HelpSplit;

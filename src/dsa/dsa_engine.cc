@@ -28,6 +28,7 @@
 #include "dsa/portal.h"
 #include "engine/overlap.h"
 #include "engine/submission.h"
+#include "tierflow/engine_impl.h"
 
 namespace tierflow {
 namespace {
@@ -83,8 +84,9 @@ struct Job {
   std::uint64_t first_difference = detail::OpState::kNoDifference;
   StatusCode error_code = StatusCode::kOk;
   std::string error_text;
-  std::uint32_t open = 0;             // pieces not done
-  std::uint32_t done_unreported = 0;  // pieces done since the last statistics update
+  std::uint32_t open = 0;                  // pieces not done
+  std::uint32_t done_unreported = 0;       // pieces done since the last statistics update
+  std::uint32_t cancelled_unreported = 0;  // of those, cancelled ones
   std::uint32_t groups_in_flight = 0;
   // An overlapping move cut into pieces: they must run one after the other, in list order
   // (from the end when the destination lies above the source).
@@ -109,6 +111,7 @@ struct Job {
     groups_in_flight = 0;
     open = 0;
     done_unreported = 0;
+    cancelled_unreported = 0;
     ordered = false;
     drain = is_drain;
   }
@@ -215,10 +218,11 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   std::thread poller;
 
   // Statistics.
-  std::atomic<std::uint64_t> ops_submitted{0}, ops_done{0}, bytes_done{0}, descriptors{0},
-      descriptors_done{0}, batches{0}, submit_retries{0}, retried_later{0}, cpu_fallbacks{0},
-      faults_resumed{0}, faults_on_cpu{0}, credit_waits{0}, errors{0}, callback_errors{0},
-      cancelled{0}, dualcast_splits{0}, monitor_waits{0};
+  // The engine's common counters (Engine::counters); the DSA's own ones below.
+  EngineCounters* counters = nullptr;
+  std::atomic<std::uint64_t> ops_done{0}, descriptors{0}, batches{0}, submit_retries{0},
+      retried_later{0}, cpu_fallbacks{0}, faults_resumed{0}, faults_on_cpu{0}, credit_waits{0},
+      dualcast_splits{0}, monitor_waits{0};
   std::array<std::atomic<std::uint64_t>, 32> histogram{};
 
   // --- in-flight list --------------------------------------------------------------------
@@ -398,12 +402,16 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   }
   void ReportDone(Job & j) {
     if (j.done_unreported == 0) return;
-    descriptors_done.fetch_add(j.done_unreported, std::memory_order_relaxed);
+    counters->pieces_completed.fetch_add(j.done_unreported - j.cancelled_unreported,
+                                         std::memory_order_relaxed);
+    counters->pieces_cancelled.fetch_add(j.cancelled_unreported, std::memory_order_relaxed);
+    counters->in_flight.fetch_sub(j.done_unreported, std::memory_order_relaxed);
     j.done_unreported = 0;
+    j.cancelled_unreported = 0;
   }
 
   void Fail(Job & j, std::uint32_t i, StatusCode code, std::string text) {
-    errors.fetch_add(1, std::memory_order_relaxed);
+    counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
     if (j.error_code == StatusCode::kOk) {
       j.error_code = code;
       j.error_text = std::move(text);
@@ -595,7 +603,7 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
       Piece& p = j.pieces[i];
       if (p.state == Piece::kUnsubmitted && (!ordered_busy || drain)) {
         if (drain) {
-          cancelled.fetch_add(1, std::memory_order_relaxed);
+          ++j.cancelled_unreported;
           if (j.error_code == StatusCode::kOk) {
             j.error_code = StatusCode::kCancelled;
             j.error_text =
@@ -620,7 +628,7 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     detail::OpState* state = j->state;
     const std::uint64_t bytes = j->bytes;
     ops_done.fetch_add(1, std::memory_order_relaxed);
-    bytes_done.fetch_add(bytes, std::memory_order_relaxed);
+    counters->bytes_completed.fetch_add(bytes, std::memory_order_relaxed);
     StatusCode code = j->error_code;
     std::string text = std::move(j->error_text);
     std::uint64_t diff = j->first_difference;
@@ -671,7 +679,6 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   Status EnqueueDrain(detail::Submission & submission) {
     Job* j = GetJob();
     j->Reset(submission.state(), /*is_drain=*/true);
-    ops_submitted.fetch_add(1, std::memory_order_relaxed);
     submission.AddParts(1);
     {
       std::lock_guard lock(list_mu);
@@ -848,6 +855,7 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaD
 
 DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   Impl& m = *impl_;
+  m.counters = &counters();
   m.use_umwait =
       m.opts.completion_wait == DsaCompletionWait::kUmwait ||
       (m.opts.completion_wait == DsaCompletionWait::kAuto && dsa::internal::cpu_has_waitpkg());
@@ -896,25 +904,13 @@ const EngineCapabilities& DsaEngine::capabilities() const { return impl_->caps; 
 const std::string& DsaEngine::description() const { return impl_->description; }
 DsaSubmitPath DsaEngine::submit_path() const { return impl_->portal->path(); }
 
-EngineState DsaEngine::state() const {
-  const Impl& m = *impl_;
-  EngineState s;
-  s.queue_capacity = m.wq_size;
-  s.in_flight = m.jobs_in_flight.load(std::memory_order_relaxed);
-  s.ops_submitted = m.ops_submitted.load(std::memory_order_relaxed);
-  s.pieces_completed = m.descriptors_done.load(std::memory_order_relaxed);
-  s.bytes_completed = m.bytes_done.load(std::memory_order_relaxed);
-  s.pieces_failed = m.errors.load(std::memory_order_relaxed);
-  s.pieces_cancelled = m.cancelled.load(std::memory_order_relaxed);
-  s.callback_errors = m.callback_errors.load(std::memory_order_relaxed);
-  return s;
-}
+EngineQueue DsaEngine::queue() const { return {impl_->wq_size, 0}; }
 
 DsaEngineStats DsaEngine::stats() const {
   const Impl& m = *impl_;
   DsaEngineStats s;
   s.ops = m.ops_done.load(std::memory_order_relaxed);
-  s.bytes = m.bytes_done.load(std::memory_order_relaxed);
+  s.bytes = counters().bytes_completed.load(std::memory_order_relaxed);
   s.descriptors = m.descriptors.load(std::memory_order_relaxed);
   s.batches = m.batches.load(std::memory_order_relaxed);
   s.submit_retries = m.submit_retries.load(std::memory_order_relaxed);
@@ -923,7 +919,7 @@ DsaEngineStats DsaEngine::stats() const {
   s.faults_resumed = m.faults_resumed.load(std::memory_order_relaxed);
   s.faults_on_cpu = m.faults_on_cpu.load(std::memory_order_relaxed);
   s.credit_waits = m.credit_waits.load(std::memory_order_relaxed);
-  s.errors = m.errors.load(std::memory_order_relaxed);
+  s.errors = counters().pieces_failed.load(std::memory_order_relaxed);
   s.dualcast_splits = m.dualcast_splits.load(std::memory_order_relaxed);
   s.monitor_waits = m.monitor_waits.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < s.size_histogram.size(); ++i) {
@@ -1021,7 +1017,6 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     if (Status s = Prefault(ops); !s.ok()) return s;
   }
   detail::OpState* state = submission.state();
-  state->callback_errors = &m.callback_errors;
   if (ops.size() == 1 && ops[0].kind == OpKind::kDrain) return m.EnqueueDrain(submission);
   Job* j = GetJob();
   j->Reset(state, /*is_drain=*/false);
@@ -1103,8 +1098,8 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     }
   }
   j->open = n;
-  m.ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);
   m.descriptors.fetch_add(n, std::memory_order_relaxed);
+  m.counters->in_flight.fetch_add(n, std::memory_order_relaxed);
   submission.AddParts(1);
 
   // The job becomes visible to the completion thread only if it is still running after the

@@ -1,10 +1,14 @@
 #include "tierflow/engine.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "common/pattern.h"
 #include "engine/overlap.h"
 #include "engine/submission.h"
+#include "tierflow/engine_impl.h"
 
 namespace tierflow {
 namespace {
@@ -70,6 +74,27 @@ bool PlainlyValid(const Operation& op, const EngineCapabilities& caps) {
 }
 
 }  // namespace
+
+Engine::Engine() : counters_(std::make_unique<EngineCounters>()) {}
+Engine::~Engine() = default;
+
+EngineState Engine::state() const {
+  const EngineCounters& c = *counters_;
+  const EngineQueue q = queue();
+  EngineState s;
+  s.queue_capacity = q.capacity;
+  s.queued = q.queued;
+  s.in_flight = c.in_flight.load(std::memory_order_relaxed);
+  s.ops_submitted = c.ops_submitted.load(std::memory_order_relaxed);
+  s.pieces_completed = c.pieces_completed.load(std::memory_order_relaxed);
+  s.bytes_completed = c.bytes_completed.load(std::memory_order_relaxed);
+  s.ops_inline = c.ops_inline.load(std::memory_order_relaxed);
+  s.pieces_by_waiters = c.pieces_by_waiters.load(std::memory_order_relaxed);
+  s.pieces_failed = c.pieces_failed.load(std::memory_order_relaxed);
+  s.pieces_cancelled = c.pieces_cancelled.load(std::memory_order_relaxed);
+  s.callback_errors = c.callback_errors.load(std::memory_order_relaxed);
+  return s;
+}
 
 Status Engine::CheckOperation(const Operation&) const { return Status::Ok(); }
 
@@ -156,6 +181,7 @@ Status Engine::Validate(const Operation& op) const {
 Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& options) {
   detail::OpState* state = detail::AcquireOpState();
   state->callback = std::move(options.callback);
+  state->callback_errors = &counters_->callback_errors;
   for (const Operation& op : ops) {
     // The seed's share of the CRC; the engine XORs in the data's (see Crc32cShift).
     if (op.kind == OpKind::kCrc32c) state->crc.store(Crc32cShift(op.crc_seed, op.size));
@@ -167,6 +193,7 @@ Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& opti
     detail::ReleaseOpState(state);  // the handle's
     return s;
   }
+  counters_->ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);
   detail::CompletePart(state, 0);  // drop the submission guard
   return Handle(state);
 }
@@ -202,6 +229,85 @@ Result<Handle> Engine::SubmitBatch(std::span<const Operation> ops, SubmitOptions
     }
   }
   return Start(ops, options);
+}
+
+// --- one operation over several engines ---------------------------------------------------
+
+namespace {
+
+Status CheckSplittable(const Operation& op) {
+  if (op.kind == OpKind::kCrc32c || op.kind == OpKind::kDrain) {
+    return Status::Invalid(fmt::format("a {} cannot be split over engines; submit it to one engine",
+                                       OpKindName(op.kind)));
+  }
+  if (op.kind == OpKind::kMove && Overlap(op.dst, op.src, op.size)) {
+    return Status::Invalid("an overlapping move cannot be split over engines; submit it to one");
+  }
+  return Status::Ok();
+}
+
+Status CheckTiling(const Operation& op, std::span<const EnginePart> parts) {
+  if (parts.empty()) return Status::Invalid("no parts to submit: plan the copy first");
+  std::size_t expect = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const EnginePart& p = parts[i];
+    if (p.engine == nullptr || p.offset != expect || p.size == 0) {
+      return Status::Invalid(fmt::format(
+          "part {} (offset {}, size {}) does not continue the previous parts at offset {}", i,
+          p.offset, p.size, expect));
+    }
+    expect += p.size;
+  }
+  if (expect != op.size) {
+    return Status::Invalid(
+        fmt::format("parts cover {} bytes, the operation has {}", expect, op.size));
+  }
+  return Status::Ok();
+}
+
+// Part `part` of `op`: its ranges moved by the part's offset, a pattern rotated to match.
+Operation PartOf(const Operation& op, const EnginePart& part) {
+  Operation o = op;
+  o.size = part.size;
+  if (o.dst != nullptr) o.dst = static_cast<char*>(o.dst) + part.offset;
+  if (o.src != nullptr) o.src = static_cast<const char*>(o.src) + part.offset;
+  if (o.src2 != nullptr) o.src2 = static_cast<const char*>(o.src2) + part.offset;
+  if (o.dst2 != nullptr) o.dst2 = static_cast<char*>(o.dst2) + part.offset;
+  if (o.kind == OpKind::kFill || o.kind == OpKind::kComparePattern) {
+    o.pattern = RotatePattern(op.pattern, part.offset);
+  }
+  return o;
+}
+
+}  // namespace
+
+Result<Handle> Engine::SubmitParts(const Operation& op, std::span<const EnginePart> parts,
+                                   SubmitOptions options) {
+  if (Status s = CheckSplittable(op); !s.ok()) return s;
+  if (Status s = CheckTiling(op, parts); !s.ok()) return s;
+  std::vector<Operation> sub;
+  sub.reserve(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    sub.push_back(PartOf(op, parts[i]));
+    if (Status s = parts[i].engine->Validate(sub.back()); !s.ok()) {
+      return Status(s.code(), fmt::format("part {}: {}", i, s.message()));
+    }
+  }
+  detail::OpState* state = detail::AcquireOpState();
+  state->callback = std::move(options.callback);
+  state->callback_errors = &parts.front().engine->counters_->callback_errors;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    Engine& e = *parts[i].engine;
+    detail::Submission submission(state, parts[i].offset, /*shared=*/true);
+    if (Status s = e.Enqueue({&sub[i], 1}, submission); !s.ok()) {
+      // Parts already started run to completion; the handle reports this failure.
+      detail::FailPart(state, 0, s.code(), fmt::format("part {}: {}", i, s.message()));
+      return Handle(state);
+    }
+    e.counters_->ops_submitted.fetch_add(1, std::memory_order_relaxed);
+  }
+  detail::CompletePart(state, 0);
+  return Handle(state);
 }
 
 }  // namespace tierflow

@@ -9,9 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "common/pattern.h"
-#include "engine/submission.h"
-
 namespace tierflow {
 
 std::string_view PolicyKindName(PolicyKind kind) {
@@ -230,70 +227,9 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
   return Divide(chosen, weights, policy.granularity, size);
 }
 
-class MultiEngineSubmitter {
- public:
-  static Result<Handle> Submit(const Operation& op, std::span<const CopyPart> parts,
-                               SubmitOptions& options) {
-    if (parts.empty()) return Status::Invalid("no parts to submit: plan the copy first");
-    if (op.kind == OpKind::kCrc32c || op.kind == OpKind::kDrain) {
-      return Status::Invalid(fmt::format(
-          "a {} cannot be split over engines; submit it to one engine", OpKindName(op.kind)));
-    }
-    if (op.kind == OpKind::kMove) {
-      auto d = reinterpret_cast<std::uintptr_t>(op.dst),
-           s = reinterpret_cast<std::uintptr_t>(op.src);
-      if (d < s + op.size && s < d + op.size) {
-        return Status::Invalid(
-            "an overlapping move cannot be split over engines; submit it to one");
-      }
-    }
-    std::size_t expect = 0;
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      const CopyPart& p = parts[i];
-      if (p.engine == nullptr || p.offset != expect || p.size == 0) {
-        return Status::Invalid(fmt::format(
-            "part {} (offset {}, size {}) does not continue the previous parts at offset {}", i,
-            p.offset, p.size, expect));
-      }
-      expect += p.size;
-    }
-    if (expect != op.size) {
-      return Status::Invalid(
-          fmt::format("parts cover {} bytes, the operation has {}", expect, op.size));
-    }
-    std::vector<Operation> sub(parts.size(), op);
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      Operation& o = sub[i];
-      o.size = parts[i].size;
-      if (o.dst != nullptr) o.dst = static_cast<char*>(o.dst) + parts[i].offset;
-      if (o.src != nullptr) o.src = static_cast<const char*>(o.src) + parts[i].offset;
-      if (o.src2 != nullptr) o.src2 = static_cast<const char*>(o.src2) + parts[i].offset;
-      if (o.dst2 != nullptr) o.dst2 = static_cast<char*>(o.dst2) + parts[i].offset;
-      if (o.kind == OpKind::kFill || o.kind == OpKind::kComparePattern) {
-        o.pattern = RotatePattern(op.pattern, parts[i].offset);
-      }
-      if (Status s = parts[i].engine->Validate(o); !s.ok()) {
-        return Status(s.code(), fmt::format("part {}: {}", i, s.message()));
-      }
-    }
-    detail::OpState* state = detail::AcquireOpState();
-    state->callback = std::move(options.callback);
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      detail::Submission submission(state, parts[i].offset, /*shared=*/true);
-      if (Status s = parts[i].engine->Enqueue({&sub[i], 1}, submission); !s.ok()) {
-        // Parts already started run to completion; the handle reports this failure.
-        detail::FailPart(state, 0, s.code(), fmt::format("part {}: {}", i, s.message()));
-        return Handle(state);
-      }
-    }
-    detail::CompletePart(state, 0);
-    return Handle(state);
-  }
-};
-
 Result<Handle> SubmitParts(const Operation& op, std::span<const CopyPart> parts,
                            SubmitOptions options) {
-  return MultiEngineSubmitter::Submit(op, parts, options);
+  return Engine::SubmitParts(op, parts, std::move(options));
 }
 
 Result<int> NodeOfAddress(const void* p) {

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "engine/submission.h"
+#include "tierflow/engine_impl.h"
 
 namespace tierflow {
 
@@ -105,7 +106,7 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
   mutable std::shared_mutex files_mu;
   std::map<std::uintptr_t, std::shared_ptr<RegisteredFile>> files;  // by base
 
-  std::mutex sq_mu;           // the submission queue and `pending`
+  mutable std::mutex sq_mu;   // the submission queue and `pending`
   std::deque<Read*> pending;  // waiting for a free slot (queue_depth in flight at most)
   unsigned in_flight = 0;     // under sq_mu
   std::atomic<bool> stopping{false};
@@ -113,8 +114,10 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
 
   std::atomic<int> inject_count{0};
   std::atomic<int> inject_errno{0};
-  std::atomic<std::uint64_t> ops{0}, bytes{0}, reads{0}, direct_reads{0}, short_reads{0}, errors{0},
-      injected{0}, callback_errors{0}, queued_parts{0}, cancelled{0};
+  // The engine's common counters (Engine::counters); its own ones below. A piece is a read
+  // of at most max_read_bytes (its continuations after short reads are the same piece).
+  EngineCounters* counters = nullptr;
+  std::atomic<std::uint64_t> reads{0}, direct_reads{0}, short_reads{0}, injected{0};
 
   std::shared_ptr<RegisteredFile> FileOf(std::uintptr_t p, std::size_t n) const {
     std::shared_lock lock(files_mu);
@@ -149,11 +152,13 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
     detail::OpState* s = r->state;
     const std::uint64_t done = r->done;
     delete r;
+    counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
+    counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
     if (code == StatusCode::kOk) {
-      bytes.fetch_add(done, std::memory_order_relaxed);
+      counters->bytes_completed.fetch_add(done, std::memory_order_relaxed);
       detail::CompletePart(s, done);
     } else {
-      errors.fetch_add(1, std::memory_order_relaxed);
+      counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
       detail::FailPart(s, done, code, std::move(message));
     }
   }
@@ -257,7 +262,9 @@ Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngine
   return e;
 }
 
-IoUringEngine::IoUringEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+IoUringEngine::IoUringEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->counters = &counters();
+}
 
 IoUringEngine::~IoUringEngine() {
   Impl& m = *impl_;
@@ -272,7 +279,8 @@ IoUringEngine::~IoUringEngine() {
       dropped.swap(m.pending);
     }
     for (Read* r : dropped) {
-      m.cancelled.fetch_add(1, std::memory_order_relaxed);
+      m.counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
+      m.counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
       detail::OpState* s = r->state;
       const std::uint64_t done = r->done;
       delete r;
@@ -364,27 +372,20 @@ void IoUringEngine::InjectReadErrors(int count, int error) {
 
 const EngineCapabilities& IoUringEngine::capabilities() const { return impl_->caps; }
 
-EngineState IoUringEngine::state() const {
-  const Impl& m = *impl_;
-  EngineState s;
-  s.queue_capacity = m.opts.queue_depth;
-  s.ops_submitted = m.ops.load(std::memory_order_relaxed);
-  s.bytes_completed = m.bytes.load(std::memory_order_relaxed);
-  s.pieces_failed = m.errors.load(std::memory_order_relaxed);
-  s.pieces_cancelled = m.cancelled.load(std::memory_order_relaxed);
-  s.callback_errors = m.callback_errors.load(std::memory_order_relaxed);
-  return s;
+EngineQueue IoUringEngine::queue() const {
+  std::lock_guard lock(impl_->sq_mu);
+  return {impl_->opts.queue_depth, impl_->pending.size()};
 }
 
 IoUringEngineStats IoUringEngine::stats() const {
   const Impl& m = *impl_;
   IoUringEngineStats s;
-  s.ops = m.ops.load(std::memory_order_relaxed);
-  s.bytes = m.bytes.load(std::memory_order_relaxed);
+  s.ops = counters().ops_submitted.load(std::memory_order_relaxed);
+  s.bytes = counters().bytes_completed.load(std::memory_order_relaxed);
   s.reads = m.reads.load(std::memory_order_relaxed);
   s.direct_reads = m.direct_reads.load(std::memory_order_relaxed);
   s.short_reads = m.short_reads.load(std::memory_order_relaxed);
-  s.errors = m.errors.load(std::memory_order_relaxed);
+  s.errors = counters().pieces_failed.load(std::memory_order_relaxed);
   s.injected_errors = m.injected.load(std::memory_order_relaxed);
   return s;
 }
@@ -406,7 +407,6 @@ Status IoUringEngine::Enqueue(std::span<const Operation> ops, detail::Submission
     return Status(StatusCode::kCancelled, "the io_uring engine is being destroyed");
   }
   detail::OpState* state = submission.state();
-  state->callback_errors = &m.callback_errors;
   std::vector<Read*> reads;
   for (const Operation& op : ops) {
     const auto p = reinterpret_cast<std::uintptr_t>(op.src);
@@ -441,8 +441,8 @@ Status IoUringEngine::Enqueue(std::span<const Operation> ops, detail::Submission
     if (middle != 0) add(head, middle, true);
     if (head + middle < op.size) add(head + middle, op.size - head - middle, false);
   }
-  m.ops.fetch_add(ops.size(), std::memory_order_relaxed);
   submission.AddParts(static_cast<std::uint32_t>(reads.size()));
+  m.counters->in_flight.fetch_add(reads.size(), std::memory_order_relaxed);
   std::lock_guard lock(m.sq_mu);
   for (Read* r : reads) m.pending.push_back(r);
   m.PumpLocked();

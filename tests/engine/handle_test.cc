@@ -144,7 +144,7 @@ TEST(Handle, ThrowingCallbackIsCountedAndHarmless) {
   ASSERT_TRUE(h.ok());
   e.CompleteNext();
   EXPECT_TRUE(h->Wait().ok());
-  EXPECT_EQ(e.callback_errors.load(), 1u);
+  EXPECT_EQ(e.state().callback_errors, 1u);
 }
 
 TEST(Handle, WaitingFromOwnCallbackIsRefused) {

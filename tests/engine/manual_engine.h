@@ -8,6 +8,7 @@
 
 #include "engine/submission.h"
 #include "tierflow/engine.h"
+#include "tierflow/engine_impl.h"
 
 namespace tierflow::testing {
 
@@ -21,12 +22,6 @@ class ManualEngine : public Engine {
     caps_.node = node;
   }
   const EngineCapabilities& capabilities() const override { return caps_; }
-  EngineState state() const override {
-    std::lock_guard lock(mu_);
-    EngineState s;
-    s.in_flight = pending_.size();
-    return s;
-  }
 
   struct Part {
     detail::OpState* state;
@@ -52,18 +47,29 @@ class ManualEngine : public Engine {
             static_cast<unsigned char>(p.op.pattern >> (8 * (i % 8)));
       }
     }
+    // As an engine author does (tierflow/engine_impl.h): count the piece, then complete it.
+    counters().pieces_completed.fetch_add(1);
+    if (code == StatusCode::kOk) {
+      counters().bytes_completed.fetch_add(p.op.size);
+    } else {
+      counters().pieces_failed.fetch_add(1);
+    }
+    counters().in_flight.fetch_sub(1);
     detail::CompletePart(p.state, code == StatusCode::kOk ? p.op.size : 0, code, msg);
   }
-  std::atomic<std::uint64_t> callback_errors{0};
 
  protected:
   Status Enqueue(std::span<const Operation> ops, detail::Submission& s) override {
     if (refuse_) return Status::Unsupported("manual engine refuses");
-    s.state()->callback_errors = &callback_errors;
     std::lock_guard lock(mu_);
     s.AddParts(static_cast<std::uint32_t>(ops.size()));
+    counters().in_flight.fetch_add(ops.size());
     for (const Operation& op : ops) pending_.push_back({s.state(), op});
     return Status::Ok();
+  }
+  EngineQueue queue() const override {
+    std::lock_guard lock(mu_);
+    return {0, pending_.size()};
   }
 
  public:
