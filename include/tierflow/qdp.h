@@ -20,9 +20,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "tierflow/engine.h"
 #include "tierflow/export.h"
 #include "tierflow/status.h"
 
@@ -59,8 +62,10 @@ struct QdpConfig {
   std::size_t storage_read_bytes = std::size_t{1} << 20;  // largest single read
   std::vector<std::string> configs = {"baseline", "upper_limit", "prefetch", "prefetch_distributed",
                                       "all_dram"};
-  bool huge_pages = true;         // transparent huge pages for columns, mask and cache memory
-  int inject_storage_errors = 0;  // fail this many storage reads per iteration (tests)
+  bool huge_pages = true;  // transparent huge pages for columns, mask and cache memory
+  // Wraps the storage engine before the cache sees it (tests: a FaultInjectingEngine around
+  // it); the wrapper must forward to the engine it is given. Default: none.
+  std::function<Result<std::unique_ptr<Engine>>(Engine& storage)> wrap_storage_engine;
 };
 
 struct QdpPipelineTimes {

@@ -34,8 +34,7 @@ struct IoUringEngineStats {
   std::uint64_t reads = 0;         // reads submitted (continuations of short reads included)
   std::uint64_t direct_reads = 0;  // of which O_DIRECT
   std::uint64_t short_reads = 0;   // continued
-  std::uint64_t errors = 0;        // reads that failed (injected ones included)
-  std::uint64_t injected_errors = 0;
+  std::uint64_t errors = 0;        // reads that failed
 };
 
 // A read-only shared mapping of a whole file, released on destruction.
@@ -77,9 +76,6 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
   // Whether [p, p+n) lies inside one registered file (a planner asks before choosing us).
   bool Covers(const void* p, std::size_t n) const;
   bool ReadsSourceDirectly(const void* p, std::size_t n) const override { return Covers(p, n); }
-
-  // The next `count` reads complete with -error (e.g. EIO), for tests of error handling.
-  void InjectReadErrors(int count, int error);
 
   const EngineCapabilities& capabilities() const override;
   IoUringEngineStats stats() const;

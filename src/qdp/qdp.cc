@@ -724,6 +724,16 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   if (!memory.ok()) return memory.status();
   std::vector<Engine*> engines = memory->engines;
   engines.push_back(uring->get());
+  // The cache's engines: the same, with the storage engine wrapped when asked (the floor keeps
+  // measuring the storage itself).
+  std::vector<Engine*> cache_engines = engines;
+  std::unique_ptr<Engine> wrapped_storage;
+  if (cfg.wrap_storage_engine) {
+    Result<std::unique_ptr<Engine>> w = cfg.wrap_storage_engine(**uring);
+    if (!w.ok()) return w.status();
+    wrapped_storage = std::move(*w);
+    cache_engines.back() = wrapped_storage.get();
+  }
 
   QdpReport report;
   report.expected_sum = expected;
@@ -857,7 +867,7 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
     // One cache per configuration on the arena above (the fast tier's memory is the cache's
     // before the first query, as a database's buffer is), emptied before every iteration.
     CacheConfig cc;
-    cc.engines = engines;
+    cc.engines = cache_engines;
     cc.capacity[fast->node] = report.cache_capacity_bytes;
     cc.allocator.allocate = [&arena](std::size_t size, int) -> void* {
       Status ignored;  // null means "no memory": the cache serves the source and counts it
@@ -889,10 +899,8 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
         res.resident_pages_at_start = ResidentPages(fa) + ResidentPages(fb);
       }
       const IoUringEngineStats before = (*uring)->stats();
-      if (cfg.inject_storage_errors > 0) (*uring)->InjectReadErrors(cfg.inject_storage_errors, EIO);
       IterationResult r =
           RunQuery(cfg, l, x, cache->get(), cpus, reinterpret_cast<std::uint8_t*>(mask->data()));
-      (*uring)->InjectReadErrors(0, 0);
       (*cache)->WaitForFills();
       if (r.sum != expected) {
         return Status(StatusCode::kInternal,

@@ -112,12 +112,10 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
   std::atomic<bool> stopping{false};
   std::thread reaper;
 
-  std::atomic<int> inject_count{0};
-  std::atomic<int> inject_errno{0};
   // The engine's common counters (Engine::counters); its own ones below. A piece is a read
   // of at most max_read_bytes (its continuations after short reads are the same piece).
   EngineCounters* counters = nullptr;
-  std::atomic<std::uint64_t> reads{0}, direct_reads{0}, short_reads{0}, injected{0};
+  std::atomic<std::uint64_t> reads{0}, direct_reads{0}, short_reads{0};
 
   std::shared_ptr<RegisteredFile> FileOf(std::uintptr_t p, std::size_t n) const {
     std::shared_lock lock(files_mu);
@@ -165,25 +163,16 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
 
   // A completion: done, continued, retried without O_DIRECT, or failed.
   void Complete(Read * r, int res) {
-    bool injected_now = false;
-    if (int n = inject_count.load(std::memory_order_relaxed); n > 0 && res >= 0) {
-      if (inject_count.compare_exchange_strong(n, n - 1)) {
-        injected.fetch_add(1, std::memory_order_relaxed);
-        res = -inject_errno.load(std::memory_order_relaxed);
-        injected_now = true;
-      }
-    }
     if (res < 0) {
-      if (r->direct && res == -EINVAL && !injected_now) {
+      if (r->direct && res == -EINVAL) {
         r->direct = false;  // the alignment the file system reported was not enough: buffered
         std::lock_guard lock(sq_mu);
         pending.push_back(r);
         return;
       }
       return Finish(r, StatusCode::kIoError,
-                    fmt::format("reading {} at offset {} ({} bytes) failed: {}{}", r->file->path,
-                                r->offset + r->done, r->len - r->done, std::strerror(-res),
-                                injected_now ? " (injected)" : ""));
+                    fmt::format("reading {} at offset {} ({} bytes) failed: {}", r->file->path,
+                                r->offset + r->done, r->len - r->done, std::strerror(-res)));
     }
     if (res == 0) {
       return Finish(r, StatusCode::kIoError,
@@ -365,11 +354,6 @@ bool IoUringEngine::Covers(const void* p, std::size_t n) const {
   return impl_->FileOf(reinterpret_cast<std::uintptr_t>(p), n) != nullptr;
 }
 
-void IoUringEngine::InjectReadErrors(int count, int error) {
-  impl_->inject_errno.store(error);
-  impl_->inject_count.store(count);
-}
-
 const EngineCapabilities& IoUringEngine::capabilities() const { return impl_->caps; }
 
 EngineQueue IoUringEngine::queue() const {
@@ -386,7 +370,6 @@ IoUringEngineStats IoUringEngine::stats() const {
   s.direct_reads = m.direct_reads.load(std::memory_order_relaxed);
   s.short_reads = m.short_reads.load(std::memory_order_relaxed);
   s.errors = counters().pieces_failed.load(std::memory_order_relaxed);
-  s.injected_errors = m.injected.load(std::memory_order_relaxed);
   return s;
 }
 

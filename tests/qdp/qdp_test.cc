@@ -1,6 +1,7 @@
 // The query-driven prefetching experiment: every configuration returns the exact sum, whatever
 // the selectivity, chunking, cache capacity or storage errors; bad parameters are refused.
 #include "tierflow/qdp.h"
+#include "tierflow/fault_injection.h"
 
 #include <unistd.h>
 
@@ -100,7 +101,14 @@ TEST(Qdp, FourKibPagesGiveTheSameSums) {
 TEST(Qdp, StorageErrorsDuringFillsNeverGiveAWrongSum) {
   QdpConfig c = Small();
   c.configs = {"prefetch", "prefetch_distributed"};
-  c.inject_storage_errors = 5;
+  c.wrap_storage_engine = [](Engine& storage) -> Result<std::unique_ptr<Engine>> {
+    FaultPlan plan;
+    plan.fail = 0.05;  // about every twentieth read of b fails; the cache reads the source then
+    plan.seed = 7;
+    Result<std::unique_ptr<FaultInjectingEngine>> e = FaultInjectingEngine::Create(storage, plan);
+    if (!e.ok()) return e.status();
+    return std::unique_ptr<Engine>(std::move(*e));
+  };
   Result<QdpReport> r = RunQdp(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   for (const QdpConfigResult& cr : r->configs) {

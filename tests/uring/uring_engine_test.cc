@@ -3,6 +3,7 @@
 #include "tierflow/uring_engine.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -159,17 +160,20 @@ TEST(IoUringEngine, ErrorsNameTheCauseAndLoseNothing) {
   EXPECT_NE(e->RegisterFile(file.path(), map->data() + 10, 100).message().find("overlaps"),
             std::string::npos);
   EXPECT_FALSE(MappedFile::Open("/nonexistent/column.bin").ok());
-  // An injected storage error fails that copy with the OS's words; the next one succeeds.
-  e->InjectReadErrors(1, EIO);
-  Result<Handle> failed = e->Submit(Operation::Copy(dst.data(), map->data(), 8192));
+  // A read the kernel fails (here: into a read-only destination, EFAULT) fails that copy with
+  // the OS's words; the next one succeeds. (Other faults come from FaultInjectingEngine.)
+  void* ro = mmap(nullptr, 8192, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  Result<Handle> failed = e->Submit(Operation::Copy(ro, map->data(), 8192));
   ASSERT_TRUE(failed.ok());
   Status s = failed->Wait();
+  munmap(ro, 8192);
   EXPECT_EQ(s.code(), StatusCode::kIoError);
-  EXPECT_NE(s.message().find("Input/output error (injected)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("Bad address"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(file.path()), std::string::npos);
   ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), map->data(), 8192))->Wait().ok());
   EXPECT_EQ(std::memcmp(dst.data(), data.data(), 8192), 0);
-  EXPECT_EQ(e->stats().injected_errors, 1u);
+  EXPECT_GE(e->stats().errors, 1u);
   // A file truncated after registration: the read that meets its end says so.
   ASSERT_EQ(truncate(file.path().c_str(), 4096), 0);
   Result<Handle> past = e->Submit(Operation::Copy(dst.data(), map->data() + 8192, 8192));
