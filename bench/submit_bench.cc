@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
-#include "cpu/kernels.h"
 #include "dsa/descriptor.h"
+#include "kernels/kernels.h"
 #include "tierflow/buffer.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/dsa_engine.h"
@@ -205,8 +205,8 @@ struct GuardCost {
   Summary plain, guarded;
 };
 GuardCost MeasureFaultGuard(CpuIsa isa, int samples, const Buffer& src, const Buffer& dst) {
-  const cpu::Kernels& k = cpu::KernelsFor(isa);
-  cpu::PieceWork w;
+  const kernels::Kernels& k = kernels::KernelsFor(isa);
+  kernels::PieceWork w;
   w.kind = OpKind::kCopy;
   w.dst = reinterpret_cast<char*>(dst.data());
   w.src = reinterpret_cast<const char*>(src.data());
@@ -214,13 +214,13 @@ GuardCost MeasureFaultGuard(CpuIsa isa, int samples, const Buffer& src, const Bu
   Status err;
   auto no_count = [] { return std::uint64_t{0}; };
   auto plain = [&] {
-    cpu::PieceResult r = cpu::RunPiece(k, w);
+    kernels::PieceResult r = kernels::RunPiece(k, w);
     return r.difference == w.n ? Status::Ok() : Status(StatusCode::kInternal, "copy compared");
   };
   auto guarded = [&] {
-    cpu::PieceResult r;
+    kernels::PieceResult r;
     Status fault;
-    return cpu::RunPieceGuarded(k, w, &r, &fault) ? Status::Ok() : fault;
+    return kernels::RunPieceGuarded(k, w, &r, &fault) ? Status::Ok() : fault;
   };
   GuardCost c;
   std::vector<double> p, g;

@@ -11,22 +11,12 @@
 #include <memory>
 #include <string_view>
 
+#include "tierflow/cpu_isa.h"
 #include "tierflow/engine.h"
 #include "tierflow/export.h"
 #include "tierflow/topology.h"
 
 namespace tierflow {
-
-enum class CpuIsa : std::uint8_t { kAuto, kAvx512, kAvx2, kBaseline };
-TIERFLOW_EXPORT std::string_view CpuIsaName(CpuIsa isa);
-TIERFLOW_EXPORT Result<CpuIsa> ParseCpuIsa(std::string_view name);
-// The best ISA this CPU supports, or TIERFLOW_ISA when it names one (a value that names none
-// is ignored here; CpuEngine::Create refuses it).
-TIERFLOW_EXPORT CpuIsa DetectCpuIsa();
-// The ISA CpuEngine::Create uses for CpuIsa::kAuto: TIERFLOW_ISA when set (empty or "auto":
-// unset), else the best this CPU supports. Errors: TIERFLOW_ISA names no ISA (the message lists
-// the names, which are lower case).
-TIERFLOW_EXPORT Result<CpuIsa> ChooseCpuIsa();
 
 enum class MappingCheck : std::uint8_t {
   kOff,        // trust the caller

@@ -24,14 +24,6 @@ Status CheckMapped(const char* what, const void* p, std::size_t size) {
   return Status::Ok();
 }
 
-Status CheckMapped(const Operation& op) {
-  Status s = CheckMapped("dst", op.dst, op.size);
-  if (s.ok()) s = CheckMapped("src", op.src, op.size);
-  if (s.ok()) s = CheckMapped("src2", op.src2, op.size);
-  if (s.ok()) s = CheckMapped("dst2", op.dst2, op.size);
-  return s;
-}
-
 PageAccess QueryPageAccess(const void* addr) {
   PageAccess out;
   const auto a = reinterpret_cast<std::uintptr_t>(addr);

@@ -3,7 +3,6 @@
 
 #include <cstddef>
 
-#include "tierflow/operation.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
@@ -11,8 +10,6 @@ namespace tierflow {
 // msync(MS_ASYNC) only validates the range on Linux: ENOMEM means part of it is not mapped.
 // `what` names the range in the error ("dst", "src"). A null pointer is not checked here.
 Status CheckMapped(const char* what, const void* p, std::size_t size);
-// Every range of an operation (dst, src, src2).
-Status CheckMapped(const Operation& op);
 
 // The protection of the mapping holding `addr`, from /proc/self/maps (slow: error paths only).
 struct PageAccess {

@@ -1,7 +1,5 @@
 #include "tierflow/status.h"
 
-#include "tierflow/operation.h"
-
 #include <cstdio>
 #include <cstdlib>
 
@@ -38,30 +36,6 @@ std::string Status::ToString() const {
   std::string s(StatusCodeName(code_));
   if (!message_.empty()) s += ": " + message_;
   return s;
-}
-
-std::string_view OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kCopy:
-      return "copy";
-    case OpKind::kMove:
-      return "move";
-    case OpKind::kFill:
-      return "fill";
-    case OpKind::kCompare:
-      return "compare";
-    case OpKind::kComparePattern:
-      return "compare-pattern";
-    case OpKind::kDualcast:
-      return "dualcast";
-    case OpKind::kCrc32c:
-      return "crc32c";
-    case OpKind::kCacheFlush:
-      return "cache-flush";
-    case OpKind::kDrain:
-      return "drain";
-  }
-  return "unknown";
 }
 
 void AbortOnResultError(const Status& error) {

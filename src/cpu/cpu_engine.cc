@@ -25,10 +25,11 @@
 #include "common/fork_guard.h"
 #include "common/futex.h"
 #include "common/mapping.h"
-#include "cpu/kernels.h"
 #include "cpu/task_queue.h"
+#include "engine/operation_checks.h"
 #include "engine/overlap.h"
 #include "engine/submission.h"
+#include "kernels/kernels.h"
 #include "tierflow/engine_impl.h"
 
 namespace tierflow {
@@ -112,7 +113,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
 
   CpuEngineOptions opts;
   CpuIsa isa = CpuIsa::kBaseline;
-  const cpu::Kernels* kernels = nullptr;
+  const kernels::Kernels* kernels = nullptr;
   std::size_t nt_threshold = 0;
   EngineCapabilities caps;
   std::vector<int> cpus;
@@ -179,12 +180,12 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
 
   void Run(const cpu::Piece& p) {
     std::uint64_t diff = detail::OpState::kNoDifference;
-    cpu::PieceWork w = cpu::WorkOf(p);
+    kernels::PieceWork w = kernels::WorkOf(p);
     w.nt = p.nt;
     w.overlapping = p.overlapping;
-    cpu::PieceResult r;
+    kernels::PieceResult r;
     Status fault;
-    if (!cpu::RunPieceGuarded(*kernels, w, &r, &fault)) [[unlikely]] {
+    if (!kernels::RunPieceGuarded(*kernels, w, &r, &fault)) [[unlikely]] {
       counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
       counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
       counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
@@ -361,18 +362,18 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
     if (!chosen.ok()) return chosen.status();
     isa = *chosen;
   }
-  if (!cpu::IsaSupported(isa)) {
+  if (!kernels::IsaSupported(isa)) {
     return Status::Unsupported(fmt::format(
         "this CPU lacks {} (asked for by options or TIERFLOW_ISA); best available here is {}",
         CpuIsaName(isa),
-        CpuIsaName(cpu::IsaSupported(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kBaseline)));
+        CpuIsaName(kernels::IsaSupported(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kBaseline)));
   }
 
   if (Status s = InstallFaultHandler(); !s.ok()) return s;
   auto impl = std::make_unique<Impl>(options.queue_capacity);
   impl->opts = options;
   impl->isa = isa;
-  impl->kernels = &cpu::KernelsFor(isa);
+  impl->kernels = &kernels::KernelsFor(isa);
   impl->cpus = (*node)->cpus;
   impl->worker_count = options.workers == 0 ? static_cast<int>(impl->cpus.size()) : options.workers;
   std::uint64_t llc =
@@ -458,7 +459,7 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     cpu::Piece p;
     p.state = state;
     p.kind = op.kind;
-    p.nt = cpu::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
+    p.nt = kernels::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
     p.keep_in_cache = op.keep_in_cache;
     p.overlapping = overlap;
     p.dst = static_cast<char*>(op.dst) + (op.dst != nullptr ? offset : 0);
@@ -531,7 +532,7 @@ Status CpuEngine::EnqueueSplit(const Operation& op, detail::Submission& submissi
   SplitWork* w = new (state->engine_area) SplitWork;
   w->engine = &m;
   w->kind = op.kind;
-  w->nt = cpu::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
+  w->nt = kernels::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
   w->keep_in_cache = op.keep_in_cache;
   w->dst2 = static_cast<char*>(op.dst2);
   w->dst = static_cast<char*>(op.dst);

@@ -22,12 +22,13 @@
 #include "common/mapping.h"
 #include "common/pattern.h"
 #include "common/touch.h"
-#include "cpu/kernels.h"
 #include "dsa/descriptor.h"
 #include "dsa/monitor_wait.h"
 #include "dsa/portal.h"
+#include "engine/operation_checks.h"
 #include "engine/overlap.h"
 #include "engine/submission.h"
+#include "kernels/kernels.h"
 #include "tierflow/engine_impl.h"
 
 namespace tierflow {
@@ -200,7 +201,7 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   std::uint64_t max_xfer = 0;
   std::uint32_t max_batch = 0;
   bool bof_allowed = false;
-  const cpu::Kernels* kernels = nullptr;
+  const kernels::Kernels* kernels = nullptr;
 
   // In-flight jobs (intrusive list).
   std::mutex list_mu;
@@ -355,9 +356,9 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     at = std::min(at, p.size);
     std::size_t rest = p.size - at;
     if (p.kind == OpKind::kCompare) {
-      return at + cpu::FirstDifference(p.src + at, p.src2 + at, rest);
+      return at + kernels::FirstDifference(p.src + at, p.src2 + at, rest);
     }
-    return at + cpu::FirstPatternDifference(p.src + at, p.pattern, p.offset + at, rest);
+    return at + kernels::FirstPatternDifference(p.src + at, p.pattern, p.offset + at, rest);
   }
   void NoteDifference(Job & j, const Piece& p, std::uint64_t at) {
     j.first_difference = std::min<std::uint64_t>(j.first_difference, p.report_base + p.offset + at);
@@ -381,12 +382,12 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   // Runs piece i on the CPU (SWQ stayed full with the CPU policy, or a fault with kFinishOnCpu).
   void RunOnCpu(Job & j, std::uint32_t i) {
     Piece& p = j.pieces[i];
-    cpu::PieceWork w = cpu::WorkOf(p);
+    kernels::PieceWork w = kernels::WorkOf(p);
     w.crc_seed = p.crc_seed;
     w.overlapping = p.kind == OpKind::kMove;  // a piece of an overlapping move overlaps itself
-    cpu::PieceResult r;
+    kernels::PieceResult r;
     Status fault;
-    if (!cpu::RunPieceGuarded(*kernels, w, &r, &fault)) {
+    if (!kernels::RunPieceGuarded(*kernels, w, &r, &fault)) {
       return Fail(j, i, fault.code(), fault.message());
     }
     if (r.difference < p.size) NoteDifference(j, p, r.difference);
@@ -862,7 +863,7 @@ DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   m.umwait_max = dsa::UmwaitMaxCycles();
   m.description += m.use_umwait ? "; completion wait: umwait" : "; completion wait: pause";
   if (m.opts.max_batch != 0) m.max_batch = std::min(m.max_batch, m.opts.max_batch);
-  m.kernels = &cpu::KernelsFor(DetectCpuIsa());
+  m.kernels = &kernels::KernelsFor(DetectCpuIsa());
   // Pieces that run on the CPU report faults as the device would. sigaction() fails only for
   // invalid signals; if it ever did, a fault would end the process as it did before.
   (void)InstallFaultHandler();

@@ -31,7 +31,8 @@ struct [[gnu::visibility("hidden")]] FaultInjectingEngine::Impl {
   };
 
   static bool Overlapping(const Operation& op) {
-    const auto d = reinterpret_cast<std::uintptr_t>(op.dst), s = reinterpret_cast<std::uintptr_t>(op.src);
+    const auto d = reinterpret_cast<std::uintptr_t>(op.dst),
+               s = reinterpret_cast<std::uintptr_t>(op.src);
     return d < s + op.size && s < d + op.size;
   }
   bool Draw(double p) {
@@ -43,8 +44,8 @@ struct [[gnu::visibility("hidden")]] FaultInjectingEngine::Impl {
   // One submission to the inner engine on behalf of a part of an outer operation.
   struct Pending;
   // Submits to the inner engine; its completion (or refusal) reaches Finished.
-  void Send(Pending* p);
-  static void Finished(Pending* p, const Completion& c);
+  void Send(Pending * p);
+  static void Finished(Pending * p, const Completion& c);
 
   Choice Choose(const Operation& op) {
     std::lock_guard lock(mu);
@@ -65,8 +66,8 @@ struct [[gnu::visibility("hidden")]] FaultInjectingEngine::Impl {
 struct FaultInjectingEngine::Impl::Pending {
   Impl* m = nullptr;
   detail::OpState* state = nullptr;
-  Operation op;                 // what the inner engine runs
-  Operation rest;               // a split's second half, submitted when the first completes
+  Operation op;    // what the inner engine runs
+  Operation rest;  // a split's second half, submitted when the first completes
   bool has_rest = false;
   bool delay = false;
   std::uint64_t report_base = 0;  // where `op` starts in the caller's operation
@@ -88,8 +89,8 @@ void FaultInjectingEngine::Impl::Finished(Pending* p, const Completion& c) {
     m.counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
   }
   if (p->has_rest && c.status.ok()) {
-    auto* next = new Pending{p->m, p->state, p->rest, {}, false, false,
-                             p->report_base + p->op.size};
+    auto* next =
+        new Pending{p->m, p->state, p->rest, {}, false, false, p->report_base + p->op.size};
     m.Send(next);
   } else if (p->has_rest) {  // the first half failed: the second never runs
     m.counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
@@ -184,9 +185,9 @@ Status FaultInjectingEngine::Enqueue(std::span<const Operation> ops,
     if (c.fail) {
       m.failed.fetch_add(1, std::memory_order_relaxed);
       Completion failure;
-      failure.status = Status::IoError(
-          fmt::format("injected failure (FaultInjectingEngine) of a {} of {} bytes",
-                      OpKindName(op.kind), op.size));
+      failure.status =
+          Status::IoError(fmt::format("injected failure (FaultInjectingEngine) of a {} of {} bytes",
+                                      OpKindName(op.kind), op.size));
       Impl::Finished(p, failure);
       continue;
     }
@@ -196,7 +197,8 @@ Status FaultInjectingEngine::Enqueue(std::span<const Operation> ops,
       p->rest = op;
       p->op.size = half;
       p->rest.size = op.size - half;
-      for (auto [field, base] : {std::pair{&p->rest.dst, op.dst}, std::pair{&p->rest.dst2, op.dst2}}) {
+      for (auto [field, base] :
+           {std::pair{&p->rest.dst, op.dst}, std::pair{&p->rest.dst2, op.dst2}}) {
         if (base != nullptr) *field = static_cast<char*>(base) + half;
       }
       if (op.src != nullptr) p->rest.src = static_cast<const char*>(op.src) + half;

@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "cache/arena.h"
+#include "memory/arena.h"
 #include "tierflow/buffer.h"
 #include "tierflow/cache.h"
 #include "tierflow/copy_policy.h"
@@ -760,7 +760,7 @@ Result<QdpReport> RunQdp(const QdpConfig& cfg) {
   const std::size_t arena_chunk =
       std::max<std::size_t>({std::size_t{1} << 20, chunk_bytes,
                              std::min<std::size_t>(report.cache_capacity_bytes, 64 << 20)});
-  cache::NodeArena arena(fast->node, arena_chunk, big);
+  memory::NodeArena arena(fast->node, arena_chunk, big);
   if (Status s = arena.Reserve(report.cache_capacity_bytes); !s.ok()) {
     return Status(s.code(), fmt::format("the cache's {} bytes on {}: {}",
                                         report.cache_capacity_bytes, fast->label, s.message()));

@@ -21,8 +21,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cache/concurrent_modification.h"
-#include "cpu/engine_fixture.h"
+#include "testing/concurrent_modification.h"
+#include "testing/engine_fixture.h"
 #include "tierflow/cache.h"
 
 namespace tierflow {

@@ -14,10 +14,10 @@
 
 #include <gtest/gtest.h>
 
-#include "cache/concurrent_modification.h"
-#include "cpu/engine_fixture.h"
-#include "engine/manual_engine.h"
-#include "random_bytes.h"
+#include "testing/concurrent_modification.h"
+#include "testing/engine_fixture.h"
+#include "testing/manual_engine.h"
+#include "testing/random_bytes.h"
 #include "tierflow/cache.h"
 #include "tierflow/uring_engine.h"
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cpu/engine_fixture.h"
+#include "testing/engine_fixture.h"
 #include "tierflow/copy_policy.h"
 
 namespace tierflow {

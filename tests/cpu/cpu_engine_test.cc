@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cpu/engine_fixture.h"
-#include "fixture_topology.h"
+#include "testing/engine_fixture.h"
+#include "testing/fixture_topology.h"
 #include "tierflow/buffer.h"
 
 namespace tierflow {

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cpu/engine_fixture.h"
-#include "cpu/kernels.h"
+#include "kernels/kernels.h"
+#include "testing/engine_fixture.h"
 
 namespace tierflow {
 namespace {
@@ -25,7 +25,7 @@ struct Config {
 std::vector<Config> Configs() {
   std::vector<Config> out;
   for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (!cpu::IsaSupported(isa)) continue;
+    if (!kernels::IsaSupported(isa)) continue;
     out.push_back({isa, 32 << 10, 0});       // defaults
     out.push_back({isa, 0, 1 << 20});        // always workers, NT above 1 MiB
     out.push_back({isa, 128u << 20, 4096});  // always inline, NT above 4 KiB
@@ -124,8 +124,8 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Property, ::testing::ValuesIn(Configs()),
 
 TEST(Kernels, EdgeSizesEveryIsa) {
   for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (!cpu::IsaSupported(isa)) continue;
-    const cpu::Kernels& k = cpu::KernelsFor(isa);
+    if (!kernels::IsaSupported(isa)) continue;
+    const kernels::Kernels& k = kernels::KernelsFor(isa);
     std::vector<unsigned char> src(1024), dst(1200), ref(1200);
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
     for (bool nt : {false, true}) {

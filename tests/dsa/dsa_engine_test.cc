@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "random_bytes.h"
+#include "testing/random_bytes.h"
 
 #include "common/crc32c.h"
 #include "dsa/monitor_wait.h"

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "fixture_topology.h"
-#include "random_bytes.h"
+#include "testing/fixture_topology.h"
+#include "testing/random_bytes.h"
 #include "tierflow/copy_policy.h"
 #include "tierflow/topology.h"
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cpu/engine_fixture.h"
+#include "testing/engine_fixture.h"
 
 namespace {
 std::atomic<long> g_allocations{0};

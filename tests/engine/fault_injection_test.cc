@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "common/crc32c.h"
-#include "cpu/engine_fixture.h"
-#include "random_bytes.h"
+#include "testing/engine_fixture.h"
+#include "testing/random_bytes.h"
 #include "tierflow/cache.h"
 
 namespace tierflow {
@@ -106,7 +106,8 @@ TEST(FaultInjectingEngine, TheSameSeedGivesTheSameFaults) {
     plan.seed = seed;
     auto e = Wrap(*cpu, plan);
     std::vector<bool> failed;
-    for (int i = 0; i < 64; ++i) failed.push_back(!RunOp(*e, Operation::Copy(b.data(), a.data(), 4096)).ok());
+    for (int i = 0; i < 64; ++i)
+      failed.push_back(!RunOp(*e, Operation::Copy(b.data(), a.data(), 4096)).ok());
     return failed;
   };
   EXPECT_EQ(pattern(5), pattern(5));

@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cpu/engine_fixture.h"
-#include "random_bytes.h"
+#include "testing/engine_fixture.h"
+#include "testing/random_bytes.h"
 #include "tierflow/dsa_engine.h"
 #include "tierflow/dsa_model.h"
 

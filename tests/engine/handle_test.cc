@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/manual_engine.h"
+#include "testing/manual_engine.h"
 
 namespace tierflow {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "cpu/engine_fixture.h"
-#include "engine/manual_engine.h"
-#include "fixture_topology.h"
+#include "testing/engine_fixture.h"
+#include "testing/fixture_topology.h"
+#include "testing/manual_engine.h"
 
 namespace tierflow {
 namespace {

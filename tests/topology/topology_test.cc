@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fixture_topology.h"
+#include "testing/fixture_topology.h"
 namespace tierflow {
 namespace {
 

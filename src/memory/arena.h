@@ -12,7 +12,7 @@
 
 #include "tierflow/buffer.h"
 
-namespace tierflow::cache {
+namespace tierflow::memory {
 
 class NodeArena {
  public:
@@ -47,4 +47,4 @@ class NodeArena {
   std::vector<std::unique_ptr<Chunk>> chunks_;
 };
 
-}  // namespace tierflow::cache
+}  // namespace tierflow::memory

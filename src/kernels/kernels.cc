@@ -1,4 +1,4 @@
-#include "cpu/kernels.h"
+#include "kernels/kernels.h"
 
 #include "common/cache_flush.h"
 #include "common/crc32c.h"
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-namespace tierflow::cpu {
+namespace tierflow::kernels {
 
 bool IsaSupported(CpuIsa isa) {
   switch (isa) {
@@ -141,51 +141,4 @@ std::size_t FirstDifference(const void* a, const void* b, std::size_t n) {
   return n;
 }
 
-}  // namespace tierflow::cpu
-
-namespace tierflow {
-
-std::string_view CpuIsaName(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::kAuto:
-      return "auto";
-    case CpuIsa::kAvx512:
-      return "avx512";
-    case CpuIsa::kAvx2:
-      return "avx2";
-    case CpuIsa::kBaseline:
-      return "baseline";
-  }
-  return "?";
-}
-
-Result<CpuIsa> ParseCpuIsa(std::string_view name) {
-  for (CpuIsa isa : {CpuIsa::kAuto, CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kBaseline}) {
-    if (name == CpuIsaName(isa)) return isa;
-  }
-  return Status::Invalid("unknown ISA '" + std::string(name) +
-                         "': use auto, avx512, avx2 or baseline");
-}
-
-Result<CpuIsa> ChooseCpuIsa() {
-  if (const char* env = std::getenv("TIERFLOW_ISA"); env != nullptr && *env != '\0') {
-    Result<CpuIsa> isa = ParseCpuIsa(env);
-    if (!isa.ok()) {
-      return Status::Invalid(
-          fmt::format("TIERFLOW_ISA={}: {}, or unset it", env, isa.status().message()));
-    }
-  }
-  return DetectCpuIsa();
-}
-
-CpuIsa DetectCpuIsa() {
-  if (const char* env = std::getenv("TIERFLOW_ISA"); env != nullptr && *env != '\0') {
-    Result<CpuIsa> isa = ParseCpuIsa(env);
-    if (isa.ok() && *isa != CpuIsa::kAuto) return *isa;
-  }
-  if (cpu::IsaSupported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
-  if (cpu::IsaSupported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
-  return CpuIsa::kBaseline;
-}
-
-}  // namespace tierflow
+}  // namespace tierflow::kernels

@@ -5,9 +5,11 @@
 #include <cstdint>
 
 #include "common/pattern.h"
-#include "tierflow/cpu_engine.h"
+#include "tierflow/cpu_isa.h"
+#include "tierflow/operation.h"
+#include "tierflow/status.h"
 
-namespace tierflow::cpu {
+namespace tierflow::kernels {
 
 struct Kernels {
   // Non-overlapping copy. `nt`: streaming stores, fenced before return.
@@ -83,4 +85,4 @@ extern const Kernels kAvx2Kernels;
 extern const Kernels kAvx512Kernels;
 }  // namespace internal
 
-}  // namespace tierflow::cpu
+}  // namespace tierflow::kernels

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace tierflow::cpu::internal {
+namespace tierflow::kernels::internal {
 // Internal linkage: the emulated test defines the same name over SIMDe's types.
 namespace {
 
@@ -22,4 +22,4 @@ struct Avx512 {
 };
 
 }  // namespace
-}  // namespace tierflow::cpu::internal
+}  // namespace tierflow::kernels::internal

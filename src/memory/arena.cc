@@ -1,8 +1,8 @@
-#include "cache/arena.h"
+#include "memory/arena.h"
 
 #include <fmt/format.h>
 
-namespace tierflow::cache {
+namespace tierflow::memory {
 
 void* NodeArena::Allocate(std::size_t size, Status* error) {
   const std::size_t need = Round(size);
@@ -94,4 +94,4 @@ std::size_t NodeArena::reserved() const {
   return n;
 }
 
-}  // namespace tierflow::cache
+}  // namespace tierflow::memory

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "random_bytes.h"
+#include "testing/random_bytes.h"
 
 namespace {
 long g_misaligned_stores = 0;
@@ -31,10 +31,10 @@ inline void CountedFence() { ++g_fences; }
 #define _mm512_stream_si512(p, v) CheckedAlignedStore(p, v)
 #define _mm_sfence() CountedFence()
 
-#include "cpu/kernels_impl.h"
-#include "cpu/vec_avx512.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/vec_avx512.h"
 
-namespace tierflow::cpu::internal {
+namespace tierflow::kernels::internal {
 namespace {
 
 using tierflow::testing::RandomBytes;
@@ -120,4 +120,4 @@ TEST(Avx512Emulated, RandomLargeCopiesAndFills) {
 }
 
 }  // namespace
-}  // namespace tierflow::cpu::internal
+}  // namespace tierflow::kernels::internal

@@ -1,11 +1,11 @@
 // SSE2: every x86-64 CPU has it. On other architectures the kernels fall back to memcpy.
-#include "cpu/kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
-namespace tierflow::cpu::internal {
+namespace tierflow::kernels::internal {
 namespace {
 
 #if defined(__x86_64__)
@@ -35,4 +35,4 @@ void Fill(void* dst, std::uint64_t p, std::size_t ph, std::size_t n, bool) {
 
 const Kernels kBaselineKernels = {&Copy, &Fill};
 
-}  // namespace tierflow::cpu::internal
+}  // namespace tierflow::kernels::internal

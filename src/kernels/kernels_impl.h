@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cpu/kernels.h"
+#include "kernels/kernels.h"
 
-namespace tierflow::cpu::internal {
+namespace tierflow::kernels::internal {
 
 // Aligned stores (streaming when kNt) from possibly unaligned loads; advances d, s and n and
 // leaves fewer than V::kWidth bytes.
@@ -88,4 +88,4 @@ void FillImpl(void* dst, std::uint64_t pattern, std::size_t phase, std::size_t n
   if (n != 0) V::StoreU(end - W, V::Broadcast64(RotatePattern(pattern, end_phase)));
 }
 
-}  // namespace tierflow::cpu::internal
+}  // namespace tierflow::kernels::internal

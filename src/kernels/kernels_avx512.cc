@@ -1,12 +1,12 @@
 // Compiled with -mavx512f; only called after a CPUID check.
-#include "cpu/kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "cpu/vec_avx512.h"
+#include "kernels/vec_avx512.h"
 
-namespace tierflow::cpu::internal {
+namespace tierflow::kernels::internal {
 namespace {
 
 void Copy(void* d, const void* s, std::size_t n, bool nt) {
@@ -22,9 +22,9 @@ void Fill(void* d, std::uint64_t p, std::size_t ph, std::size_t n, bool nt) {
 
 const Kernels kAvx512Kernels = {&Copy, &Fill};
 
-}  // namespace tierflow::cpu::internal
+}  // namespace tierflow::kernels::internal
 #else
-namespace tierflow::cpu::internal {
+namespace tierflow::kernels::internal {
 const Kernels kAvx512Kernels = {nullptr, nullptr};  // never selected: IsaSupported is false
 }
 #endif

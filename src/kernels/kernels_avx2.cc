@@ -1,10 +1,10 @@
 // Compiled with -mavx2; only called after a CPUID check.
-#include "cpu/kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-namespace tierflow::cpu::internal {
+namespace tierflow::kernels::internal {
 namespace {
 
 struct Avx2 {
@@ -30,9 +30,9 @@ void Fill(void* d, std::uint64_t p, std::size_t ph, std::size_t n, bool nt) {
 
 const Kernels kAvx2Kernels = {&Copy, &Fill};
 
-}  // namespace tierflow::cpu::internal
+}  // namespace tierflow::kernels::internal
 #else
-namespace tierflow::cpu::internal {
+namespace tierflow::kernels::internal {
 const Kernels kAvx2Kernels = {nullptr, nullptr};  // never selected: IsaSupported is false
 }
 #endif
