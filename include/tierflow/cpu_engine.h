@@ -18,6 +18,8 @@
 
 namespace tierflow {
 
+class OpRef;  // engine_impl.h
+
 enum class MappingCheck : std::uint8_t {
   kOff,        // trust the caller
   kHandedOff,  // check operations above inline_max_bytes (a syscall per range; the default)
@@ -59,15 +61,15 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
 
  protected:
   Status CheckOperation(const Operation& op) const override;
-  Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) override;
+  Status Enqueue(std::span<const Operation> ops, Submission& submission) override;
   EngineQueue queue() const override;
 
  private:
   struct Impl;
   struct SplitWork;
   explicit CpuEngine(std::unique_ptr<Impl> impl);
-  Status EnqueueSplit(const Operation& op, detail::Submission& submission);
-  static bool HelpSplit(detail::OpState* state);
+  Status EnqueueSplit(const Operation& op, Submission& submission);
+  static bool HelpSplit(OpRef state);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -104,7 +104,7 @@ class TIERFLOW_EXPORT DsaEngine final : public Engine {
 
  protected:
   Status CheckOperation(const Operation& op) const override;
-  Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) override;
+  Status Enqueue(std::span<const Operation> ops, Submission& submission) override;
   EngineQueue queue() const override;
 
  private:

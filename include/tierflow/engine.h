@@ -19,9 +19,7 @@
 
 namespace tierflow {
 
-namespace detail {
-class Submission;
-}
+class Submission;  // engine_impl.h
 
 struct EngineCapabilities {
   std::string name;                         // "cpu", "dsa", ...
@@ -118,10 +116,9 @@ class TIERFLOW_EXPORT Engine {
   Engine();
   // Engine-specific validation beyond the common checks.
   virtual Status CheckOperation(const Operation& op) const;
-  // Starts `ops` as parts of `submission`. The engine registers each piece it creates with
-  // submission.AddParts() before the piece can complete, and completes it with
-  // submission.CompletePart() (possibly inline, before Enqueue returns). Input is validated.
-  virtual Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) = 0;
+  // Starts `ops` (validated) as parts of `submission`: see tierflow/engine_impl.h, the
+  // contract for engine authors.
+  virtual Status Enqueue(std::span<const Operation> ops, Submission& submission) = 0;
 
   // The counters this engine keeps up to date (engine_impl.h says which and when).
   EngineCounters& counters() const { return *counters_; }

@@ -1,20 +1,101 @@
-// For engine authors: what an engine keeps up to date besides doing its work. (Programs that
-// only use engines need engine.h, not this header.)
+// For engine authors: how an engine does its work and reports it. (Programs that only use
+// engines need engine.h, not this header.) The CPU, DSA and io_uring engines are written
+// against this header alone; tests/consumer builds one outside the library.
 //
-// Engine::Submit/SubmitBatch/SubmitParts count the operations they accept (ops_submitted) and
-// the callbacks that throw (callback_errors); an engine counts its pieces — the units it
-// completes (a piece of a split operation, a descriptor, a read) — in the fields below, so that
-// Engine::state() means the same on every engine.
+// An engine derives from Engine and implements capabilities() and Enqueue(ops, submission).
+// Engine::Submit and SubmitBatch validate the operations (Engine::Validate, then the engine's
+// CheckOperation) and call Enqueue once; Engine::SubmitParts calls it once per part of an
+// operation split over engines. Enqueue starts the work and reports it in parts:
+//  - submission.AddParts(n) registers n parts before any of them can complete;
+//  - each part is reported exactly once, from any thread, through the operation's OpRef
+//    (submission.op()): CompletePart on success, FailPart (or CompletePart with a code) on
+//    error or cancellation. The last report finalises the operation: the user's callback runs
+//    on that thread, then its waiters wake. Nothing may be reported for an operation after its
+//    last part, and an engine must not touch the operation's buffers after reporting.
+//  - An error returned by Enqueue means nothing was started: no part may have been registered.
+//
+// Engines also keep their EngineCounters (below) and may publish their queue (Engine::queue).
+// The destructor of an engine must not return while it still holds parts that it will report.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tierflow/engine.h"
+#include "tierflow/export.h"
 
 namespace tierflow {
 
+namespace detail {
+struct OpState;
+}
+
+// An operation an engine is running, as the engine refers to it until it has reported every
+// part it registered. Trivially copyable (engines keep it in their queues and descriptors).
+class TIERFLOW_EXPORT OpRef {
+ public:
+  static constexpr std::uint64_t kNoDifference = ~std::uint64_t{0};
+
+  OpRef() = default;  // refers to nothing
+  explicit operator bool() const { return state_ != nullptr; }
+  friend bool operator==(OpRef a, OpRef b) { return a.state_ == b.state_; }
+
+  // Reports one part: `bytes` of it done, and for a compare the first byte that differs
+  // (counted from the start of the caller's operation: add Submission::offset_base()). A code
+  // other than kOk fails the operation; `message` must then be static text (FailPart builds
+  // one). The first error reported wins.
+  void CompletePart(std::uint64_t bytes, StatusCode code = StatusCode::kOk,
+                    const char* message = nullptr,
+                    std::uint64_t first_difference = kNoDifference) const;
+  void FailPart(std::uint64_t bytes, StatusCode code, std::string message) const;
+  // kCrc32c: XORs one part's contribution into the result. The result starts as the seed's
+  // share; a part of the data contributes Crc32cShift(Crc32c(0, part), bytes after the part).
+  void AddCrc(std::uint32_t contribution) const;
+
+  // For an engine that owns the whole operation (Submission::exclusive()):
+  // 128 bytes, 64-byte aligned, that live as long as the operation's state (states are
+  // reused, so a reference kept in a queue after the operation ended sees a later one's);
+  void* scratch() const;
+  // a word for handing out numbered pieces; its layout is the engine's and must carry a
+  // generation, for the same reason;
+  std::atomic<std::uint64_t>& claims() const;
+  // lets a thread that waits on the handle (any WaitMode but kBlock) run parts itself: `help`
+  // runs one part and returns false when none is left to take.
+  void SetHelper(bool (*help)(OpRef op)) const;
+
+  explicit OpRef(detail::OpState* state) : state_(state) {}  // the engine layer makes these
+
+ private:
+  friend class Submission;
+  detail::OpState* state_ = nullptr;
+};
+
+// What Enqueue is given: the operation and how its parts are reported.
+class TIERFLOW_EXPORT Submission {
+ public:
+  Submission(OpRef op, std::uint64_t offset_base, bool shared)
+      : op_(op), offset_base_(offset_base), shared_(shared) {}
+  // Registers n more parts. Must happen before any of them can complete.
+  void AddParts(std::uint32_t n);
+  OpRef op() const { return op_; }
+  // Where the operations given to this engine start within the caller's operation (non-zero
+  // when a copy is split over engines): add it to reported compare differences.
+  std::uint64_t offset_base() const { return offset_base_; }
+  // Whether this engine owns the whole operation, and so may use OpRef::scratch/claims/
+  // SetHelper.
+  bool exclusive() const { return !shared_; }
+
+ private:
+  OpRef op_;
+  std::uint64_t offset_base_;
+  bool shared_;
+};
+
+// The counters every engine keeps (Engine::counters(); Engine::state() reads them). Engine
+// counts the operations it accepts and the callbacks that throw; the engine counts its pieces
+// — the units it completes (a piece of a split operation, a descriptor, a read).
 class EngineCounters {
  public:
   // Raised when a piece is started (queued, submitted to a device or run inline), lowered when
@@ -27,7 +108,20 @@ class EngineCounters {
   std::atomic<std::uint64_t> pieces_by_waiters{0};  // pieces run by a thread waiting on them
   std::atomic<std::uint64_t> pieces_failed{0};      // finished with an error
   std::atomic<std::uint64_t> pieces_cancelled{0};   // dropped because the engine shut down
-  std::atomic<std::uint64_t> callback_errors{0};    // by the handle machinery
+  std::atomic<std::uint64_t> callback_errors{0};    // by Engine
 };
+
+// A move whose ranges overlap needs memmove semantics: the direction of the copy matters, so
+// an engine must not cut it into pieces that run in any order.
+inline bool IsOverlappingMove(const Operation& op) {
+  const auto d = reinterpret_cast<std::uintptr_t>(op.dst);
+  const auto s = reinterpret_cast<std::uintptr_t>(op.src);
+  return op.kind == OpKind::kMove && d < s + op.size && s < d + op.size;
+}
+
+// Whether every range of the operation is mapped in this process, checked without touching it
+// (a system call per range; unmapped memory is refused at submission instead of faulting in a
+// worker). Errors name the range.
+TIERFLOW_EXPORT Status CheckMapped(const Operation& op);
 
 }  // namespace tierflow

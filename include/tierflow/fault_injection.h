@@ -49,7 +49,7 @@ class TIERFLOW_EXPORT FaultInjectingEngine final : public Engine {
 
  protected:
   Status CheckOperation(const Operation& op) const override;
-  Status Enqueue(std::span<const Operation> ops, detail::Submission& submission) override;
+  Status Enqueue(std::span<const Operation> ops, Submission& submission) override;
 
  private:
   struct Impl;

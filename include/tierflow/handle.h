@@ -122,9 +122,12 @@ class TIERFLOW_EXPORT Handle {
   // The full outcome once done; status kPending while in flight.
   Completion result() const;
 
-  explicit Handle(detail::OpState* state) : state_(state) {}  // takes one reference
+  // A handle of an operation that needed no work: done at once, ok.
+  static Handle Completed();
 
  private:
+  friend class Engine;                                        // makes the handles of its work
+  explicit Handle(detail::OpState* state) : state_(state) {}  // takes one reference
   detail::OpState* state_ = nullptr;
 };
 

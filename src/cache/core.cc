@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "common/futex.h"
-#include "engine/op_state.h"
 #include "tierflow/buffer.h"
 
 namespace tierflow {
@@ -68,12 +67,6 @@ void AwaitWriteBack(detail::CacheEntryState* e) {
        busy = e->writing_back.load(std::memory_order_acquire)) {
     FutexWait(&e->writing_back, busy);
   }
-}
-
-Handle CompletedHandle() {
-  detail::OpState* state = detail::AcquireOpState();
-  detail::CompletePart(state, 0);  // the submission guard: the operation is complete
-  return Handle(state);
 }
 
 void EndWriteBack(detail::CacheEntryState* e) {
@@ -283,7 +276,7 @@ Result<Handle> Core::SubmitWriteBack(Entry* e) {
     // discarded); copying again could land after the entry has left the cache, over bytes
     // that entries created since then have written back.
     EndWriteBack(e);
-    return CompletedHandle();
+    return Handle::Completed();
   }
   const std::uint64_t seq = e->dirty_seq.load(std::memory_order_acquire);
   SubmitOptions so;

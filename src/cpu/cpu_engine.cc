@@ -26,9 +26,6 @@
 #include "common/futex.h"
 #include "common/mapping.h"
 #include "cpu/task_queue.h"
-#include "engine/operation_checks.h"
-#include "engine/overlap.h"
-#include "engine/submission.h"
 #include "kernels/kernels.h"
 #include "tierflow/engine_impl.h"
 
@@ -43,8 +40,8 @@ constexpr std::size_t kPieceAlign = 4096;
 }  // namespace
 
 // A single operation cut into equal pieces that workers and the waiting thread take by index.
-// The description lives in the operation's state (OpState::engine_area) and the pieces are
-// handed out through OpState::piece_claims, so taking one needs no queue; the queue only
+// The description lives in the operation's scratch area (OpRef::scratch) and the pieces are
+// handed out through its claims word (OpRef::claims), so taking one needs no queue; the queue only
 // carries tickets that send workers to the operation.
 //
 // piece_claims = [generation:24 | back:20 | front:20]: pieces [front, back) are still untaken.
@@ -82,23 +79,21 @@ struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
     return static_cast<std::uint32_t>(claims >> (2 * kIndexBits));
   }
 
-  static SplitWork& Of(detail::OpState * s) {
-    return *std::launder(reinterpret_cast<SplitWork*>(s->engine_area));
-  }
+  static SplitWork& Of(OpRef s) { return *std::launder(reinterpret_cast<SplitWork*>(s.scratch())); }
 
   // Claims one piece of the operation of `generation`; false when none is left (or the state
   // has moved on to another operation).
-  static bool Take(detail::OpState * s, std::uint32_t generation, bool from_back,
-                   std::uint64_t& index) {
-    std::uint64_t cur = s->piece_claims.load(std::memory_order_acquire);
+  static bool Take(OpRef s, std::uint32_t generation, bool from_back, std::uint64_t& index) {
+    std::atomic<std::uint64_t>& claims = s.claims();
+    std::uint64_t cur = claims.load(std::memory_order_acquire);
     for (;;) {
       std::uint64_t front = cur & kIndexMask;
       std::uint64_t back = (cur >> kIndexBits) & kIndexMask;
       if (GenerationOf(cur) != generation || front >= back) return false;
       std::uint64_t want =
           from_back ? Pack(generation, front, back - 1) : Pack(generation, front + 1, back);
-      if (s->piece_claims.compare_exchange_weak(cur, want, std::memory_order_acq_rel,
-                                                std::memory_order_acquire)) {
+      if (claims.compare_exchange_weak(cur, want, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
         index = from_back ? back - 1 : front;
         return true;
       }
@@ -107,8 +102,8 @@ struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
 };
 
 struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
-  static_assert(sizeof(SplitWork) <= sizeof(detail::OpState::engine_area));
-  static_assert(alignof(SplitWork) <= alignof(detail::OpState));
+  static_assert(sizeof(SplitWork) <= 128, "OpRef::scratch holds 128 bytes");
+  static_assert(alignof(SplitWork) <= 64, "OpRef::scratch is 64-byte aligned");
   static_assert(std::is_trivially_destructible_v<SplitWork>);
 
   CpuEngineOptions opts;
@@ -151,10 +146,10 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       if (piece.ticket) {
         std::uint64_t index;
         while (SplitWork::Take(piece.state, piece.generation, false, index)) {
-          detail::CompletePart(piece.state, 0, StatusCode::kCancelled, kForked);
+          piece.state.CompletePart(0, StatusCode::kCancelled, kForked);
         }
       } else {
-        detail::CompletePart(piece.state, 0, StatusCode::kCancelled, kForked);
+        piece.state.CompletePart(0, StatusCode::kCancelled, kForked);
       }
     }
     // Pieces that threads now gone were running (workers, helping waiters) never report.
@@ -179,7 +174,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   }
 
   void Run(const cpu::Piece& p) {
-    std::uint64_t diff = detail::OpState::kNoDifference;
+    std::uint64_t diff = OpRef::kNoDifference;
     kernels::PieceWork w = kernels::WorkOf(p);
     w.nt = p.nt;
     w.overlapping = p.overlapping;
@@ -189,20 +184,20 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
       counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
       counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
-      detail::FailPart(p.state, 0, fault.code(), fault.message());
+      p.state.FailPart(0, fault.code(), fault.message());
       return;
     }
     if (r.difference < p.size) diff = p.report_base + p.offset + r.difference;
     if (p.kind == OpKind::kCrc32c) {
-      p.state->crc.fetch_xor(Crc32cShift(r.crc, p.tail), std::memory_order_relaxed);
+      p.state.AddCrc(Crc32cShift(r.crc, p.tail));
     }
     counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
     counters->bytes_completed.fetch_add(p.size, std::memory_order_relaxed);
     counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
-    detail::CompletePart(p.state, p.size, StatusCode::kOk, nullptr, diff);
+    p.state.CompletePart(p.size, StatusCode::kOk, nullptr, diff);
   }
 
-  void RunSplit(const SplitWork& w, std::uint64_t index, detail::OpState* state) {
+  void RunSplit(const SplitWork& w, std::uint64_t index, OpRef state) {
     cpu::Piece p;
     p.state = state;
     p.kind = w.kind;
@@ -256,7 +251,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   void Cancel(const cpu::Piece& p) {
     counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
     counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
-    detail::CompletePart(p.state, 0, StatusCode::kCancelled,
+    p.state.CompletePart(0, StatusCode::kCancelled,
                          "the CPU engine was destroyed before this part of the operation ran");
   }
 
@@ -270,13 +265,13 @@ namespace {
 thread_local const void* t_worker_of = nullptr;
 }  // namespace
 
-// OpState::help for split operations. A claimed piece is still counted in the engine's
-// in_flight, so the engine cannot finish its destructor before the piece is done; `helpers`
-// covers the completion that follows (callbacks may count errors in the engine).
-bool CpuEngine::HelpSplit(detail::OpState* state) {
+// The waiter's helper (OpRef::SetHelper) for split operations. A claimed piece is still counted in
+// the engine's in_flight, so the engine cannot finish its destructor before the piece is done;
+// `helpers` covers the completion that follows (callbacks may count errors in the engine).
+bool CpuEngine::HelpSplit(OpRef state) {
   // The caller holds the handle, so the state still describes its operation.
   const std::uint32_t generation =
-      SplitWork::GenerationOf(state->piece_claims.load(std::memory_order_acquire));
+      SplitWork::GenerationOf(state.claims().load(std::memory_order_acquire));
   std::uint64_t index;
   if (!SplitWork::Take(state, generation, /*from_back=*/true, index)) return false;
   SplitWork& w = SplitWork::Of(state);
@@ -440,7 +435,7 @@ Status CpuEngine::CheckOperation(const Operation& op) const {
   return CheckMapped(op);
 }
 
-Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {
+Status CpuEngine::Enqueue(std::span<const Operation> ops, Submission& submission) {
   Impl& m = *impl_;
   if (m.restart_after_fork.load(std::memory_order_acquire)) [[unlikely]] {
     std::lock_guard lock(m.restart_mu);  // the fork() child may have started threads by now
@@ -449,7 +444,7 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
       m.restart_after_fork.store(false, std::memory_order_release);
     }
   }
-  detail::OpState* state = submission.state();
+  OpRef state = submission.op();
 
   std::size_t total = 0;
   for (const Operation& op : ops) total += op.size;
@@ -479,19 +474,19 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     submission.AddParts(static_cast<std::uint32_t>(ops.size()));
     m.counters->in_flight.fetch_add(ops.size(), std::memory_order_relaxed);
     for (const Operation& op : ops) {
-      bool overlap = detail::IsOverlappingMove(op);
+      bool overlap = IsOverlappingMove(op);
       m.Run(make_piece(op, 0, op.size, overlap));
     }
     return Status::Ok();
   }
 
-  if (ops.size() == 1 && submission.exclusive() && !(detail::IsOverlappingMove(ops[0]))) {
+  if (ops.size() == 1 && submission.exclusive() && !(IsOverlappingMove(ops[0]))) {
     return EnqueueSplit(ops[0], submission);
   }
 
   std::size_t pieces = 0;
   for (const Operation& op : ops) {
-    if (detail::IsOverlappingMove(op)) {
+    if (IsOverlappingMove(op)) {
       ++pieces;
     } else {
       std::size_t piece = m.PieceSize(op.size);
@@ -513,7 +508,7 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     if (++pushed % 64 == 0) m.Wake(m.worker_count);
   };
   for (const Operation& op : ops) {
-    if (detail::IsOverlappingMove(op)) {
+    if (IsOverlappingMove(op)) {
       push(make_piece(op, 0, op.size, true));
       continue;
     }
@@ -526,10 +521,10 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   return Status::Ok();
 }
 
-Status CpuEngine::EnqueueSplit(const Operation& op, detail::Submission& submission) {
+Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   Impl& m = *impl_;
-  detail::OpState* state = submission.state();
-  SplitWork* w = new (state->engine_area) SplitWork;
+  OpRef state = submission.op();
+  SplitWork* w = new (state.scratch()) SplitWork;
   w->engine = &m;
   w->kind = op.kind;
   w->nt = kernels::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
@@ -547,13 +542,13 @@ Status CpuEngine::EnqueueSplit(const Operation& op, detail::Submission& submissi
   w->report_base = submission.offset_base();
   w->pattern = op.pattern;
   const std::uint32_t generation =
-      (SplitWork::GenerationOf(state->piece_claims.load(std::memory_order_relaxed)) + 1) &
+      (SplitWork::GenerationOf(state.claims().load(std::memory_order_relaxed)) + 1) &
       SplitWork::kGenerationMask;
   submission.AddParts(static_cast<std::uint32_t>(w->pieces));
   m.counters->in_flight.fetch_add(w->pieces, std::memory_order_relaxed);
   // Publishes the description: whoever claims a piece reads it after this.
-  state->piece_claims.store(SplitWork::Pack(generation, 0, w->pieces), std::memory_order_release);
-  if (m.opts.waiter_runs_pieces) state->help = &CpuEngine::HelpSplit;
+  state.claims().store(SplitWork::Pack(generation, 0, w->pieces), std::memory_order_release);
+  if (m.opts.waiter_runs_pieces) state.SetHelper(&CpuEngine::HelpSplit);
 
   // One ticket per worker that can usefully take part.
   const auto tickets =

@@ -10,13 +10,13 @@
 #include <new>
 #include <vector>
 
-#include "engine/op_state.h"
+#include "tierflow/engine_impl.h"
 #include "tierflow/operation.h"
 
 namespace tierflow::cpu {
 
 struct Piece {
-  detail::OpState* state = nullptr;
+  OpRef state;
   OpKind kind = OpKind::kCopy;
   bool nt = false;
   bool overlapping = false;  // a move whose ranges overlap: memmove as one piece

@@ -25,9 +25,6 @@
 #include "dsa/descriptor.h"
 #include "dsa/monitor_wait.h"
 #include "dsa/portal.h"
-#include "engine/operation_checks.h"
-#include "engine/overlap.h"
-#include "engine/submission.h"
 #include "kernels/kernels.h"
 #include "tierflow/engine_impl.h"
 
@@ -75,14 +72,14 @@ struct Group {
 // Everything one submission needs until it completes. Pooled: the vectors keep their capacity,
 // so a warm engine does not allocate per submission.
 struct Job {
-  detail::OpState* state = nullptr;
+  OpRef state;
   std::vector<Piece> pieces;
   std::vector<dsa::Descriptor> descs;  // descs[i] encodes pieces[i] (contiguous: batch lists)
   std::vector<dsa::Record> recs;
   std::vector<Group> groups;
   std::atomic<bool> busy{false};  // someone is advancing this job
   std::uint64_t bytes = 0;
-  std::uint64_t first_difference = detail::OpState::kNoDifference;
+  std::uint64_t first_difference = OpRef::kNoDifference;
   StatusCode error_code = StatusCode::kOk;
   std::string error_text;
   std::uint32_t open = 0;                  // pieces not done
@@ -101,11 +98,11 @@ struct Job {
   Job* finished_next = nullptr;
 
   // A pooled job starting a new submission for `s` (busy: only the submitter advances it).
-  void Reset(detail::OpState* s, bool is_drain) {
+  void Reset(OpRef s, bool is_drain) {
     busy.store(true, std::memory_order_relaxed);
     state = s;
     bytes = 0;
-    first_difference = detail::OpState::kNoDifference;
+    first_difference = OpRef::kNoDifference;
     error_code = StatusCode::kOk;
     pieces.clear();
     groups.clear();
@@ -269,13 +266,12 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     new (&poller) std::thread();  // abandon the parent's completion thread, never join it
     while (Job* j = head) {
       UnlinkLocked(j);
-      if (j->state != nullptr) {
-        j->state->callback.Reset();
-        detail::FailPart(j->state, j->bytes, StatusCode::kFailed,
-                         fmt::format("this operation was in flight on the DSA ({}) when the "
-                                     "process forked; it completes in the parent only",
-                                     description));
-        j->state = nullptr;
+      if (j->state) {  // its callback runs here, with this error
+        j->state.FailPart(j->bytes, StatusCode::kFailed,
+                          fmt::format("this operation was in flight on the DSA ({}) when the "
+                                      "process forked; it completes in the parent only",
+                                      description));
+        j->state = OpRef();
       }
       j->busy.store(false, std::memory_order_relaxed);
       PutJob(j);
@@ -364,7 +360,7 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     j.first_difference = std::min<std::uint64_t>(j.first_difference, p.report_base + p.offset + at);
   }
   void AddCrc(Job & j, const Piece& p, std::uint32_t crc) {
-    j.state->crc.fetch_xor(Crc32cShift(crc, p.tail), std::memory_order_relaxed);
+    j.state.AddCrc(Crc32cShift(crc, p.tail));
   }
 
   // Offers a top-level descriptor, retrying a shared WQ up to opts.enqcmd_retries times with
@@ -626,7 +622,7 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   // itself is recycled by the caller, after unlinking it if it was linked: a job stays in the
   // list until its handle has completed, so that a drain never overtakes it.
   void Complete(Job * j) {
-    detail::OpState* state = j->state;
+    OpRef state = j->state;
     const std::uint64_t bytes = j->bytes;
     ops_done.fetch_add(1, std::memory_order_relaxed);
     counters->bytes_completed.fetch_add(bytes, std::memory_order_relaxed);
@@ -634,11 +630,11 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     std::string text = std::move(j->error_text);
     std::uint64_t diff = j->first_difference;
     j->error_text.clear();
-    j->state = nullptr;
+    j->state = OpRef();
     if (code != StatusCode::kOk) {
-      detail::FailPart(state, bytes, code, std::move(text));
+      state.FailPart(bytes, code, std::move(text));
     } else {
-      detail::CompletePart(state, bytes, StatusCode::kOk, nullptr, diff);
+      state.CompletePart(bytes, StatusCode::kOk, nullptr, diff);
     }
   }
 
@@ -677,9 +673,9 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   // the list (completed and reported). Jobs finished at submission were never linked. The
   // device's own drain descriptor is not needed: parts waiting in this engine for a retry
   // are not in the device yet, so only this engine's bookkeeping can tell.
-  Status EnqueueDrain(detail::Submission & submission) {
+  Status EnqueueDrain(Submission & submission) {
     Job* j = GetJob();
-    j->Reset(submission.state(), /*is_drain=*/true);
+    j->Reset(submission.op(), /*is_drain=*/true);
     submission.AddParts(1);
     {
       std::lock_guard lock(list_mu);
@@ -893,11 +889,11 @@ DsaEngine::~DsaEngine() {
   while (Job* j = m.head) {
     m.UnlinkLocked(j);
     // The job is not recycled: the device may still write into its records.
-    detail::FailPart(j->state, j->bytes, StatusCode::kFailed,
-                     fmt::format("the DSA ({}) did not complete this operation within 5 s of "
-                                 "the engine's destruction; its completion records were left "
-                                 "allocated",
-                                 m.description));
+    j->state.FailPart(j->bytes, StatusCode::kFailed,
+                      fmt::format("the DSA ({}) did not complete this operation within 5 s of "
+                                  "the engine's destruction; its completion records were left "
+                                  "allocated",
+                                  m.description));
   }
 }
 
@@ -990,7 +986,7 @@ Status Prefault(std::span<const Operation> ops) {
 
 }  // namespace
 
-Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {
+Status DsaEngine::Enqueue(std::span<const Operation> ops, Submission& submission) {
   Impl& m = *impl_;
   if (m.stopping.load(std::memory_order_relaxed)) {
     return Status(StatusCode::kCancelled, "the DSA engine is being destroyed");
@@ -1002,7 +998,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
     }
   }
   auto overlapping_big_move = [&](const Operation& op) {
-    return op.size > m.max_xfer && detail::IsOverlappingMove(op);
+    return op.size > m.max_xfer && IsOverlappingMove(op);
   };
   if (ops.size() > 1) {
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -1017,7 +1013,7 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, detail::Submission& su
   if (m.opts.prefault) {
     if (Status s = Prefault(ops); !s.ok()) return s;
   }
-  detail::OpState* state = submission.state();
+  OpRef state = submission.op();
   if (ops.size() == 1 && ops[0].kind == OpKind::kDrain) return m.EnqueueDrain(submission);
   Job* j = GetJob();
   j->Reset(state, /*is_drain=*/false);

@@ -6,8 +6,8 @@
 
 #include "common/crc32c.h"
 #include "common/pattern.h"
+#include "engine/op_state.h"
 #include "engine/overlap.h"
-#include "engine/submission.h"
 #include "tierflow/engine_impl.h"
 
 namespace tierflow {
@@ -186,7 +186,7 @@ Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& opti
     // The seed's share of the CRC; the engine XORs in the data's (see Crc32cShift).
     if (op.kind == OpKind::kCrc32c) state->crc.store(Crc32cShift(op.crc_seed, op.size));
   }
-  detail::Submission submission(state);
+  Submission submission(OpRef(state), 0, /*shared=*/false);
   if (Status s = Enqueue(ops, submission); !s.ok()) {
     state->callback.Reset();
     detail::ReleaseOpState(state);  // the in-flight reference
@@ -298,7 +298,7 @@ Result<Handle> Engine::SubmitParts(const Operation& op, std::span<const EnginePa
   state->callback_errors = &parts.front().engine->counters_->callback_errors;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     Engine& e = *parts[i].engine;
-    detail::Submission submission(state, parts[i].offset, /*shared=*/true);
+    Submission submission(OpRef(state), parts[i].offset, /*shared=*/true);
     if (Status s = e.Enqueue({&sub[i], 1}, submission); !s.ok()) {
       // Parts already started run to completion; the handle reports this failure.
       detail::FailPart(state, 0, s.code(), fmt::format("part {}: {}", i, s.message()));

@@ -11,7 +11,6 @@
 
 #include "common/crc32c.h"
 #include "common/pattern.h"
-#include "engine/submission.h"
 #include "tierflow/engine_impl.h"
 
 namespace tierflow {
@@ -65,7 +64,7 @@ struct [[gnu::visibility("hidden")]] FaultInjectingEngine::Impl {
 
 struct FaultInjectingEngine::Impl::Pending {
   Impl* m = nullptr;
-  detail::OpState* state = nullptr;
+  OpRef state;
   Operation op;    // what the inner engine runs
   Operation rest;  // a split's second half, submitted when the first completes
   bool has_rest = false;
@@ -76,11 +75,11 @@ struct FaultInjectingEngine::Impl::Pending {
 void FaultInjectingEngine::Impl::Finished(Pending* p, const Completion& c) {
   Impl& m = *p->m;
   if (p->delay) std::this_thread::sleep_for(std::chrono::microseconds(m.plan.delay_us));
-  std::uint64_t diff = detail::OpState::kNoDifference;
+  std::uint64_t diff = OpRef::kNoDifference;
   if (!c.equal) diff = p->report_base + c.first_difference;
   if (p->op.kind == OpKind::kCrc32c && c.status.ok()) {
     // Engine::Start put the seed's share in; the inner engine's CRC holds it too.
-    p->state->crc.fetch_xor(c.crc ^ Crc32cShift(p->op.crc_seed, p->op.size));
+    p->state.AddCrc(c.crc ^ Crc32cShift(p->op.crc_seed, p->op.size));
   }
   m.counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
   if (c.status.ok()) {
@@ -95,18 +94,18 @@ void FaultInjectingEngine::Impl::Finished(Pending* p, const Completion& c) {
   } else if (p->has_rest) {  // the first half failed: the second never runs
     m.counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
     m.counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
-    detail::CompletePart(p->state, 0, StatusCode::kCancelled,
-                         "not run: the first half of this split operation failed");
+    p->state.CompletePart(0, StatusCode::kCancelled,
+                          "not run: the first half of this split operation failed");
   }
-  detail::OpState* state = p->state;
+  OpRef state = p->state;
   const Status status = c.status;
   const std::uint64_t bytes = c.status.ok() ? c.bytes_completed : 0;
   delete p;
   m.counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (status.ok()) {
-    detail::CompletePart(state, bytes, StatusCode::kOk, nullptr, diff);
+    state.CompletePart(bytes, StatusCode::kOk, nullptr, diff);
   } else {
-    detail::FailPart(state, 0, status.code(), status.message());
+    state.FailPart(0, status.code(), status.message());
   }
 }
 
@@ -162,8 +161,7 @@ Status FaultInjectingEngine::CheckOperation(const Operation& op) const {
   return impl_->inner->Validate(op);
 }
 
-Status FaultInjectingEngine::Enqueue(std::span<const Operation> ops,
-                                     detail::Submission& submission) {
+Status FaultInjectingEngine::Enqueue(std::span<const Operation> ops, Submission& submission) {
   Impl& m = *impl_;
   std::vector<Impl::Choice> choices;
   for (const Operation& op : ops) {
@@ -179,7 +177,7 @@ Status FaultInjectingEngine::Enqueue(std::span<const Operation> ops,
     const Impl::Choice& c = choices[i];
     submission.AddParts(1);
     m.counters->in_flight.fetch_add(1, std::memory_order_relaxed);
-    auto* p = new Impl::Pending{&m, submission.state(), op, {}, false, c.delay, offset};
+    auto* p = new Impl::Pending{&m, submission.op(), op, {}, false, c.delay, offset};
     offset += op.size;
     if (c.delay) m.delayed.fetch_add(1, std::memory_order_relaxed);
     if (c.fail) {

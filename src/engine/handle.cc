@@ -245,7 +245,8 @@ Status Handle::Wait(WaitMode mode) const {
         "never return; the callback already has the Completion");
   }
   if (mode != WaitMode::kBlock && state_->help != nullptr) {
-    while (!(word.load(std::memory_order_acquire) & OpState::kDone) && state_->help(state_)) {
+    while (!(word.load(std::memory_order_acquire) & OpState::kDone) &&
+           state_->help(OpRef(state_))) {
     }
   }
   switch (mode) {
@@ -300,6 +301,12 @@ Completion Handle::result() const {
   c.first_difference = c.equal ? 0 : diff;
   c.crc = state_->crc.load(std::memory_order_relaxed);
   return c;
+}
+
+Handle Handle::Completed() {
+  OpState* state = detail::AcquireOpState();
+  detail::CompletePart(state, 0);  // the submission guard: the operation is complete
+  return Handle(state);
 }
 
 }  // namespace tierflow

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tierflow/engine_impl.h"
 #include "tierflow/handle.h"
 #include "tierflow/status.h"
 
@@ -42,7 +43,7 @@ struct OpState {
   // compete with the engine's workers for a core). Returns false when no part is left to
   // take. Only an engine that owns the whole operation may set it; it may keep what `help`
   // needs in `engine_area`, which lives as long as the state.
-  bool (*help)(OpState* state) = nullptr;
+  bool (*help)(OpRef op) = nullptr;
   alignas(64) unsigned char engine_area[128];
   // For an engine that cuts an operation into numbered pieces and hands them out to whoever
   // asks (the CPU engine: its workers and the waiting thread). The engine defines the layout;

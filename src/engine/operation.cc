@@ -1,7 +1,4 @@
-// Operations as the engine layer names and checks them.
-#include "engine/operation_checks.h"
-
-#include "common/mapping.h"
+// Operations as the engine layer names them.
 #include "tierflow/operation.h"
 
 namespace tierflow {
@@ -28,14 +25,6 @@ std::string_view OpKindName(OpKind kind) {
       return "drain";
   }
   return "unknown";
-}
-
-Status CheckMapped(const Operation& op) {
-  Status s = CheckMapped("dst", op.dst, op.size);
-  if (s.ok()) s = CheckMapped("src", op.src, op.size);
-  if (s.ok()) s = CheckMapped("src2", op.src2, op.size);
-  if (s.ok()) s = CheckMapped("dst2", op.dst2, op.size);
-  return s;
 }
 
 }  // namespace tierflow

@@ -21,7 +21,6 @@
 
 #include <fmt/format.h>
 
-#include "engine/submission.h"
 #include "tierflow/engine_impl.h"
 
 namespace tierflow {
@@ -85,7 +84,7 @@ struct RegisteredFile {
 
 // One read: a part of an operation.
 struct Read {
-  detail::OpState* state = nullptr;
+  OpRef state;
   std::shared_ptr<RegisteredFile> file;  // keeps the descriptors open while in flight
   char* dst = nullptr;
   std::uint64_t offset = 0;
@@ -147,17 +146,17 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
   }
 
   void Finish(Read * r, StatusCode code, std::string message) {
-    detail::OpState* s = r->state;
+    OpRef s = r->state;
     const std::uint64_t done = r->done;
     delete r;
     counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
     counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
     if (code == StatusCode::kOk) {
       counters->bytes_completed.fetch_add(done, std::memory_order_relaxed);
-      detail::CompletePart(s, done);
+      s.CompletePart(done);
     } else {
       counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
-      detail::FailPart(s, done, code, std::move(message));
+      s.FailPart(done, code, std::move(message));
     }
   }
 
@@ -270,11 +269,11 @@ IoUringEngine::~IoUringEngine() {
     for (Read* r : dropped) {
       m.counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
       m.counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
-      detail::OpState* s = r->state;
+      OpRef s = r->state;
       const std::uint64_t done = r->done;
       delete r;
-      detail::CompletePart(s, done, StatusCode::kCancelled,
-                           "the io_uring engine was destroyed before this read was submitted");
+      s.CompletePart(done, StatusCode::kCancelled,
+                     "the io_uring engine was destroyed before this read was submitted");
     }
   };
   for (;;) {
@@ -384,12 +383,12 @@ Status IoUringEngine::CheckOperation(const Operation& op) const {
   return Status::Ok();
 }
 
-Status IoUringEngine::Enqueue(std::span<const Operation> ops, detail::Submission& submission) {
+Status IoUringEngine::Enqueue(std::span<const Operation> ops, Submission& submission) {
   Impl& m = *impl_;
   if (m.stopping.load(std::memory_order_relaxed)) {
     return Status(StatusCode::kCancelled, "the io_uring engine is being destroyed");
   }
-  detail::OpState* state = submission.state();
+  OpRef state = submission.op();
   std::vector<Read*> reads;
   for (const Operation& op : ops) {
     const auto p = reinterpret_cast<std::uintptr_t>(op.src);

@@ -11,6 +11,7 @@ cmake -S "$here" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/pref
 cmake --build "$scratch/build" >/dev/null
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/build/consumer"
 "$scratch/build/consumer_static"
+LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/build/outside_engine"
 PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" c++ -std=c++20 "$here/main.cc" -o "$scratch/pc" \
   $(PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" pkg-config --cflags --libs tierflow)
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/pc"

@@ -6,7 +6,6 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/submission.h"
 #include "tierflow/engine.h"
 #include "tierflow/engine_impl.h"
 
@@ -24,7 +23,7 @@ class ManualEngine : public Engine {
   const EngineCapabilities& capabilities() const override { return caps_; }
 
   struct Part {
-    detail::OpState* state;
+    OpRef state;
     Operation op;
   };
   std::size_t pending() const {
@@ -55,16 +54,16 @@ class ManualEngine : public Engine {
       counters().pieces_failed.fetch_add(1);
     }
     counters().in_flight.fetch_sub(1);
-    detail::CompletePart(p.state, code == StatusCode::kOk ? p.op.size : 0, code, msg);
+    p.state.CompletePart(code == StatusCode::kOk ? p.op.size : 0, code, msg);
   }
 
  protected:
-  Status Enqueue(std::span<const Operation> ops, detail::Submission& s) override {
+  Status Enqueue(std::span<const Operation> ops, Submission& s) override {
     if (refuse_) return Status::Unsupported("manual engine refuses");
     std::lock_guard lock(mu_);
     s.AddParts(static_cast<std::uint32_t>(ops.size()));
     counters().in_flight.fetch_add(ops.size());
-    for (const Operation& op : ops) pending_.push_back({s.state(), op});
+    for (const Operation& op : ops) pending_.push_back({s.op(), op});
     return Status::Ok();
   }
   EngineQueue queue() const override {

@@ -1,0 +1,155 @@
+// An engine written outside the library, against the installed headers only
+// (tierflow/engine_impl.h): one worker thread that copies and fills with the C library. It is
+// then used as any engine is: submitted to, split with the CPU engine under a copy policy,
+// given to the offloading cache. Exit status 0 when everything arrived and the counters add up.
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <tierflow/cache.h>
+#include <tierflow/copy_policy.h>
+#include <tierflow/cpu_engine.h>
+#include <tierflow/engine_impl.h>
+#include <tierflow/topology.h>
+
+namespace {
+
+class LibcEngine final : public tierflow::Engine {
+ public:
+  explicit LibcEngine(int node) {
+    caps_.name = "libc";
+    caps_.ops = tierflow::OpBit(tierflow::OpKind::kCopy) | tierflow::OpBit(tierflow::OpKind::kFill);
+    caps_.max_op_bytes = std::uint64_t{1} << 32;
+    caps_.max_batch = 64;
+    caps_.node = node;
+    worker_ = std::thread([this] { Work(); });
+  }
+  ~LibcEngine() override {  // reports every part it holds before it goes
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  const tierflow::EngineCapabilities& capabilities() const override { return caps_; }
+
+ protected:
+  tierflow::Status Enqueue(std::span<const tierflow::Operation> ops,
+                           tierflow::Submission& submission) override {
+    submission.AddParts(static_cast<std::uint32_t>(ops.size()));  // before any can complete
+    counters().in_flight.fetch_add(ops.size());
+    {
+      std::lock_guard lock(mu_);
+      for (const tierflow::Operation& op : ops) queue_.push_back({submission.op(), op});
+    }
+    cv_.notify_one();
+    return tierflow::Status::Ok();
+  }
+  tierflow::EngineQueue queue() const override {
+    std::lock_guard lock(mu_);
+    return {1024, queue_.size()};
+  }
+
+ private:
+  struct Part {
+    tierflow::OpRef op;
+    tierflow::Operation what;
+  };
+  void Work() {
+    for (;;) {
+      Part p;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        p = queue_.front();
+        queue_.pop_front();
+      }
+      if (p.what.kind == tierflow::OpKind::kCopy) {
+        std::memcpy(p.what.dst, p.what.src, p.what.size);
+      } else {
+        for (std::size_t i = 0; i < p.what.size; ++i) {
+          static_cast<unsigned char*>(p.what.dst)[i] =
+              static_cast<unsigned char>(p.what.pattern >> (8 * (i % 8)));
+        }
+      }
+      counters().pieces_completed.fetch_add(1);
+      counters().bytes_completed.fetch_add(p.what.size);
+      counters().in_flight.fetch_sub(1);
+      p.op.CompletePart(p.what.size);  // the last part runs the callback and wakes waiters
+    }
+  }
+  tierflow::EngineCapabilities caps_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Part> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+int Fail(const char* what, const tierflow::Status& s) {
+  std::fprintf(stderr, "outside_engine: %s: %s\n", what, s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main() {
+  tierflow::Result<tierflow::Topology> topo = tierflow::Topology::Discover();
+  if (!topo.ok()) return Fail("topology", topo.status());
+  const int node = topo->nodes().front().os_index;
+  LibcEngine libc(node);
+  auto cpu = tierflow::CpuEngine::Create(*topo, {.node = node});
+  if (!cpu.ok()) return Fail("cpu engine", cpu.status());
+
+  // 1. Submitted to directly: a batch, and an operation it does not offer.
+  std::vector<char> src(1 << 20), dst(1 << 20);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 13);
+  std::vector<tierflow::Operation> batch;
+  for (int i = 0; i < 4; ++i) {
+    batch.push_back(
+        tierflow::Operation::Copy(dst.data() + i * (1 << 18), src.data() + i * (1 << 18), 1 << 18));
+  }
+  auto h = libc.SubmitBatch(batch);
+  if (!h.ok()) return Fail("batch", h.status());
+  if (tierflow::Status s = h->Wait(); !s.ok() || dst != src) return Fail("batch result", s);
+  if (libc.Submit(tierflow::Operation::Crc32c(src.data(), 64)).ok()) return 1;
+
+  // 2. One copy split between this engine and the CPU engine by a copy policy.
+  std::vector<char> dst2(src.size());
+  tierflow::CopyPolicy policy;
+  policy.kind = tierflow::PolicyKind::kBruteForce;
+  std::vector<tierflow::Engine*> engines = {&libc, cpu->get()};
+  auto plan = tierflow::PlanCopy(policy, *topo, engines, node, node, src.size());
+  if (!plan.ok()) return Fail("plan", plan.status());
+  auto split =
+      tierflow::SubmitParts(tierflow::Operation::Copy(dst2.data(), src.data(), src.size()), *plan);
+  if (!split.ok()) return Fail("split", split.status());
+  if (tierflow::Status s = split->Wait(); !s.ok() || dst2 != src) return Fail("split result", s);
+
+  // 3. The offloading cache filled by this engine.
+  tierflow::CacheConfig config;
+  config.engines = {&libc};
+  config.capacity[node] = 8 << 20;
+  auto cache = tierflow::OffloadCache::Create(*topo, config);
+  if (!cache.ok()) return Fail("cache", cache.status());
+  auto entry = (*cache)->Access(src.data(), src.size());
+  if (!entry.ok()) return Fail("access", entry.status());
+  if (tierflow::Status s = entry->Wait(); !s.ok()) return Fail("fill", s);
+  if (!entry->cached() || std::memcmp(entry->data(), src.data(), src.size()) != 0) return 1;
+  cache->reset();
+
+  const tierflow::EngineState st = libc.state();
+  std::printf(
+      "outside_engine: %llu operations, %llu pieces, %llu bytes through an engine built "
+      "outside tierflow (%zu parts of the split)\n",
+      static_cast<unsigned long long>(st.ops_submitted),
+      static_cast<unsigned long long>(st.pieces_completed),
+      static_cast<unsigned long long>(st.bytes_completed), plan->size());
+  return st.in_flight == 0 && st.ops_submitted == 6 && st.pieces_completed == 6 ? 0 : 1;
+}
