@@ -18,6 +18,7 @@
 #include "common/crc32c.h"
 #include "common/fault_guard.h"
 #include "common/fork_guard.h"
+#include "common/free_list.h"
 #include "common/futex.h"
 #include "common/mapping.h"
 #include "common/pattern.h"
@@ -119,64 +120,16 @@ unsigned Log2(std::uint64_t v) {
   return v == 0 ? 0 : 63 - static_cast<unsigned>(__builtin_clzll(v));
 }
 
-// Jobs — with their descriptors and completion records — come from per-thread free lists: the
-// submit path takes no lock and shares no cache line with other submitters. A job finished by
-// the completion thread goes to that thread's list, which spills to a global list beyond
-// kLocalJobs; a thread whose list is empty refills from there. Jobs are never freed: a record
-// the device may still write must stay allocated (see ~DsaEngine), and a reused job keeps the
-// capacity of its vectors, so a warm engine does not allocate. Any DSA engine takes jobs from
-// the same lists (a job holds nothing engine-specific once finished).
-constexpr std::size_t kLocalJobs = 64;
-constexpr std::size_t kRefillJobs = 16;
-
-struct GlobalJobs final : ForkAware {
-  std::mutex mu;
-  std::vector<Job*> jobs;
-  GlobalJobs() { RegisterForkAware(this, /*leaf=*/true); }
-  void PrepareFork() override { mu.lock(); }
-  void AfterForkParent() override { mu.unlock(); }
-  void AfterForkChild() override { new (&mu) std::mutex(); }
-};
-GlobalJobs& Global() {
-  static GlobalJobs* g = new GlobalJobs;  // never destroyed: threads may exit after main
-  return *g;
-}
-
-struct LocalJobs {
-  std::vector<Job*> jobs;
-  ~LocalJobs() {  // thread exit: hand the jobs to the global list
-    std::lock_guard lock(Global().mu);
-    Global().jobs.insert(Global().jobs.end(), jobs.begin(), jobs.end());
-  }
-};
-thread_local LocalJobs t_jobs;
-
-Job* GetJob() {
-  std::vector<Job*>& local = t_jobs.jobs;
-  if (local.empty()) {
-    GlobalJobs& g = Global();
-    std::lock_guard lock(g.mu);
-    const std::size_t n = std::min(kRefillJobs, g.jobs.size());
-    local.insert(local.end(), g.jobs.end() - static_cast<std::ptrdiff_t>(n), g.jobs.end());
-    g.jobs.resize(g.jobs.size() - n);
-  }
-  if (local.empty()) return new Job;
-  Job* j = local.back();
-  local.pop_back();
-  return j;
-}
-
-void PutJob(Job* j) {
-  std::vector<Job*>& local = t_jobs.jobs;
-  local.push_back(j);
-  if (local.size() > kLocalJobs) {
-    GlobalJobs& g = Global();
-    std::lock_guard lock(g.mu);
-    g.jobs.insert(g.jobs.end(), local.end() - static_cast<std::ptrdiff_t>(kLocalJobs / 2),
-                  local.end());
-    local.resize(local.size() - kLocalJobs / 2);
-  }
-}
+// Jobs — with their descriptors and completion records — come from per-thread free lists
+// (common/free_list.h): the submit path takes no lock and shares no cache line with other
+// submitters; a job finished by the completion thread goes to that thread's list, which spills
+// to the global one. Jobs are never freed: a record the device may still write must stay
+// allocated (see ~DsaEngine), and a reused job keeps the capacity of its vectors, so a warm
+// engine does not allocate. Any DSA engine takes jobs from the same lists (a job holds nothing
+// engine-specific once finished).
+using JobPool = FreeList<Job, /*kLocalMax=*/64, /*kRefill=*/16>;
+Job* GetJob() { return JobPool::Get(); }
+void PutJob(Job* j) { JobPool::Put(j); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include "common/cpu_relax.h"
 #include "common/fork_guard.h"
+#include "common/free_list.h"
 #include "common/futex.h"
 #include "engine/op_state.h"
 
@@ -18,50 +19,11 @@ namespace detail {
 namespace {
 
 // --- OpState pool -------------------------------------------------------------------------
-// Each thread keeps a free list; a state is usually released by the thread that submitted it
-// (the handle owner), so steady-state submit/wait never reaches the allocator. Lists that grow
-// beyond kLocalMax (states released on worker threads) spill to a global list that threads
-// with an empty local list refill from.
-constexpr std::size_t kLocalMax = 256;
-constexpr std::size_t kRefill = 32;
-constexpr std::size_t kGrow = 16;
-
-struct GlobalPool {
-  std::mutex mu;
-  OpState* head = nullptr;
-};
-// A fork() while another thread holds the global list's lock would leave the child's copy
-// locked forever.
-struct GlobalPoolForkGuard final : ForkAware {
-  GlobalPool* pool;
-  explicit GlobalPoolForkGuard(GlobalPool* p) : pool(p) { RegisterForkAware(this, /*leaf=*/true); }
-  void PrepareFork() override { pool->mu.lock(); }
-  void AfterForkParent() override { pool->mu.unlock(); }
-  void AfterForkChild() override { new (&pool->mu) std::mutex(); }
-};
-
-GlobalPool& Global() {
-  static GlobalPool* pool = [] {
-    auto* p = new GlobalPool;  // never destroyed: threads may exit after main
-    new GlobalPoolForkGuard(p);
-    return p;
-  }();
-  return *pool;
-}
-
-struct LocalPool {
-  OpState* head = nullptr;
-  std::size_t count = 0;
-  ~LocalPool() {  // thread exit: hand the states to the global list
-    if (head == nullptr) return;
-    OpState* tail = head;
-    while (tail->next_free != nullptr) tail = tail->next_free;
-    std::lock_guard lock(Global().mu);
-    tail->next_free = Global().head;
-    Global().head = head;
-  }
-};
-thread_local LocalPool t_pool;
+// States come from per-thread free lists (common/free_list.h): a state is usually released by
+// the thread that submitted it (the handle owner), so steady-state submit/wait never reaches the
+// allocator. A state whose last reference a worker drops goes to the shared list, which
+// submitting threads refill from.
+using StatePool = FreeList<OpState, /*kLocalMax=*/256, /*kRefill=*/32, /*kGrow=*/16>;
 
 // The operation whose callback this thread is running (to refuse waiting on it).
 thread_local const OpState* t_completing = nullptr;
@@ -102,32 +64,7 @@ void Finalize(OpState* s) {
 }  // namespace
 
 OpState* AcquireOpState() {
-  LocalPool& pool = t_pool;
-  if (pool.head == nullptr) {
-    std::lock_guard lock(Global().mu);
-    for (std::size_t i = 0; i < kRefill && Global().head != nullptr; ++i) {
-      OpState* s = Global().head;
-      Global().head = s->next_free;
-      s->next_free = pool.head;
-      pool.head = s;
-      ++pool.count;
-    }
-  }
-  if (pool.head == nullptr) {
-    // Grow by a block, not by one: a state whose handle is dropped just before its worker
-    // lets go returns to the shared list a moment late, so a thread needs spares beyond the
-    // operations it has in flight or its next submission would allocate.
-    for (std::size_t i = 0; i < kGrow; ++i) {
-      OpState* fresh = new OpState;
-      fresh->next_free = pool.head;
-      pool.head = fresh;
-      ++pool.count;
-    }
-  }
-  OpState* s = pool.head;
-  pool.head = s->next_free;
-  --pool.count;
-  s->next_free = nullptr;
+  OpState* s = StatePool::Get();
   s->word.store(0, std::memory_order_relaxed);
   s->refs.store(2, std::memory_order_relaxed);
   s->parts.store(1, std::memory_order_relaxed);
@@ -151,24 +88,9 @@ void Recycle(OpState* s, bool shared) {
   s->error_text.clear();
   s->error_text.shrink_to_fit();
   if (shared) {
-    std::lock_guard lock(Global().mu);
-    s->next_free = Global().head;
-    Global().head = s;
-    return;
-  }
-  LocalPool& pool = t_pool;
-  s->next_free = pool.head;
-  pool.head = s;
-  if (++pool.count > kLocalMax) {
-    // Spill half to the global list.
-    OpState* first = pool.head;
-    OpState* last = first;
-    for (std::size_t i = 1; i < kLocalMax / 2; ++i) last = last->next_free;
-    pool.head = last->next_free;
-    pool.count -= kLocalMax / 2;
-    std::lock_guard lock(Global().mu);
-    last->next_free = Global().head;
-    Global().head = first;
+    StatePool::PutShared(s);
+  } else {
+    StatePool::Put(s);
   }
 }
 }  // namespace

@@ -51,8 +51,6 @@ struct OpState {
   // states are pooled and never freed, so such a reference reads this word of a later
   // operation (or of none) and must recognise that it is not its own.
   std::atomic<std::uint64_t> piece_claims{0};
-
-  OpState* next_free = nullptr;  // pool link
 };
 
 // A fresh state: refs = 2 (handle + in flight), parts = 1 (the submission guard).
