@@ -161,7 +161,12 @@ Status RunDsaHardwareSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*a
   Result<DsaInventory> inv = DsaInventory::Discover();
   if (!inv.ok()) return inv.status();
   Result<std::unique_ptr<DsaEngine>> engine = DsaEngine::Create(*inv);
-  if (!engine.ok()) return engine.status();
+  if (!engine.ok()) {
+    return Status(engine.status().code(),
+                  engine.status().message() +
+                      "\n`tierflow bench submit --engine dsa-model` measures the device model "
+                      "instead (labelled so)");
+  }
   constexpr std::size_t kBytes = SmallCopies::kBytes;
   SmallCopies work;
   Status err;

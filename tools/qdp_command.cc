@@ -22,7 +22,7 @@ struct DuckDbResult {
   std::string version;
 };
 
-Result<DuckDbResult> RunDuckDb(const QdpReport& rep, int iterations, int warmup) {
+Result<DuckDbResult> RunDuckDb(const qdp::Report& rep, int iterations, int warmup) {
   Result<std::string> out = bench::RunPythonScript(
       "qdp_duckdb.py",
       {rep.data_dir + "/a.u64", rep.data_dir + "/b.u64", std::to_string(rep.rows),
@@ -46,8 +46,8 @@ Result<DuckDbResult> RunDuckDb(const QdpReport& rep, int iterations, int warmup)
   return r;
 }
 
-const QdpConfigResult* Find(const QdpReport& rep, std::string_view name) {
-  for (const QdpConfigResult& c : rep.configs) {
+const qdp::ConfigResult* Find(const qdp::Report& rep, std::string_view name) {
+  for (const qdp::ConfigResult& c : rep.configs) {
     if (c.name == name) return &c;
   }
   return nullptr;
@@ -55,7 +55,7 @@ const QdpConfigResult* Find(const QdpReport& rep, std::string_view name) {
 
 }  // namespace
 
-Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::ostream& out) {
+Status RunQdpCommand(qdp::Config config, const QdpCommandOptions& options, std::ostream& out) {
   // DuckDB reads the column files after the run: keep them in a directory of our own.
   std::string own_dir;
   if (options.compare_duckdb && config.data_dir.empty()) {
@@ -74,12 +74,12 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
     }
   } remove_own_dir{own_dir};
 
-  Result<QdpReport> r = RunQdp(config);
+  Result<qdp::Report> r = qdp::Run(config);
   if (!r.ok()) return r.status();
-  const QdpReport& rep = *r;
-  const QdpConfigResult* all_dram = Find(rep, "all_dram");
-  const QdpConfigResult* distributed = Find(rep, "prefetch_distributed");
-  const QdpConfigResult* baseline = Find(rep, "baseline");
+  const qdp::Report& rep = *r;
+  const qdp::ConfigResult* all_dram = Find(rep, "all_dram");
+  const qdp::ConfigResult* distributed = Find(rep, "prefetch_distributed");
+  const qdp::ConfigResult* baseline = Find(rep, "baseline");
 
   DuckDbResult duck;
   if (options.compare_duckdb) {
@@ -100,7 +100,7 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
 
   nlohmann::json doc;
   doc["configs"] = nlohmann::json::array();
-  for (const QdpConfigResult& c : rep.configs) {
+  for (const qdp::ConfigResult& c : rep.configs) {
     doc["configs"].push_back(
         {{"name", c.name},
          {"time_ms_median", c.time_ms_median},
@@ -173,7 +173,7 @@ Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::os
       rep.fills_on_model ? " (DSA DEVICE MODEL: software copies, not hardware)" : "",
       "configuration", "time ms", "speedup", "x floor", "hit rate", "hit/late/miss", "SCAN_a",
       "SCAN_b", "AGGREG.", "from slow tier", "to fast tier");
-  for (const QdpConfigResult& c : rep.configs) {
+  for (const qdp::ConfigResult& c : rep.configs) {
     out << fmt::format(
         "  {:<22} {:>10.1f} {:>8} {:>7.2f}x {:>8.0f}% {:>16} {:>9.1f} {:>9.1f} {:>9.1f} {:>11} MiB "
         "{:>9} MiB\n",

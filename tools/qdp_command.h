@@ -5,7 +5,7 @@
 #include <ostream>
 #include <string>
 
-#include "tierflow/qdp.h"
+#include "qdp/qdp.h"
 
 namespace tierflow::tools {
 
@@ -18,6 +18,6 @@ struct QdpCommandOptions {
   std::string plot_path;      // per-pipeline times as a PNG (bench/plot_qdp.py)
 };
 
-Status RunQdpCommand(QdpConfig config, const QdpCommandOptions& options, std::ostream& out);
+Status RunQdpCommand(qdp::Config config, const QdpCommandOptions& options, std::ostream& out);
 
 }  // namespace tierflow::tools

@@ -253,7 +253,7 @@ void AddCache(CLI::App& bench_cmd, CacheCli& c) {
 
 struct QdpCli {
   CLI::App* cmd = nullptr;
-  tierflow::QdpConfig cfg;
+  tierflow::qdp::Config cfg;
   tools::QdpCommandOptions opts;
   std::string configs = "baseline,upper_limit,prefetch,prefetch_distributed,all_dram";
   std::string capacity, read_size;

@@ -194,7 +194,7 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
   // A new entry for [src, src+size) on `node`: indexed with its memory, or outside the cache
   // reading its source when there is no room. Exclusive lock held.
   CacheEntryState* ClaimLocked(cache::NodeState & node, const char* src, std::size_t size) {
-    const std::size_t charged = memory::NodeArena::Round(size);
+    const std::size_t charged = NodeArena::Round(size);
     Status why;
     char* mem = core->MakeRoomLocked(node, size, charged, &why);
     auto* e = new CacheEntryState;
@@ -306,7 +306,7 @@ Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topol
     auto node = std::make_unique<cache::NodeState>();
     node->id = n.os_index;
     if (!config.allocator.allocate) {
-      node->arena = std::make_unique<memory::NodeArena>(n.os_index, config.arena_chunk);
+      node->arena = std::make_unique<NodeArena>(n.os_index, config.arena_chunk);
     }
     core->nodes[n.os_index] = std::move(node);
   }

@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "cache/reader_lock.h"
-#include "memory/arena.h"
 #include "tierflow/handle.h"
+#include "tierflow/node_arena.h"
 #include "tierflow/status.h"
 
 namespace tierflow::cache {
@@ -30,8 +30,8 @@ inline std::size_t CounterSlot() { return ThreadSlot() % kCounterSlots; }
 struct NodeState {
   int id = -1;
   std::atomic<std::size_t> capacity{0};
-  std::atomic<bool> capacity_known{false};   // set on first use when not configured
-  std::unique_ptr<memory::NodeArena> arena;  // the default allocator
+  std::atomic<bool> capacity_known{false};  // set on first use when not configured
+  std::unique_ptr<NodeArena> arena;         // the default allocator
   std::atomic<std::uint64_t> used{0}, entries{0}, peak{0};
   std::atomic<std::uint64_t> misses{0}, not_cached{0}, failed_fills{0}, evictions{0},
       invalidations{0}, write_backs{0}, bytes_filled{0};

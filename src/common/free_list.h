@@ -41,7 +41,8 @@ class FreeList {
     if (local.size() <= kLocalMax) return;
     Shared& g = Global();
     std::lock_guard lock(g.mu);
-    g.items.insert(g.items.end(), local.end() - static_cast<std::ptrdiff_t>(kLocalMax / 2), local.end());
+    g.items.insert(g.items.end(), local.end() - static_cast<std::ptrdiff_t>(kLocalMax / 2),
+                   local.end());
     local.resize(local.size() - kLocalMax / 2);
   }
 

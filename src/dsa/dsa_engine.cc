@@ -738,8 +738,8 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& invento
     if (inventory.devices().empty()) {
       return Status::Unsupported(
           fmt::format("no DSA engine: {}; the device model "
-                      "(DsaEngine::CreateOnModel, --engine dsa-model) "
-                      "runs the same code in software",
+                      "(DsaEngine::CreateOnModel) runs the same code "
+                      "in software",
                       inventory.note()));
     }
     std::string which = !options.wq.empty() ? options.wq

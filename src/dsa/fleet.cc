@@ -33,10 +33,10 @@ Result<DsaFleet> DsaFleet::Open(const DsaInventory& inventory, const DsaEngineOp
   }
   if (fleet.members_.empty()) {
     if (inventory.devices().empty()) {
-      return Status::Unsupported(fmt::format(
-          "no DSA devices: {}; the device model (DsaFleet::OnModel, --engine dsa-model) runs "
-          "the same code in software",
-          inventory.note()));
+      return Status::Unsupported(
+          fmt::format("no DSA devices: {}; the device model (DsaFleet::OnModel) runs the same "
+                      "code in software",
+                      inventory.note()));
     }
     return Status::Unsupported(fmt::format("no DSA device can be used:{}", why));
   }

@@ -17,11 +17,11 @@
 
 #include <gtest/gtest.h>
 
-#include "memory/arena.h"
 #include "testing/engine_fixture.h"
 #include "testing/manual_engine.h"
 #include "testing/random_bytes.h"
 #include "tierflow/dsa_engine.h"
+#include "tierflow/node_arena.h"
 #include "tierflow/uring_engine.h"
 
 namespace tierflow {
@@ -155,7 +155,7 @@ TEST_F(CpuCache, HoldsFromHitsSurviveInvalidationAndMoveBetweenThreads) {
     moved = CacheEntry();  // released on another thread
   });
   other.join();
-  EXPECT_EQ(Node0(*cache_).bytes_used, memory::NodeArena::Round(src.size()));
+  EXPECT_EQ(Node0(*cache_).bytes_used, NodeArena::Round(src.size()));
   CacheEntry copy_after = hit;  // a copy made after the conversion
   hit = CacheEntry();
   EXPECT_EQ(std::memcmp(copy_after.data(), src.data(), src.size()), 0);

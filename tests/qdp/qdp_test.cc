@@ -1,6 +1,6 @@
 // The query-driven prefetching experiment: every configuration returns the exact sum, whatever
 // the selectivity, chunking, cache capacity or storage errors; bad parameters are refused.
-#include "tierflow/qdp.h"
+#include "qdp/qdp.h"
 #include "tierflow/fault_injection.h"
 
 #include <unistd.h>
@@ -16,8 +16,8 @@
 namespace tierflow {
 namespace {
 
-QdpConfig Small() {
-  QdpConfig c;
+qdp::Config Small() {
+  qdp::Config c;
   c.rows = 100000;  // not a multiple of the chunk size
   c.chunk_rows = 4096;
   c.iterations = 1;
@@ -28,8 +28,8 @@ QdpConfig Small() {
 }
 
 // The run is refused with an error that contains `words`.
-void Refuse(const QdpConfig& c, const char* words) {
-  Result<QdpReport> r = RunQdp(c);
+void Refuse(const qdp::Config& c, const char* words) {
+  Result<qdp::Report> r = qdp::Run(c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
 }
@@ -40,10 +40,10 @@ double Median(std::vector<double> v) {
 }
 
 // Every sum exact, every iteration cold, and a floor sample beside every timed iteration.
-void ExpectAllExact(const QdpReport& r, std::size_t configs = 5) {
+void ExpectAllExact(const qdp::Report& r, std::size_t configs = 5) {
   ASSERT_EQ(r.configs.size(), configs);
   std::size_t samples = 0;
-  for (const QdpConfigResult& c : r.configs) {
+  for (const qdp::ConfigResult& c : r.configs) {
     EXPECT_EQ(c.sum, r.expected_sum) << c.name;
     EXPECT_EQ(c.resident_pages_at_start, 0u) << c.name << " did not start cold";
     EXPECT_GT(c.time_ms_median, 0) << c.name;
@@ -60,10 +60,10 @@ void ExpectAllExact(const QdpReport& r, std::size_t configs = 5) {
 
 TEST(Qdp, ExactSumsForSelectivitiesAndSeeds) {
   for (double sel : {0.0, 0.1, 0.5, 1.0}) {
-    QdpConfig c = Small();
+    qdp::Config c = Small();
     c.selectivity = sel;
     c.seed = 7 + static_cast<std::uint64_t>(sel * 10);
-    Result<QdpReport> r = RunQdp(c);
+    Result<qdp::Report> r = qdp::Run(c);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ExpectAllExact(*r);
     if (sel == 0.0) {
@@ -71,7 +71,7 @@ TEST(Qdp, ExactSumsForSelectivitiesAndSeeds) {
     } else {
       EXPECT_GT(r->expected_sum, 0u);
     }
-    const QdpConfigResult& pd = r->configs[3];
+    const qdp::ConfigResult& pd = r->configs[3];
     EXPECT_EQ(pd.name, "prefetch_distributed");
     EXPECT_EQ(pd.hits + pd.late_hits + pd.misses, (c.rows + c.chunk_rows - 1) / c.chunk_rows);
     EXPECT_GT(pd.bytes_to_fast_tier, 0u);
@@ -79,27 +79,27 @@ TEST(Qdp, ExactSumsForSelectivitiesAndSeeds) {
 }
 
 TEST(Qdp, CacheSmallerThanBStillExactAndWithinCapacity) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.rows = 300000;
   c.cache_capacity = 4 * 4096 * 8;  // four chunks of b's 74 (the floor reads b in 19 rounds)
   c.iterations = 2;
-  Result<QdpReport> r = RunQdp(c);
+  Result<qdp::Report> r = qdp::Run(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectAllExact(*r);
   EXPECT_LE(r->fast_tier_peak_bytes, r->cache_capacity_bytes);
 }
 
 TEST(Qdp, FourKibPagesGiveTheSameSums) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.huge_pages = false;
   c.iterations = 3;
-  Result<QdpReport> r = RunQdp(c);
+  Result<qdp::Report> r = qdp::Run(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectAllExact(*r);
 }
 
 TEST(Qdp, StorageErrorsDuringFillsNeverGiveAWrongSum) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.configs = {"prefetch", "prefetch_distributed"};
   c.wrap_storage_engine = [](Engine& storage) -> Result<std::unique_ptr<Engine>> {
     FaultPlan plan;
@@ -109,9 +109,9 @@ TEST(Qdp, StorageErrorsDuringFillsNeverGiveAWrongSum) {
     if (!e.ok()) return e.status();
     return std::unique_ptr<Engine>(std::move(*e));
   };
-  Result<QdpReport> r = RunQdp(c);
+  Result<qdp::Report> r = qdp::Run(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  for (const QdpConfigResult& cr : r->configs) {
+  for (const qdp::ConfigResult& cr : r->configs) {
     EXPECT_EQ(cr.sum, r->expected_sum) << cr.name;
     EXPECT_GT(cr.failed_fills, 0u) << cr.name << ": the injected errors were counted";
   }
@@ -120,16 +120,16 @@ TEST(Qdp, StorageErrorsDuringFillsNeverGiveAWrongSum) {
 // Issue 12, item 9: a capacity that is not a multiple of 8 (or of the chunk) ended in "b as
 // read from the slow tier differs from b ... please report this".
 TEST(Qdp, ACapacityThatIsNoMultipleOfTheChunkWorks) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.configs = {"prefetch_distributed"};
   c.cache_capacity = 3 * 32768 + 7;
-  Result<QdpReport> r = RunQdp(c);
+  Result<qdp::Report> r = qdp::Run(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectAllExact(*r, 1);
 }
 
 TEST(Qdp, BadParametersAreRefused) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.chunk_rows = 1000;
   Refuse(c, "multiple of 512");
   // Issue 12, items 8 and 9: capacities below one chunk ran for minutes or ended in an
@@ -179,7 +179,7 @@ TEST(Qdp, BadParametersAreRefused) {
 // pipeline's threads share the group's chunks. More threads than this machine has CPUs, so
 // oversubscribed (the sums are what is checked).
 TEST(Qdp, ManyGroupsAndThreadsPerPipelineAreExact) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.groups = 3;
   c.threads_scan_a = 2;
   c.threads_scan_b = 2;
@@ -187,22 +187,22 @@ TEST(Qdp, ManyGroupsAndThreadsPerPipelineAreExact) {
   c.oversubscribe = true;
   c.selectivity = 0.7;
   c.cache_capacity = 10 * 4096 * 8;
-  Result<QdpReport> r = RunQdp(c);
+  Result<qdp::Report> r = qdp::Run(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectAllExact(*r);
   EXPECT_EQ(r->threads, 18);
   EXPECT_EQ(r->compute_threads, 12);
-  const QdpConfigResult& pd = r->configs[3];
+  const qdp::ConfigResult& pd = r->configs[3];
   EXPECT_EQ(pd.hits + pd.late_hits + pd.misses, (c.rows + c.chunk_rows - 1) / c.chunk_rows);
   c.oversubscribe = false;
-  r = RunQdp(c);
+  r = qdp::Run(c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--oversubscribe"), std::string::npos);
 }
 
 // Tiers this machine lacks, or that cannot hold what they are asked to, are named.
 TEST(Qdp, TiersThatDoNotExistAreRefused) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.b_tier = "node:99";
   Refuse(c, "--b-tier node:99");
   c = Small();
@@ -216,7 +216,7 @@ TEST(Qdp, TiersThatDoNotExistAreRefused) {
   Refuse(c, "--a-tier 'tape'");
   c = Small();
   c.cache_tier = "cxl";  // none here (unless TIERFLOW_TIERS says otherwise)
-  Result<QdpReport> r = RunQdp(c);
+  Result<qdp::Report> r = qdp::Run(c);
   if (!r.ok()) {
     EXPECT_NE(r.status().message().find("this machine has no cxl node"), std::string::npos)
         << r.status().message();
@@ -226,13 +226,13 @@ TEST(Qdp, TiersThatDoNotExistAreRefused) {
 // The memory-tier path: b on a memory node, filled by the CPU engine or the DSA model.
 TEST(Qdp, MemoryTiersWithCpuAndDsaModelFillsAreExact) {
   for (const char* engine : {"cpu", "dsa-model"}) {
-    QdpConfig c = Small();
+    qdp::Config c = Small();
     c.b_tier = "node:0";
     c.cache_tier = "dram";
     c.engine = engine;
     c.selectivity = 0.3;
     c.cache_capacity = 6 * 4096 * 8;  // smaller than b: eviction on the memory path too
-    Result<QdpReport> r = RunQdp(c);
+    Result<qdp::Report> r = qdp::Run(c);
     ASSERT_TRUE(r.ok()) << engine << ": " << r.status().ToString();
     ExpectAllExact(*r);
     EXPECT_EQ(r->slow_tier.rfind("node 0", 0), 0u) << r->slow_tier;
@@ -240,19 +240,19 @@ TEST(Qdp, MemoryTiersWithCpuAndDsaModelFillsAreExact) {
     EXPECT_EQ(r->fills_on_model, std::string(engine) == "dsa-model");
     EXPECT_GT(r->storage_gbps, 0);
     EXPECT_LE(r->fast_tier_peak_bytes, r->cache_capacity_bytes);
-    const QdpConfigResult& base = r->configs[0];
+    const qdp::ConfigResult& base = r->configs[0];
     EXPECT_EQ(base.bytes_from_slow_tier, 2 * c.rows * 8) << "baseline reads a and b there";
-    const QdpConfigResult& pd = r->configs[3];
+    const qdp::ConfigResult& pd = r->configs[3];
     EXPECT_GT(pd.bytes_to_fast_tier, 0u);
     EXPECT_EQ(r->configs[4].bytes_from_slow_tier, 0u) << "all_dram reads nothing slow";
   }
 }
 
 TEST(Qdp, DsaEngineWithoutDeviceSaysSoAndOffersTheModel) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.b_tier = "node:0";
   c.engine = "dsa";
-  Result<QdpReport> r = RunQdp(c);
+  Result<qdp::Report> r = qdp::Run(c);
   if (r.ok()) GTEST_SKIP() << "this machine has a usable DSA";
   EXPECT_NE(r.status().message().find("--engine dsa-model"), std::string::npos)
       << r.status().message();
@@ -271,25 +271,25 @@ class QdpFiles : public ::testing::Test {
 
 // Columns written once are read back by a later run; missing or short files are named.
 TEST_F(QdpFiles, ReusedColumnsGiveTheSameSumAndBadFilesAreNamed) {
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.data_dir = dir_;
   c.configs = {"baseline", "prefetch_distributed"};
-  Result<QdpReport> first = RunQdp(c);
+  Result<qdp::Report> first = qdp::Run(c);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_TRUE(std::filesystem::exists(dir_ + "/b.u64")) << "a given --data-dir keeps the files";
 
-  QdpConfig again = c;
+  qdp::Config again = c;
   again.reuse_data = true;
   again.seed = 999;  // ignored: the data comes from the files
-  Result<QdpReport> second = RunQdp(again);
+  Result<qdp::Report> second = qdp::Run(again);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->expected_sum, first->expected_sum);
   ExpectAllExact(*second, 2);
   again.rows = c.rows - 1000;  // fewer rows than the files hold: fine
-  ASSERT_TRUE(RunQdp(again).ok());
+  ASSERT_TRUE(qdp::Run(again).ok());
 
   again.rows = c.rows + 1;
-  Result<QdpReport> r = RunQdp(again);
+  Result<qdp::Report> r = qdp::Run(again);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("a.u64 is short"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("--rows 100000 or fewer"), std::string::npos)
@@ -297,7 +297,7 @@ TEST_F(QdpFiles, ReusedColumnsGiveTheSameSumAndBadFilesAreNamed) {
 
   again.rows = c.rows;
   std::filesystem::remove(dir_ + "/b.u64");
-  r = RunQdp(again);
+  r = qdp::Run(again);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("b.u64 is missing"), std::string::npos)
       << r.status().message();
@@ -310,7 +310,7 @@ TEST_F(QdpFiles, ForeignColumnsTheFilterOrTheSumCannotHandleAreRefused) {
     ASSERT_EQ(std::fwrite(v.data(), 8, v.size(), f), v.size());
     std::fclose(f);
   };
-  QdpConfig c = Small();
+  qdp::Config c = Small();
   c.rows = 3;
   c.chunk_rows = 512;
   c.data_dir = dir_;
@@ -318,18 +318,18 @@ TEST_F(QdpFiles, ForeignColumnsTheFilterOrTheSumCannotHandleAreRefused) {
   c.selectivity = 1;
   write("a.u64", {1, std::uint64_t{1} << 63, 2});
   write("b.u64", {1, 2, 3});
-  Result<QdpReport> r = RunQdp(c);
+  Result<qdp::Report> r = qdp::Run(c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("row 1 of a"), std::string::npos) << r.status().message();
   write("a.u64", {1, 2, 3});
   write("b.u64", {~std::uint64_t{0}, 2, 3});
-  r = RunQdp(c);
+  r = qdp::Run(c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("does not fit 64 bits"), std::string::npos)
       << r.status().message();
   write("b.u64", {~std::uint64_t{0} - 5, 2, 3});  // the sum fits exactly: 2^64 - 1
   c.configs = {"baseline", "prefetch_distributed", "all_dram"};
-  r = RunQdp(c);
+  r = qdp::Run(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->expected_sum, ~std::uint64_t{0});
   ExpectAllExact(*r, 3);

@@ -1,8 +1,22 @@
-#include "memory/arena.h"
+#include "tierflow/node_arena.h"
+
+#include <algorithm>
 
 #include <fmt/format.h>
 
-namespace tierflow::memory {
+namespace tierflow {
+
+struct NodeArena::Chunk {
+  Buffer buffer;
+  std::map<std::size_t, std::size_t> free;  // offset -> length
+};
+
+NodeArena::NodeArena(int node, std::size_t chunk, AllocOptions options)
+    : node_(node), chunk_(Round(std::max(chunk, kUnit))), options_(options) {
+  options_.prefault = true;
+}
+
+NodeArena::~NodeArena() = default;
 
 void* NodeArena::Allocate(std::size_t size, Status* error) {
   const std::size_t need = Round(size);
@@ -19,7 +33,7 @@ void* NodeArena::Allocate(std::size_t size, Status* error) {
   }
   Result<Buffer> b = Buffer::OnNode(node_, std::max(chunk_, need), options_);
   if (!b.ok()) {
-    *error = b.status();
+    if (error != nullptr) *error = b.status();
     return nullptr;
   }
   auto c = std::make_unique<Chunk>();
@@ -94,4 +108,4 @@ std::size_t NodeArena::reserved() const {
   return n;
 }
 
-}  // namespace tierflow::memory
+}  // namespace tierflow

@@ -1,5 +1,6 @@
-// Query-driven prefetching (Fürst thesis ch. 6): SELECT SUM(b) FROM t WHERE a < x over two
-// generated uint64 columns, as three pipelines per thread group:
+// tierflow qdp, an application of the library (it uses the public API only and is not part
+// of the installed library): query-driven prefetching (Fürst thesis ch. 6): SELECT SUM(b) FROM t
+// WHERE a < x over two generated uint64 columns, as three pipelines per thread group:
 //   SCAN_a     filters a chunk of a into a bit mask,
 //   SCAN_b     prefetches b's chunks into the fast tier through the offloading cache (running
 //              ahead freely; the storage engine reads them from the column file),
@@ -26,12 +27,11 @@
 #include <vector>
 
 #include "tierflow/engine.h"
-#include "tierflow/export.h"
 #include "tierflow/status.h"
 
-namespace tierflow {
+namespace tierflow::qdp {
 
-struct QdpConfig {
+struct Config {
   std::uint64_t rows = std::uint64_t{1} << 27;        // 2 x 1 GiB: `make demo` runs this
   std::uint64_t chunk_rows = std::uint64_t{1} << 16;  // a multiple of 512 (direct I/O of b)
   double selectivity = 0.5;                           // fraction of rows with a < x
@@ -68,18 +68,18 @@ struct QdpConfig {
   std::function<Result<std::unique_ptr<Engine>>(Engine& storage)> wrap_storage_engine;
 };
 
-struct QdpPipelineTimes {
+struct PipelineTimes {
   double scan_a_ms = 0, scan_b_ms = 0, aggregate_ms = 0;  // busy time of each pipeline
 };
 
-struct QdpConfigResult {
+struct ConfigResult {
   std::string name;
   double time_ms_median = 0;
   double speedup = 0;  // baseline's median / this one's; 0 when baseline did not run
   std::uint64_t sum = 0;
   std::uint64_t hits = 0, late_hits = 0, misses = 0, failed_fills = 0;  // chunks, last iteration
-  double hit_rate = 0;         // (hits + late hits) / chunks read through the cache
-  QdpPipelineTimes pipelines;  // medians
+  double hit_rate = 0;      // (hits + late hits) / chunks read through the cache
+  PipelineTimes pipelines;  // medians
   // Last iteration. Storage: bytes read from the column files (io_uring reads plus pages
   // faulted in, from mincore). Memory: bytes the query and the fills read from the slow tier.
   std::uint64_t bytes_from_slow_tier = 0;
@@ -87,15 +87,15 @@ struct QdpConfigResult {
   std::uint64_t cache_peak_bytes = 0;
   std::uint64_t resident_pages_at_start = 0;  // column pages in the page cache before (must be 0)
   std::vector<double> times_ms;
-  // The floor (b moved from the slow tier, see QdpReport) measured right before each timed
+  // The floor (b moved from the slow tier, see Report) measured right before each timed
   // iteration, and time_ms_median / the median of those: the time against the floor the slow
   // tier offered while this configuration ran.
   std::vector<double> floor_ms;
   double vs_floor = 0;
 };
 
-struct QdpReport {
-  std::vector<QdpConfigResult> configs;
+struct Report {
+  std::vector<ConfigResult> configs;
   std::uint64_t expected_sum = 0;
   std::uint64_t x = 0;  // the filter: a < x
   std::uint64_t rows = 0, chunk_rows = 0;
@@ -118,6 +118,6 @@ struct QdpReport {
 // Errors: bad parameters (named), tiers this machine lacks, missing or short column files,
 // files that cannot be written, a page cache that cannot be emptied, a DSA that is not there,
 // a wrong sum in any configuration (never reported as a result).
-TIERFLOW_EXPORT Result<QdpReport> RunQdp(const QdpConfig& config);
+Result<Report> Run(const Config& config);
 
-}  // namespace tierflow
+}  // namespace tierflow::qdp
