@@ -182,9 +182,7 @@ void PrintTable(std::ostream& out, const std::vector<Row>& rows, const std::vect
          "nodes\n";
 }
 
-}  // namespace
-
-Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
+Status ValidateLists(const CopyBenchConfig& cfg) {
   if (cfg.engine != "cpu") {
     return Status::Invalid(fmt::format(
         "unknown engine '{}': use cpu, dsa, or dsa-model (the DSA device model)", cfg.engine));
@@ -194,11 +192,6 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
     if (s == 0 || s > kMaxRoundBytes) {
       return Status::Invalid(fmt::format("size {} is out of range: use 1 B .. 1 GiB", s));
     }
-  }
-  if (cfg.reps < 1 || cfg.reps > 1000) return Status::Invalid("--reps must be 1..1000");
-  if (cfg.warmup < 0 || cfg.warmup > 100) return Status::Invalid("--warmup must be 0..100");
-  if (!(cfg.min_round_ms >= 0 && cfg.min_round_ms <= 10000)) {  // also false for nan
-    return Status::Invalid(fmt::format("--min-round-ms {}: use 0..10000", cfg.min_round_ms));
   }
   for (const std::string& m : cfg.modes) {
     if (m != "single" && m != "batch") {
@@ -211,8 +204,21 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
   for (int s : cfg.submitters) {
     if (s < 1 || s > 256) return Status::Invalid(fmt::format("submitters {}: use 1..256", s));
   }
-  Result<Topology> topo = Topology::Discover();
-  if (!topo.ok()) return topo.status();
+  return Status::Ok();
+}
+
+Status Validate(const CopyBenchConfig& cfg) {
+  if (Status s = ValidateLists(cfg); !s.ok()) return s;
+  if (cfg.reps < 1 || cfg.reps > 1000) return Status::Invalid("--reps must be 1..1000");
+  if (cfg.warmup < 0 || cfg.warmup > 100) return Status::Invalid("--warmup must be 0..100");
+  if (!(cfg.min_round_ms >= 0 && cfg.min_round_ms <= 10000)) {  // also false for nan
+    return Status::Invalid(fmt::format("--min-round-ms {}: use 0..10000", cfg.min_round_ms));
+  }
+  return Status::Ok();
+}
+
+// The nodes and thread counts, against this machine.
+Status ValidateForTopology(const CopyBenchConfig& cfg, const Topology& topo) {
   for (const auto& [option, list] :
        {std::pair{"--src-node", &cfg.src_nodes}, std::pair{"--dst-node", &cfg.dst_nodes}}) {
     for (int node : *list) {
@@ -222,161 +228,206 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
       }
     }
   }
-  const int cpus_total = [&] {
-    int c = 0;
-    for (const NumaNode& n : topo->nodes()) c += static_cast<int>(n.cpus.size());
-    return c;
-  }();
+  int cpus_total = 0;
+  for (const NumaNode& n : topo.nodes()) cpus_total += static_cast<int>(n.cpus.size());
   for (int t : cfg.threads) {
     if (t < 0 || t > 4 * cpus_total) {
       return Status::Invalid(
           fmt::format("--threads {}: use 0 (all CPUs of a node) .. {}", t, 4 * cpus_total));
     }
   }
+  return Status::Ok();
+}
 
-  std::vector<Row> rows, base;
-  std::size_t total_configs = 0;
-  for (const std::string& mode : cfg.modes) {
-    total_configs += cfg.threads.size() * cfg.policies.size() * cfg.submitters.size() *
-                     cfg.sizes.size() * cfg.src_nodes.size() * cfg.dst_nodes.size() *
-                     (mode == "batch" ? cfg.batch_sizes.size() : 1);
-  }
-  std::vector<int> base_threads = {1};
+// glibc memcpy runs on one thread and on as many as every --threads value gives the engine.
+std::vector<int> BaselineThreads(const CopyBenchConfig& cfg, const Topology& topo) {
+  const NumaNode* src = topo.node(cfg.src_nodes[0]);
+  const int all = src != nullptr && src->has_cpus() ? static_cast<int>(src->cpus.size()) : 1;
+  std::vector<int> out = {1};
   for (int t : cfg.threads) {
-    int n = t == 0 ? static_cast<int>(topo->node(cfg.src_nodes[0]) != nullptr &&
-                                              topo->node(cfg.src_nodes[0])->has_cpus()
-                                          ? topo->node(cfg.src_nodes[0])->cpus.size()
-                                          : 1)
-                   : t;
-    if (std::find(base_threads.begin(), base_threads.end(), n) == base_threads.end()) {
-      base_threads.push_back(n);
+    const int n = t == 0 ? all : t;
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  return out;
+}
+
+std::size_t CountConfigs(const CopyBenchConfig& cfg, std::size_t baselines) {
+  const std::size_t pairs = cfg.sizes.size() * cfg.src_nodes.size() * cfg.dst_nodes.size();
+  std::size_t total = baselines * pairs;
+  for (const std::string& mode : cfg.modes) {
+    total += cfg.threads.size() * cfg.policies.size() * cfg.submitters.size() * pairs *
+             (mode == "batch" ? cfg.batch_sizes.size() : 1);
+  }
+  return total;
+}
+
+// The largest round: a size, or a batch of them that stays within kMaxRoundBytes.
+std::size_t BufferBytes(const CopyBenchConfig& cfg) {
+  std::size_t need = 0;
+  const bool batches = std::find(cfg.modes.begin(), cfg.modes.end(), "batch") != cfg.modes.end();
+  for (std::size_t size : cfg.sizes) {
+    need = std::max(need, size);
+    for (int b : batches ? cfg.batch_sizes : std::vector<int>{}) {
+      const std::size_t used = size * static_cast<std::size_t>(b);
+      if (used <= kMaxRoundBytes) need = std::max(need, used);
     }
   }
-  total_configs +=
-      base_threads.size() * cfg.sizes.size() * cfg.src_nodes.size() * cfg.dst_nodes.size();
-  Progress progress(total_configs, cfg.progress && StderrIsTerminal());
-  std::string isa;
+  return need;
+}
 
-  for (int src_node : cfg.src_nodes) {
-    for (int dst_node : cfg.dst_nodes) {
-      std::size_t need = 0;
-      for (std::size_t size : cfg.sizes) {
-        need = std::max(need, size);
-        for (const std::string& mode : cfg.modes) {
-          if (mode != "batch") continue;
-          for (int b : cfg.batch_sizes) {
-            if (size * static_cast<std::size_t>(b) <= kMaxRoundBytes)
-              need = std::max(need, size * b);
-          }
-        }
-      }
-      Result<Buffer> src = Buffer::OnNode(src_node, need);
-      if (!src.ok()) return src.status();
-      Result<Buffer> dst = Buffer::OnNode(dst_node, need);
-      if (!dst.ok()) return dst.status();
-      std::memset(src->data(), 0x5a, need);
+// Where one (source node, destination node) pair copies.
+struct Pair {
+  int src_node = 0, dst_node = 0;
+  Buffer* src = nullptr;
+  Buffer* dst = nullptr;
+};
 
-      std::vector<Candidate> cands;
-      cands.reserve(total_configs);
-      // Baseline: glibc memcpy on 1 thread and split over N threads.
-      for (int nthreads : base_threads) {
-        for (std::size_t size : cfg.sizes) {
-          Candidate c;
-          for (auto [off, len] : Split(size, nthreads)) {
-            c.slices.push_back(
-                {nullptr, {Operation::Copy(dst->data() + off, src->data() + off, len)}});
-          }
-          c.bytes = size;
-          c.row = {"memcpy", "single", "split",  size,     1,
-                   nthreads, 1,        src_node, dst_node, static_cast<int>(c.slices.size()),
-                   1,        {}};
-          cands.push_back(std::move(c));
-        }
+// Baseline: glibc memcpy on 1 thread and split over N threads.
+void AddBaselines(const CopyBenchConfig& cfg, const std::vector<int>& base_threads, const Pair& p,
+                  std::vector<Candidate>& cands) {
+  for (int nthreads : base_threads) {
+    for (std::size_t size : cfg.sizes) {
+      Candidate c;
+      for (auto [off, len] : Split(size, nthreads)) {
+        c.slices.push_back(
+            {nullptr, {Operation::Copy(p.dst->data() + off, p.src->data() + off, len)}});
       }
-      // Engines: one per node with CPUs and `threads` workers each, for every --threads value.
-      std::vector<std::vector<std::unique_ptr<CpuEngine>>> engine_sets;
-      for (int threads : cfg.threads) {
-        std::vector<std::unique_ptr<CpuEngine>> engines;
-        std::vector<Engine*> engine_ptrs;
-        for (const NumaNode& n : topo->nodes()) {
-          if (!n.has_cpus()) continue;
-          CpuEngineOptions o;
-          o.node = n.os_index;
-          o.workers = threads;
-          Result<std::unique_ptr<CpuEngine>> e = CpuEngine::Create(*topo, o);
-          if (!e.ok()) return e.status();
-          isa = std::string(CpuIsaName((*e)->isa()));
-          engine_ptrs.push_back(e->get());
-          engines.push_back(std::move(*e));
-        }
-        const int workers = engines.front()->workers();
-        for (PolicyKind policy : cfg.policies) {
-          CopyPolicy cp;
-          cp.kind = policy;
-          for (int subm : cfg.submitters) {
-            for (const std::string& mode : cfg.modes) {
-              const bool batch = mode == "batch";
-              const std::vector<int> batches = batch ? cfg.batch_sizes : std::vector<int>{1};
-              for (int b : batches) {
-                for (std::size_t size : cfg.sizes) {
-                  const std::size_t used = size * static_cast<std::size_t>(b);
-                  if (used > kMaxRoundBytes) {
-                    progress.Step("skipped");
-                    std::fprintf(stderr, "skipped: %s batch of %d x %s exceeds 1 GiB per buffer\n",
-                                 mode.c_str(), b, FormatSize(size).c_str());
-                    continue;
-                  }
-                  Result<std::vector<CopyPart>> plan =
-                      PlanCopy(cp, *topo, engine_ptrs, src_node, dst_node, size);
-                  if (!plan.ok()) return plan.status();
-                  Candidate c;
-                  c.batch = batch;
-                  c.bytes = used;
-                  for (const CopyPart& part : *plan) {
-                    for (auto [off, len] : Split(part.size, subm)) {
-                      Slice s{part.engine, {}};
-                      for (int m = 0; m < b; ++m) {
-                        std::size_t base_off =
-                            static_cast<std::size_t>(m) * size + part.offset + off;
-                        s.ops.push_back(
-                            Operation::Copy(dst->data() + base_off, src->data() + base_off, len));
-                      }
-                      c.slices.push_back(std::move(s));
-                    }
-                  }
-                  c.row = {"cpu",
-                           mode,
-                           std::string(PolicyKindName(policy)),
-                           size,
-                           b,
-                           workers,
-                           subm,
-                           src_node,
-                           dst_node,
-                           static_cast<int>(c.slices.size()),
-                           1,
-                           {}};
-                  cands.push_back(std::move(c));
-                }
-              }
+      c.bytes = size;
+      c.row = {"memcpy", "single", "split",    size,       1,
+               nthreads, 1,        p.src_node, p.dst_node, static_cast<int>(c.slices.size()),
+               1,        {}};
+      cands.push_back(std::move(c));
+    }
+  }
+}
+
+// CPU engines with `threads` workers each, one per node with CPUs.
+struct EngineSet {
+  std::vector<std::unique_ptr<CpuEngine>> owned;
+  std::vector<Engine*> engines;
+};
+
+Result<EngineSet> MakeEngines(const Topology& topo, int threads, std::string& isa) {
+  EngineSet set;
+  for (const NumaNode& n : topo.nodes()) {
+    if (!n.has_cpus()) continue;
+    CpuEngineOptions o;
+    o.node = n.os_index;
+    o.workers = threads;
+    Result<std::unique_ptr<CpuEngine>> e = CpuEngine::Create(topo, o);
+    if (!e.ok()) return e.status();
+    isa = std::string(CpuIsaName((*e)->isa()));
+    set.engines.push_back(e->get());
+    set.owned.push_back(std::move(*e));
+  }
+  return set;
+}
+
+// One engine configuration: the policy's plan, each part split among the submitters, each
+// slice a batch of `b` copies (one in single mode).
+struct EngineSpec {
+  PolicyKind policy;
+  int submitters = 1, batch = 1;
+  std::string mode;
+  std::size_t size = 0;
+};
+
+Result<Candidate> EngineCandidate(const Topology& topo, const EngineSet& set,
+                                  const EngineSpec& spec, const Pair& p) {
+  CopyPolicy cp;
+  cp.kind = spec.policy;
+  Result<std::vector<CopyPart>> plan =
+      PlanCopy(cp, topo, set.engines, p.src_node, p.dst_node, spec.size);
+  if (!plan.ok()) return plan.status();
+  Candidate c;
+  c.batch = spec.mode == "batch";
+  c.bytes = spec.size * static_cast<std::size_t>(spec.batch);
+  for (const CopyPart& part : *plan) {
+    for (auto [off, len] : Split(part.size, spec.submitters)) {
+      Slice s{part.engine, {}};
+      for (int m = 0; m < spec.batch; ++m) {
+        const std::size_t at = static_cast<std::size_t>(m) * spec.size + part.offset + off;
+        s.ops.push_back(Operation::Copy(p.dst->data() + at, p.src->data() + at, len));
+      }
+      c.slices.push_back(std::move(s));
+    }
+  }
+  c.row = {"cpu",
+           spec.mode,
+           std::string(PolicyKindName(spec.policy)),
+           spec.size,
+           spec.batch,
+           set.owned.front()->workers(),
+           spec.submitters,
+           p.src_node,
+           p.dst_node,
+           static_cast<int>(c.slices.size()),
+           1,
+           {}};
+  return c;
+}
+
+// Every engine configuration of one --threads value; batches over 1 GiB are skipped (said so).
+Status AddEngineCandidates(const CopyBenchConfig& cfg, const Topology& topo, const EngineSet& set,
+                           const Pair& p, Progress& progress, std::vector<Candidate>& cands) {
+  for (PolicyKind policy : cfg.policies) {
+    for (int subm : cfg.submitters) {
+      for (const std::string& mode : cfg.modes) {
+        for (int b : mode == "batch" ? cfg.batch_sizes : std::vector<int>{1}) {
+          for (std::size_t size : cfg.sizes) {
+            if (size * static_cast<std::size_t>(b) > kMaxRoundBytes) {
+              progress.Step("skipped");
+              std::fprintf(stderr, "skipped: %s batch of %d x %s exceeds 1 GiB per buffer\n",
+                           mode.c_str(), b, FormatSize(size).c_str());
+              continue;
             }
+            Result<Candidate> c = EngineCandidate(topo, set, {policy, subm, b, mode, size}, p);
+            if (!c.ok()) return c.status();
+            cands.push_back(std::move(*c));
           }
         }
-        engine_sets.push_back(std::move(engines));
       }
-      Runner runner(cfg, *src, *dst);
-      for (std::size_t size : cfg.sizes) {
-        std::vector<Candidate*> group;
-        for (Candidate& c : cands) {
-          if (c.row.size == size) group.push_back(&c);
-        }
-        if (Status s = runner.Measure(group, progress); !s.ok()) return s;
-      }
-      for (Candidate& c : cands) (c.row.engine == "memcpy" ? base : rows).push_back(c.row);
     }
   }
-  progress.Finish();
+  return Status::Ok();
+}
 
+// Every configuration for one pair of nodes, measured size by size (the candidates of a size
+// interleaved), into `rows` (engines) and `base` (memcpy).
+Status MeasurePair(const CopyBenchConfig& cfg, const Topology& topo,
+                   const std::vector<int>& base_threads, int src_node, int dst_node,
+                   Progress& progress, std::vector<Row>& rows, std::vector<Row>& base,
+                   std::string& isa) {
+  const std::size_t need = BufferBytes(cfg);
+  Result<Buffer> src = Buffer::OnNode(src_node, need);
+  if (!src.ok()) return src.status();
+  Result<Buffer> dst = Buffer::OnNode(dst_node, need);
+  if (!dst.ok()) return dst.status();
+  std::memset(src->data(), 0x5a, need);
+  const Pair p{src_node, dst_node, &*src, &*dst};
+  std::vector<Candidate> cands;
+  AddBaselines(cfg, base_threads, p, cands);
+  std::vector<EngineSet> sets;  // alive until measured
+  for (int threads : cfg.threads) {
+    Result<EngineSet> set = MakeEngines(topo, threads, isa);
+    if (!set.ok()) return set.status();
+    if (Status s = AddEngineCandidates(cfg, topo, *set, p, progress, cands); !s.ok()) return s;
+    sets.push_back(std::move(*set));
+  }
+  Runner runner(cfg, *src, *dst);
+  for (std::size_t size : cfg.sizes) {
+    std::vector<Candidate*> group;
+    for (Candidate& c : cands) {
+      if (c.row.size == size) group.push_back(&c);
+    }
+    if (Status s = runner.Measure(group, progress); !s.ok()) return s;
+  }
+  for (Candidate& c : cands) (c.row.engine == "memcpy" ? base : rows).push_back(c.row);
+  return Status::Ok();
+}
+
+nlohmann::json ReportJson(const CopyBenchConfig& cfg, const std::vector<Row>& rows,
+                          const std::vector<Row>& base, const std::string& isa) {
   nlohmann::json doc;
   doc["convention"] = "gbps = bytes copied / seconds / 1e9 (STREAM counts read+write: 2x)";
   doc["cpu_isa"] = isa;
@@ -386,23 +437,51 @@ Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
   for (const Row& r : rows) doc["configs"].push_back(RowJson(r));
   doc["baseline"] = nlohmann::json::array();
   for (const Row& r : base) doc["baseline"].push_back(RowJson(r));
+  return doc;
+}
 
-  const std::string note =
-      fmt::format("machine: {} NUMA node(s), caches L2 {} L3 {}", topo->nodes().size(),
-                  FormatSize(topo->caches().l2_bytes), FormatSize(topo->caches().l3_bytes));
+void PrintCsv(std::ostream& out, const std::vector<Row>& rows, const std::vector<Row>& base) {
+  out << "engine,size_bytes,mode,batch,threads,submitters,policy,src_node,dst_node,gbps_min,"
+         "gbps_median,gbps_max\n";
+  for (const auto* set : {&base, &rows}) {
+    for (const Row& r : *set) {
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f}\n", r.engine, r.size,
+                         r.mode, r.batch, r.threads, r.submitters, r.policy, r.src_node, r.dst_node,
+                         r.gbps.min, r.gbps.median, r.gbps.max);
+    }
+  }
+}
+
+}  // namespace
+
+Status RunCopyBench(const CopyBenchConfig& cfg, std::ostream& out) {
+  if (Status s = Validate(cfg); !s.ok()) return s;
+  Result<Topology> topo = Topology::Discover();
+  if (!topo.ok()) return topo.status();
+  if (Status s = ValidateForTopology(cfg, *topo); !s.ok()) return s;
+  const std::vector<int> base_threads = BaselineThreads(cfg, *topo);
+  Progress progress(CountConfigs(cfg, base_threads.size()), cfg.progress && StderrIsTerminal());
+  std::vector<Row> rows, base;
+  std::string isa;
+  for (int src_node : cfg.src_nodes) {
+    for (int dst_node : cfg.dst_nodes) {
+      if (Status s =
+              MeasurePair(cfg, *topo, base_threads, src_node, dst_node, progress, rows, base, isa);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  progress.Finish();
+  const nlohmann::json doc = ReportJson(cfg, rows, base, isa);
   if (cfg.format == "json") {
     out << doc.dump(2) << "\n";
   } else if (cfg.format == "csv") {
-    out << "engine,size_bytes,mode,batch,threads,submitters,policy,src_node,dst_node,gbps_min,"
-           "gbps_median,gbps_max\n";
-    for (const auto* set : {&base, &rows}) {
-      for (const Row& r : *set) {
-        out << fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f}\n", r.engine, r.size,
-                           r.mode, r.batch, r.threads, r.submitters, r.policy, r.src_node,
-                           r.dst_node, r.gbps.min, r.gbps.median, r.gbps.max);
-      }
-    }
+    PrintCsv(out, rows, base);
   } else {
+    const std::string note =
+        fmt::format("machine: {} NUMA node(s), caches L2 {} L3 {}", topo->nodes().size(),
+                    FormatSize(topo->caches().l2_bytes), FormatSize(topo->caches().l3_bytes));
     PrintTable(out, rows, base, isa, note);
   }
   if (!cfg.plot_path.empty()) {

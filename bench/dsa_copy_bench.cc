@@ -372,10 +372,7 @@ class Experiments {
   nlohmann::json scaling_ = nlohmann::json::array();
 };
 
-}  // namespace
-
-Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa,
-                       std::ostream& out) {
+Status Validate(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa) {
   for (const std::string& x : dsa.experiments) {
     if (x != "submission" && x != "threads" && x != "placement" && x != "cpu") {
       return Status::Invalid(fmt::format(
@@ -385,9 +382,11 @@ Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa
   if (cfg.batch_sizes.empty() || cfg.src_nodes.empty()) {
     return Status::Invalid("give at least one --batch size and one --src-node");
   }
-  Result<Setup> setup = Prepare(cfg, dsa);
-  if (!setup.ok()) return setup.status();
-  Experiments ex(cfg, dsa, *setup);
+  return Status::Ok();
+}
+
+// The experiments asked for, in the thesis' order.
+Status RunExperiments(const DsaCopyBenchConfig& dsa, Experiments& ex) {
   auto wants = [&](const char* x) {
     return std::find(dsa.experiments.begin(), dsa.experiments.end(), x) != dsa.experiments.end();
   };
@@ -403,60 +402,66 @@ Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa
   if (wants("cpu")) {
     if (Status s = ex.Cpu(); !s.ok()) return s;
   }
+  return Status::Ok();
+}
 
-  const bool model = setup->model;
-  const std::string label =
-      model ? fmt::format(
-                  "DSA DEVICE MODEL ({} model device(s)): these are software copies, not "
-                  "a DSA's throughput{}",
-                  setup->fleet->members().size(),
-                  setup->buffers_local ? "; nodes from the given topology are simulated, "
-                                         "every buffer is in local memory"
-                                       : "")
-            : std::string("DSA hardware");
+std::string Label(const Setup& setup) {
+  if (!setup.model) return "DSA hardware";
+  return fmt::format(
+      "DSA DEVICE MODEL ({} model device(s)): these are software copies, not a DSA's "
+      "throughput{}",
+      setup.fleet->members().size(),
+      setup.buffers_local ? "; nodes from the given topology are simulated, every buffer is in "
+                            "local memory"
+                          : "");
+}
+
+nlohmann::json DevicesJson(const DsaFleet& fleet) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DsaFleet::DeviceStats& d : fleet.stats()) {
+    std::vector<std::uint64_t> hist(d.stats.size_histogram.begin(), d.stats.size_histogram.end());
+    devices.push_back({{"device", d.device},
+                       {"node", d.node},
+                       {"wq", d.wq},
+                       {"ops", d.stats.ops},
+                       {"bytes", d.stats.bytes},
+                       {"descriptors", d.stats.descriptors},
+                       {"batches", d.stats.batches},
+                       {"submit_retries", d.stats.submit_retries},
+                       {"faults_resumed", d.stats.faults_resumed},
+                       {"faults_on_cpu", d.stats.faults_on_cpu},
+                       {"cpu_fallbacks", d.stats.cpu_fallbacks},
+                       {"size_histogram_log2", hist}});
+  }
+  return devices;
+}
+
+nlohmann::json ReportJson(const CopyBenchConfig& cfg, const Setup& setup, const Experiments& ex) {
   nlohmann::json doc;
-  doc["engine"] = model ? "dsa-model" : "dsa";
-  doc["model"] = model;
-  doc["label"] = label;
+  doc["engine"] = setup.model ? "dsa-model" : "dsa";
+  doc["model"] = setup.model;
+  doc["label"] = Label(setup);
   doc["convention"] = "gbps = bytes copied / seconds / 1e9";
   doc["reps"] = cfg.reps;
   doc["auto_thresholds"] = DescribeAutoThresholds(AutoThresholds{});
-  doc["devices"] = nlohmann::json::array();
-  for (const DsaFleet::DeviceStats& d : setup->fleet->stats()) {
-    std::vector<std::uint64_t> hist(d.stats.size_histogram.begin(), d.stats.size_histogram.end());
-    doc["devices"].push_back({{"device", d.device},
-                              {"node", d.node},
-                              {"wq", d.wq},
-                              {"ops", d.stats.ops},
-                              {"bytes", d.stats.bytes},
-                              {"descriptors", d.stats.descriptors},
-                              {"batches", d.stats.batches},
-                              {"submit_retries", d.stats.submit_retries},
-                              {"faults_resumed", d.stats.faults_resumed},
-                              {"faults_on_cpu", d.stats.faults_on_cpu},
-                              {"cpu_fallbacks", d.stats.cpu_fallbacks},
-                              {"size_histogram_log2", hist}});
-  }
+  doc["devices"] = DevicesJson(*setup.fleet);
   doc["rows"] = nlohmann::json::array();
   for (const Row& r : ex.rows()) doc["rows"].push_back(RowJson(r));
   doc["scaling"] = ex.scaling();
+  return doc;
+}
 
-  if (cfg.format == "json") {
-    out << doc.dump(2) << "\n";
-    return Status::Ok();
+void PrintCsv(const Experiments& ex, bool model, std::ostream& out) {
+  out << "experiment,figure,engine,method,policy,size_bytes,batch,threads,src_node,dst_node,dsas,"
+         "gbps_min,gbps_median,gbps_max,model\n";
+  for (const Row& r : ex.rows()) {
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{}\n", r.experiment,
+                       r.figure, r.engine, r.method, r.policy, r.size, r.batch, r.threads, r.src,
+                       r.dst, r.dsas, r.gbps.min, r.gbps.median, r.gbps.max, model ? 1 : 0);
   }
-  if (cfg.format == "csv") {
-    out << "experiment,figure,engine,method,policy,size_bytes,batch,threads,src_node,dst_node,dsas,"
-           "gbps_min,gbps_median,gbps_max,model\n";
-    for (const Row& r : ex.rows()) {
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{}\n", r.experiment,
-                         r.figure, r.engine, r.method, r.policy, r.size, r.batch, r.threads, r.src,
-                         r.dst, r.dsas, r.gbps.min, r.gbps.median, r.gbps.max, model ? 1 : 0);
-    }
-    return Status::Ok();
-  }
-  out << fmt::format("tierflow bench copy --engine {}  [{}]\n", doc["engine"].get<std::string>(),
-                     label);
+}
+
+void PrintRows(const Experiments& ex, std::ostream& out) {
   std::string last;
   for (const Row& r : ex.rows()) {
     if (r.experiment != last) {
@@ -475,8 +480,7 @@ Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa
   }
   if (!ex.scaling().empty()) {
     out << "\nscaling over destinations (thesis Fig. 3.7)\n  policy       DSAs  GB/s avg  x single "
-           " "
-           "per DSA\n";
+           " per DSA\n";
     for (const auto& s : ex.scaling()) {
       out << fmt::format("  {:<12} {:>4.1f} {:>9.2f} {:>9.2f} {:>8.2f}\n",
                          s["policy"].get<std::string>(), s["dsas_avg"].get<double>(),
@@ -484,6 +488,13 @@ Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa
                          s["scaling_per_dsa"].get<double>());
     }
   }
+}
+
+void PrintText(const nlohmann::json& doc, const Experiments& ex, std::ostream& out) {
+  const std::string label = doc["label"].get<std::string>();
+  out << fmt::format("tierflow bench copy --engine {}  [{}]\n", doc["engine"].get<std::string>(),
+                     label);
+  PrintRows(ex, out);
   out << "\nper device\n";
   for (const auto& d : doc["devices"]) {
     out << fmt::format(
@@ -493,7 +504,26 @@ Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa
         d["submit_retries"].get<std::uint64_t>(), d["wq"].get<std::string>());
   }
   out << "auto policy: " << doc["auto_thresholds"].get<std::string>() << "\n";
-  if (model) out << "(" << label << ")\n";
+  if (doc["model"].get<bool>()) out << "(" << label << ")\n";
+}
+
+}  // namespace
+
+Status RunDsaCopyBench(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa,
+                       std::ostream& out) {
+  if (Status s = Validate(cfg, dsa); !s.ok()) return s;
+  Result<Setup> setup = Prepare(cfg, dsa);
+  if (!setup.ok()) return setup.status();
+  Experiments ex(cfg, dsa, *setup);
+  if (Status s = RunExperiments(dsa, ex); !s.ok()) return s;
+  const nlohmann::json doc = ReportJson(cfg, *setup, ex);
+  if (cfg.format == "json") {
+    out << doc.dump(2) << "\n";
+  } else if (cfg.format == "csv") {
+    PrintCsv(ex, setup->model, out);
+  } else {
+    PrintText(doc, ex, out);
+  }
   return Status::Ok();
 }
 

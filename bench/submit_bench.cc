@@ -61,6 +61,87 @@ struct SmallCopies {
   }
 };
 
+// The device model alone on prebuilt descriptors for the same work: one 64-byte copy, and a
+// batch of 32.
+class ModelAlone {
+ public:
+  ModelAlone(DsaDeviceModel& model, SmallCopies& work)
+      : model_(model), list_(kBatch), recs_(kBatch) {
+    auto* dst = work.dst.data();
+    const auto* src = work.src.data();
+    dsa::EncodeMemmove(one_.d, dst, src, kBytes, 0, &rec_);
+    for (int i = 0; i < kBatch; ++i) {
+      dsa::EncodeMemmove(list_[i].d, dst + i * kBytes, src + i * kBytes, kBytes, 0, &recs_[i]);
+    }
+    dsa::EncodeBatch(batch_.d, list_.data(), kBatch, 0, &rec_);
+  }
+  Status One() {
+    dsa::ClearRecord(rec_);
+    model_.Enqueue(0, &one_.d);
+    return Check();
+  }
+  Status Batch() {
+    dsa::ClearRecord(rec_);
+    for (auto& r : recs_) dsa::ClearRecord(r);
+    model_.Enqueue(0, &batch_.d);
+    return Check();
+  }
+
+ private:
+  static constexpr std::size_t kBytes = SmallCopies::kBytes;
+  static constexpr int kBatch = SmallCopies::kBatch;
+  Status Check() const {
+    return dsa::LoadStatus(rec_.r) == DSA_COMP_SUCCESS
+               ? Status::Ok()
+               : Status(StatusCode::kInternal, "model failed");
+  }
+  DsaDeviceModel& model_;
+  dsa::Record rec_;
+  std::vector<dsa::Descriptor> list_;
+  std::vector<dsa::Record> recs_;
+  dsa::Descriptor one_, batch_;
+};
+
+// Engine totals and the model's share, per descriptor and per batch of 32.
+struct ModelNumbers {
+  Summary one, b32, m_one, m_b32;
+  std::uint64_t allocs = 0, batches = 0;
+};
+
+Status ReportDsaModel(const SubmitBenchConfig& cfg, const ModelNumbers& n, std::ostream& out) {
+  const double lib_one = n.one.median - n.m_one.median;
+  const double lib_b32 = n.b32.median - n.m_b32.median;
+  nlohmann::json doc;
+  doc["engine"] = "dsa-model";
+  doc["model"] = true;
+  doc["model_mode"] = "instant completion, addresses trusted (no translation)";
+  doc["transfer_bytes"] = SmallCopies::kBytes;
+  doc["descriptor_ns_median"] = lib_one;  // the library's own cost (engine minus model)
+  doc["batch32_ns_median"] = lib_b32;
+  doc["descriptor_total_ns_median"] = n.one.median;
+  doc["descriptor_model_ns_median"] = n.m_one.median;
+  doc["batch32_total_ns_median"] = n.b32.median;
+  doc["batch32_model_ns_median"] = n.m_b32.median;
+  doc["batches_submitted"] = n.batches;
+  doc["steady_state_allocations"] = n.allocs;
+  doc["samples"] = cfg.samples;
+  if (cfg.json) {
+    out << doc.dump(2) << "\n";
+    return Status::Ok();
+  }
+  out << fmt::format(
+      "tierflow bench submit  (engine dsa-model: the DSA DEVICE MODEL, instant completion; {} "
+      "samples, medians)\n"
+      "                                                library   (engine total - model alone)\n"
+      "  one descriptor: build + submit + completion   {:8.1f} ns   ({:.1f} - {:.1f}; {} B copy)\n"
+      "  batch of 32 descriptors, submit + wait         {:8.1f} ns   ({:.1f} - {:.1f})\n"
+      "  heap allocations on these paths, warm          {:8}\n"
+      "  (no DSA here: this measures tierflow's code on the model, not a device)\n",
+      cfg.samples, lib_one, n.one.median, n.m_one.median, SmallCopies::kBytes, lib_b32,
+      n.b32.median, n.m_b32.median, n.allocs);
+  return Status::Ok();
+}
+
 // The DSA engine's own cost per descriptor, on the device model in instant-completion mode:
 // the model executes each descriptor inside the hand-over. The model's own time (address
 // translation, execution, record writing) is measured alone, by handing it prebuilt
@@ -75,83 +156,25 @@ Status RunDsaModelSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allo
   if (!model.ok()) return model.status();
   Result<std::unique_ptr<DsaEngine>> engine = DsaEngine::CreateOnModel(*model, 0);
   if (!engine.ok()) return engine.status();
-  constexpr std::size_t kBytes = SmallCopies::kBytes;
-  constexpr int kBatch = SmallCopies::kBatch;
   SmallCopies work;
-  auto& src = work.src;
-  auto& dst = work.dst;
   Status err;
   auto single = [&] { return Waited((*engine)->Submit(work.batch[0])); };
   auto batched = [&] { return Waited((*engine)->SubmitBatch(work.batch)); };
   PerCallNs(3, 2000, single, err, allocations, nullptr);
   PerCallNs(3, 200, batched, err, allocations, nullptr);
   if (!err.ok()) return err;
-  // The model alone, on the same work.
-  dsa::Record rec;
-  std::vector<dsa::Descriptor> list(kBatch);
-  std::vector<dsa::Record> recs(kBatch);
-  dsa::Descriptor one_desc, batch_desc;
-  dsa::EncodeMemmove(one_desc.d, dst.data(), src.data(), kBytes, 0, &rec);
-  for (int i = 0; i < kBatch; ++i) {
-    dsa::EncodeMemmove(list[i].d, dst.data() + i * kBytes, src.data() + i * kBytes, kBytes, 0,
-                       &recs[i]);
-  }
-  dsa::EncodeBatch(batch_desc.d, list.data(), kBatch, 0, &rec);
-  auto model_one = [&]() -> Status {
-    dsa::ClearRecord(rec);
-    (*model)->Enqueue(0, &one_desc.d);
-    return dsa::LoadStatus(rec.r) == DSA_COMP_SUCCESS
-               ? Status::Ok()
-               : Status(StatusCode::kInternal, "model failed");
-  };
-  auto model_batch = [&]() -> Status {
-    dsa::ClearRecord(rec);
-    for (auto& r : recs) dsa::ClearRecord(r);
-    (*model)->Enqueue(0, &batch_desc.d);
-    return dsa::LoadStatus(rec.r) == DSA_COMP_SUCCESS
-               ? Status::Ok()
-               : Status(StatusCode::kInternal, "model failed");
-  };
+  ModelAlone alone(**model, work);
+  auto model_one = [&] { return alone.One(); };
+  auto model_batch = [&] { return alone.Batch(); };
   PerCallNs(3, 2000, model_one, err, allocations, nullptr);
-
-  std::uint64_t allocs = 0;
-  Summary one = PerCallNs(cfg.samples, 20000, single, err, allocations, &allocs);
-  Summary b32 = PerCallNs(cfg.samples, 2000, batched, err, allocations, &allocs);
-  Summary m_one = PerCallNs(cfg.samples, 20000, model_one, err, allocations, nullptr);
-  Summary m_b32 = PerCallNs(cfg.samples, 2000, model_batch, err, allocations, nullptr);
+  ModelNumbers n;
+  n.one = PerCallNs(cfg.samples, 20000, single, err, allocations, &n.allocs);
+  n.b32 = PerCallNs(cfg.samples, 2000, batched, err, allocations, &n.allocs);
+  n.m_one = PerCallNs(cfg.samples, 20000, model_one, err, allocations, nullptr);
+  n.m_b32 = PerCallNs(cfg.samples, 2000, model_batch, err, allocations, nullptr);
   if (!err.ok()) return err;
-  const double lib_one = one.median - m_one.median;
-  const double lib_b32 = b32.median - m_b32.median;
-  DsaEngineStats st = (*engine)->stats();
-  nlohmann::json doc;
-  doc["engine"] = "dsa-model";
-  doc["model"] = true;
-  doc["model_mode"] = "instant completion, addresses trusted (no translation)";
-  doc["transfer_bytes"] = kBytes;
-  doc["descriptor_ns_median"] = lib_one;  // the library's own cost (engine minus model)
-  doc["batch32_ns_median"] = lib_b32;
-  doc["descriptor_total_ns_median"] = one.median;
-  doc["descriptor_model_ns_median"] = m_one.median;
-  doc["batch32_total_ns_median"] = b32.median;
-  doc["batch32_model_ns_median"] = m_b32.median;
-  doc["batches_submitted"] = st.batches;
-  doc["steady_state_allocations"] = allocs;
-  doc["samples"] = cfg.samples;
-  if (cfg.json) {
-    out << doc.dump(2) << "\n";
-    return Status::Ok();
-  }
-  out << fmt::format(
-      "tierflow bench submit  (engine dsa-model: the DSA DEVICE MODEL, instant completion; {} "
-      "samples, medians)\n"
-      "                                                library   (engine total - model alone)\n"
-      "  one descriptor: build + submit + completion   {:8.1f} ns   ({:.1f} - {:.1f}; {} B copy)\n"
-      "  batch of 32 descriptors, submit + wait         {:8.1f} ns   ({:.1f} - {:.1f})\n"
-      "  heap allocations on these paths, warm          {:8}\n"
-      "  (no DSA here: this measures tierflow's code on the model, not a device)\n",
-      cfg.samples, lib_one, one.median, m_one.median, kBytes, lib_b32, b32.median, m_b32.median,
-      allocs);
-  return Status::Ok();
+  n.batches = (*engine)->stats().batches;
+  return ReportDsaModel(cfg, n, out);
 }
 
 // On a real DSA the device's own time cannot be taken out: what is measured is the round trip
@@ -238,17 +261,16 @@ GuardCost MeasureFaultGuard(CpuIsa isa, int samples, const Buffer& src, const Bu
   return c;
 }
 
-}  // namespace
+// The CPU engine measurements: an engine that runs small copies inline, one that hands every
+// copy to a worker, and 64 pages to copy.
+struct CpuSubmitSetup {
+  std::unique_ptr<CpuEngine> engine, handoff;
+  Buffer src, dst;
+  std::vector<Operation> batch;
+  static constexpr int kBatch = 64;
+};
 
-Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)(),
-                      std::ostream& out) {
-  if (cfg.samples < 3 || cfg.samples > 1001) return Status::Invalid("--samples must be 3..1001");
-  if (cfg.engine == "dsa-model") return RunDsaModelSubmitBench(cfg, allocations, out);
-  if (cfg.engine == "dsa") return RunDsaHardwareSubmitBench(cfg, allocations, out);
-  if (cfg.engine != "cpu") {
-    return Status::Invalid(fmt::format(
-        "unknown engine '{}': use cpu, dsa-model (the DSA device model) or dsa", cfg.engine));
-  }
+Result<CpuSubmitSetup> PrepareCpu() {
   Result<Topology> topo = Topology::Discover();
   if (!topo.ok()) return topo.status();
   int node = -1;
@@ -259,65 +281,54 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
     }
   }
   if (node < 0) return Status::NotFound("no NUMA node with CPUs");
-
+  CpuSubmitSetup s;
   CpuEngineOptions opts;
   opts.node = node;
   Result<std::unique_ptr<CpuEngine>> engine = CpuEngine::Create(*topo, opts);
   if (!engine.ok()) return engine.status();
-  CpuEngineOptions handoff_opts = opts;
-  handoff_opts.inline_max_bytes = 0;                 // every operation goes to a worker
-  handoff_opts.check_mappings = MappingCheck::kOff;  // time the hand-off itself
-  handoff_opts.waiter_runs_pieces = false;           // ... and not the waiter doing the copy
-  Result<std::unique_ptr<CpuEngine>> handoff = CpuEngine::Create(*topo, handoff_opts);
+  s.engine = std::move(*engine);
+  opts.inline_max_bytes = 0;                 // every operation goes to a worker
+  opts.check_mappings = MappingCheck::kOff;  // time the hand-off itself
+  opts.waiter_runs_pieces = false;           // ... and not the waiter doing the copy
+  Result<std::unique_ptr<CpuEngine>> handoff = CpuEngine::Create(*topo, opts);
   if (!handoff.ok()) return handoff.status();
-
-  constexpr int kBatch = 64;
-  Result<Buffer> src = Buffer::OnNode(node, kBatch * k4K);
-  if (!src.ok()) return src.status();
-  Result<Buffer> dst = Buffer::OnNode(node, kBatch * k4K);
-  if (!dst.ok()) return dst.status();
-  std::memset(src->data(), 1, src->size());
-  std::vector<Operation> batch;
-  for (int i = 0; i < kBatch; ++i) {
-    batch.push_back(Operation::Copy(dst->data() + i * k4K, src->data() + i * k4K, k4K));
+  s.handoff = std::move(*handoff);
+  for (Buffer* b : {&s.src, &s.dst}) {
+    Result<Buffer> buf = Buffer::OnNode(node, CpuSubmitSetup::kBatch * k4K);
+    if (!buf.ok()) return buf.status();
+    *b = std::move(*buf);
   }
-  const Operation one = Operation::Copy(dst->data(), src->data(), k4K);
+  std::memset(s.src.data(), 1, s.src.size());
+  for (int i = 0; i < CpuSubmitSetup::kBatch; ++i) {
+    s.batch.push_back(Operation::Copy(s.dst.data() + i * k4K, s.src.data() + i * k4K, k4K));
+  }
+  return s;
+}
 
-  Status err;
-  auto single = [&] { return Waited((*engine)->Submit(one)); };
-  auto batched = [&] { return Waited((*engine)->SubmitBatch(batch)); };
-  auto handed = [&] { return Waited((*handoff)->Submit(one), WaitMode::kSpin); };
-  // Warm up every path (pools, caches, worker wake-up), then measure.
-  PerCallNs(3, 2000, single, err, allocations, nullptr);
-  PerCallNs(3, 200, batched, err, allocations, nullptr);
-  PerCallNs(3, 2000, handed, err, allocations, nullptr);
-  if (!err.ok()) return err;
+struct CpuNumbers {
+  Summary single, handoff, batch;
+  GuardCost guard;
+  std::uint64_t allocs = 0, measured_ops = 0;
+};
 
-  std::uint64_t allocs = 0;
-  Summary single_ns = PerCallNs(cfg.samples, 20000, single, err, allocations, &allocs);
-  Summary handoff_ns = PerCallNs(cfg.samples, 5000, handed, err, allocations, &allocs);
-  Summary batch_ns = PerCallNs(cfg.samples, 500, batched, err, allocations, &allocs);
-  if (!err.ok()) return err;
-  const GuardCost guard = MeasureFaultGuard((*engine)->isa(), cfg.samples, *src, *dst);
-  const std::uint64_t measured_ops = static_cast<std::uint64_t>(cfg.samples) * (20000 + 5000 + 500);
-  std::vector<double> gbps = {kBatch * k4K / batch_ns.max, kBatch * k4K / batch_ns.median,
-                              kBatch * k4K / batch_ns.min};
-
+Status ReportCpu(const SubmitBenchConfig& cfg, CpuIsa isa, const CpuNumbers& n, std::ostream& out) {
+  const double gbps = CpuSubmitSetup::kBatch * k4K / n.batch.median;
+  const double guard_ns = n.guard.guarded.median - n.guard.plain.median;
   nlohmann::json doc;
   doc["engine"] = "cpu";
   doc["model"] = false;
-  doc["cpu_isa"] = CpuIsaName((*engine)->isa());
-  doc["single_4k_ns_median"] = single_ns.median;
-  doc["single_4k_ns_min"] = single_ns.min;
-  doc["batch64_4k_gbps_median"] = gbps[1];
-  doc["batch64_4k_ns_median"] = batch_ns.median;
-  doc["handoff_4k_ns_median"] = handoff_ns.median;
-  doc["handoff_4k_ns_min"] = handoff_ns.min;
-  doc["fault_guard_ns_median"] = guard.guarded.median - guard.plain.median;
-  doc["piece_4k_plain_ns_median"] = guard.plain.median;
-  doc["piece_4k_guarded_ns_median"] = guard.guarded.median;
-  doc["steady_state_allocations"] = allocs;
-  doc["measured_ops"] = measured_ops;
+  doc["cpu_isa"] = CpuIsaName(isa);
+  doc["single_4k_ns_median"] = n.single.median;
+  doc["single_4k_ns_min"] = n.single.min;
+  doc["batch64_4k_gbps_median"] = gbps;
+  doc["batch64_4k_ns_median"] = n.batch.median;
+  doc["handoff_4k_ns_median"] = n.handoff.median;
+  doc["handoff_4k_ns_min"] = n.handoff.min;
+  doc["fault_guard_ns_median"] = guard_ns;
+  doc["piece_4k_plain_ns_median"] = n.guard.plain.median;
+  doc["piece_4k_guarded_ns_median"] = n.guard.guarded.median;
+  doc["steady_state_allocations"] = n.allocs;
+  doc["measured_ops"] = n.measured_ops;
   doc["samples"] = cfg.samples;
   if (cfg.json) {
     out << doc.dump(2) << "\n";
@@ -331,10 +342,46 @@ Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)
       "  fault guard per piece (faults as errors) {:8.1f} ns   (4 KiB copy kernel {:.1f} -> "
       "{:.1f})\n"
       "  heap allocations on these paths, warm    {:8} over {} submissions\n",
-      CpuIsaName((*engine)->isa()), cfg.samples, single_ns.median, single_ns.min, gbps[1],
-      batch_ns.median, handoff_ns.median, handoff_ns.min, guard.guarded.median - guard.plain.median,
-      guard.plain.median, guard.guarded.median, allocs, measured_ops);
+      CpuIsaName(isa), cfg.samples, n.single.median, n.single.min, gbps, n.batch.median,
+      n.handoff.median, n.handoff.min, guard_ns, n.guard.plain.median, n.guard.guarded.median,
+      n.allocs, n.measured_ops);
   return Status::Ok();
+}
+
+Status RunCpuSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)(),
+                         std::ostream& out) {
+  Result<CpuSubmitSetup> s = PrepareCpu();
+  if (!s.ok()) return s.status();
+  const Operation one = Operation::Copy(s->dst.data(), s->src.data(), k4K);
+  Status err;
+  auto single = [&] { return Waited(s->engine->Submit(one)); };
+  auto batched = [&] { return Waited(s->engine->SubmitBatch(s->batch)); };
+  auto handed = [&] { return Waited(s->handoff->Submit(one), WaitMode::kSpin); };
+  // Warm up every path (pools, caches, worker wake-up), then measure.
+  PerCallNs(3, 2000, single, err, allocations, nullptr);
+  PerCallNs(3, 200, batched, err, allocations, nullptr);
+  PerCallNs(3, 2000, handed, err, allocations, nullptr);
+  if (!err.ok()) return err;
+  CpuNumbers n;
+  n.single = PerCallNs(cfg.samples, 20000, single, err, allocations, &n.allocs);
+  n.handoff = PerCallNs(cfg.samples, 5000, handed, err, allocations, &n.allocs);
+  n.batch = PerCallNs(cfg.samples, 500, batched, err, allocations, &n.allocs);
+  if (!err.ok()) return err;
+  n.guard = MeasureFaultGuard(s->engine->isa(), cfg.samples, s->src, s->dst);
+  n.measured_ops = static_cast<std::uint64_t>(cfg.samples) * (20000 + 5000 + 500);
+  return ReportCpu(cfg, s->engine->isa(), n, out);
+}
+
+}  // namespace
+
+Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)(),
+                      std::ostream& out) {
+  if (cfg.samples < 3 || cfg.samples > 1001) return Status::Invalid("--samples must be 3..1001");
+  if (cfg.engine == "dsa-model") return RunDsaModelSubmitBench(cfg, allocations, out);
+  if (cfg.engine == "dsa") return RunDsaHardwareSubmitBench(cfg, allocations, out);
+  if (cfg.engine == "cpu") return RunCpuSubmitBench(cfg, allocations, out);
+  return Status::Invalid(fmt::format(
+      "unknown engine '{}': use cpu, dsa-model (the DSA device model) or dsa", cfg.engine));
 }
 
 }  // namespace tierflow::bench

@@ -19,8 +19,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c "import matplotlib, numpy, duckdb" 2>/dev/null; then
-  echo "setup: creating .venv with matplotlib, numpy and duckdb"
+if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c "import matplotlib, numpy, duckdb, lizard" 2>/dev/null; then
+  echo "setup: creating .venv with matplotlib, numpy, duckdb and lizard"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
 fi

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -53,75 +54,84 @@ const qdp::ConfigResult* Find(const qdp::Report& rep, std::string_view name) {
   return nullptr;
 }
 
-}  // namespace
-
-Status RunQdpCommand(qdp::Config config, const QdpCommandOptions& options, std::ostream& out) {
-  // DuckDB reads the column files after the run: keep them in a directory of our own.
-  std::string own_dir;
-  if (options.compare_duckdb && config.data_dir.empty()) {
+// A directory of our own for the column files when DuckDB reads them after the run; removed
+// at the end unless kept as evidence.
+struct OwnDataDir {
+  std::string dir;
+  OwnDataDir() = default;
+  OwnDataDir(const OwnDataDir&) = delete;
+  OwnDataDir& operator=(const OwnDataDir&) = delete;
+  ~OwnDataDir() {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
+  Status Create() {
     char tmpl[] = "/tmp/tierflow-qdp-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
       return Status::IoError(
           fmt::format("cannot create a data directory in /tmp: {}", std::strerror(errno)));
     }
-    own_dir = config.data_dir = tmpl;
+    dir = tmpl;
+    return Status::Ok();
   }
-  struct RemoveOwnDir {
-    std::string dir;
-    ~RemoveOwnDir() {
-      std::error_code ec;
-      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
-    }
-  } remove_own_dir{own_dir};
+};
 
-  Result<qdp::Report> r = qdp::Run(config);
-  if (!r.ok()) return r.status();
-  const qdp::Report& rep = *r;
-  const qdp::ConfigResult* all_dram = Find(rep, "all_dram");
-  const qdp::ConfigResult* distributed = Find(rep, "prefetch_distributed");
-  const qdp::ConfigResult* baseline = Find(rep, "baseline");
-
-  DuckDbResult duck;
-  if (options.compare_duckdb) {
-    const int iterations =
-        options.duckdb_iterations > 0 ? options.duckdb_iterations : config.iterations;
-    Result<DuckDbResult> d = RunDuckDb(rep, iterations, config.warmup);
-    if (!d.ok()) return d.status();
-    duck = *d;
-    if (duck.sum != rep.expected_sum) {
-      remove_own_dir.dir.clear();  // the evidence stays
-      return Status(StatusCode::kInternal,
-                    fmt::format("DuckDB's SUM(b) is {} but tierflow's is {} for the same columns "
-                                "(kept in {}): one of them is wrong; please report this with the "
-                                "files",
-                                duck.sum, rep.expected_sum, rep.data_dir));
-    }
+// The referee's run, whose sum must equal ours.
+Result<DuckDbResult> Referee(const qdp::Config& config, const QdpCommandOptions& options,
+                             const qdp::Report& rep, OwnDataDir& own_dir) {
+  const int iterations =
+      options.duckdb_iterations > 0 ? options.duckdb_iterations : config.iterations;
+  Result<DuckDbResult> duck = RunDuckDb(rep, iterations, config.warmup);
+  if (!duck.ok()) return duck.status();
+  if (duck->sum != rep.expected_sum) {
+    own_dir.dir.clear();  // the evidence stays
+    return Status(StatusCode::kInternal,
+                  fmt::format("DuckDB's SUM(b) is {} but tierflow's is {} for the same columns "
+                              "(kept in {}): one of them is wrong; please report this with the "
+                              "files",
+                              duck->sum, rep.expected_sum, rep.data_dir));
   }
+  return duck;
+}
 
+nlohmann::json ConfigJson(const qdp::ConfigResult& c) {
+  return {{"name", c.name},
+          {"time_ms_median", c.time_ms_median},
+          {"times_ms", c.times_ms},
+          {"floor_ms", c.floor_ms},
+          {"vs_floor", c.vs_floor},
+          {"speedup", c.speedup > 0 ? nlohmann::json(c.speedup) : nlohmann::json()},
+          {"hit_rate", c.hit_rate},
+          {"hits", c.hits},
+          {"late_hits", c.late_hits},
+          {"misses", c.misses},
+          {"failed_fills", c.failed_fills},
+          {"sum", c.sum},
+          {"scan_a_ms", c.pipelines.scan_a_ms},
+          {"scan_b_ms", c.pipelines.scan_b_ms},
+          {"aggregate_ms", c.pipelines.aggregate_ms},
+          {"bytes_from_slow_tier", c.bytes_from_slow_tier},
+          {"bytes_to_fast_tier", c.bytes_to_fast_tier},
+          {"cache_peak_bytes", c.cache_peak_bytes},
+          {"resident_pages_at_start", c.resident_pages_at_start}};
+}
+
+void AddDuckDbJson(const qdp::Report& rep, const DuckDbResult& duck, nlohmann::json& doc) {
+  doc["duckdb_ms_median"] = duck.ms_median;
+  doc["duckdb_times_ms"] = duck.times_ms;
+  doc["duckdb_sum"] = duck.sum;
+  doc["duckdb_load_ms"] = duck.load_ms;
+  doc["duckdb_threads"] = rep.compute_threads;
+  doc["duckdb_version"] = duck.version;
+  if (const qdp::ConfigResult* all_dram = Find(rep, "all_dram"); all_dram != nullptr)
+    doc["all_dram_vs_duckdb"] = all_dram->time_ms_median / duck.ms_median;
+}
+
+nlohmann::json ReportJson(const qdp::Config& config, const qdp::Report& rep,
+                          const DuckDbResult* duck) {
   nlohmann::json doc;
   doc["configs"] = nlohmann::json::array();
-  for (const qdp::ConfigResult& c : rep.configs) {
-    doc["configs"].push_back(
-        {{"name", c.name},
-         {"time_ms_median", c.time_ms_median},
-         {"times_ms", c.times_ms},
-         {"floor_ms", c.floor_ms},
-         {"vs_floor", c.vs_floor},
-         {"speedup", c.speedup > 0 ? nlohmann::json(c.speedup) : nlohmann::json()},
-         {"hit_rate", c.hit_rate},
-         {"hits", c.hits},
-         {"late_hits", c.late_hits},
-         {"misses", c.misses},
-         {"failed_fills", c.failed_fills},
-         {"sum", c.sum},
-         {"scan_a_ms", c.pipelines.scan_a_ms},
-         {"scan_b_ms", c.pipelines.scan_b_ms},
-         {"aggregate_ms", c.pipelines.aggregate_ms},
-         {"bytes_from_slow_tier", c.bytes_from_slow_tier},
-         {"bytes_to_fast_tier", c.bytes_to_fast_tier},
-         {"cache_peak_bytes", c.cache_peak_bytes},
-         {"resident_pages_at_start", c.resident_pages_at_start}});
-  }
+  for (const qdp::ConfigResult& c : rep.configs) doc["configs"].push_back(ConfigJson(c));
   doc["expected_sum"] = rep.expected_sum;
   doc["x"] = rep.x;
   doc["rows"] = rep.rows;
@@ -139,27 +149,16 @@ Status RunQdpCommand(qdp::Config config, const QdpCommandOptions& options, std::
   doc["fill_engine"] = rep.fill_engine;
   doc["fills_on_model"] = rep.fills_on_model;
   doc["huge_pages"] = config.huge_pages;
+  const qdp::ConfigResult* distributed = Find(rep, "prefetch_distributed");
   if (distributed != nullptr && rep.storage_floor_ms > 0) {
     doc["prefetch_distributed_vs_floor"] = distributed->vs_floor;
     doc["prefetch_distributed_vs_best_floor"] = distributed->time_ms_median / rep.storage_floor_ms;
   }
-  if (options.compare_duckdb) {
-    doc["duckdb_ms_median"] = duck.ms_median;
-    doc["duckdb_times_ms"] = duck.times_ms;
-    doc["duckdb_sum"] = duck.sum;
-    doc["duckdb_load_ms"] = duck.load_ms;
-    doc["duckdb_threads"] = rep.compute_threads;
-    doc["duckdb_version"] = duck.version;
-    if (all_dram != nullptr) doc["all_dram_vs_duckdb"] = all_dram->time_ms_median / duck.ms_median;
-  }
-  if (!options.plot_path.empty()) {
-    if (Status s = bench::Plot("plot_qdp.py", doc, options.plot_path); !s.ok()) return s;
-  }
-  if (options.json) {
-    out << doc.dump(2) << "\n";
-    return Status::Ok();
-  }
+  if (duck != nullptr) AddDuckDbJson(rep, *duck, doc);
+  return doc;
+}
 
+void PrintTable(const qdp::Config& config, const qdp::Report& rep, std::ostream& out) {
   out << fmt::format(
       "tierflow qdp  SELECT SUM(b) FROM t WHERE a < {}   {} rows, chunks of {} rows, {} threads, "
       "median of {} after {} warm-up\n"
@@ -183,8 +182,12 @@ Status RunQdpCommand(qdp::Config config, const QdpCommandOptions& options, std::
         c.pipelines.scan_a_ms, c.pipelines.scan_b_ms, c.pipelines.aggregate_ms,
         c.bytes_from_slow_tier >> 20, c.bytes_to_fast_tier >> 20);
   }
+}
+
+void PrintSummary(const qdp::Report& rep, const DuckDbResult* duck, std::ostream& out) {
   out << fmt::format(
-      "\nx floor: the median time / the median of the floors measured right before each iteration\n"
+      "\nx floor: the median time / the median of the floors measured right before each "
+      "iteration\n"
       "sum {} (every configuration; checked)   slow tier {:.2f} GB/s for b ({}, best of {}): "
       "floor {:.1f} ms   fast-tier peak {} MiB of {} MiB\n",
       rep.expected_sum, rep.storage_gbps,
@@ -196,27 +199,56 @@ Status RunQdpCommand(qdp::Config config, const QdpCommandOptions& options, std::
     out << "b and the cache are on the same node: prefetching can only add copies here (the "
            "memory-tier path runs; its speed means nothing)\n";
   }
-  if (distributed != nullptr) {
+  if (const qdp::ConfigResult* distributed = Find(rep, "prefetch_distributed")) {
     out << fmt::format(
         "prefetch_distributed: {:.2f}x the floor{} ({:.2f}x the best floor of the run)",
         distributed->vs_floor, storage ? " (target <= 1.25)" : "",
         distributed->time_ms_median / rep.storage_floor_ms);
-    if (baseline != nullptr) {
+    if (Find(rep, "baseline") != nullptr) {
       out << fmt::format(", {:.2f}x baseline's speed{}", distributed->speedup,
                          storage ? " (target > 1)" : "");
     }
     out << "\n";
   }
-  if (options.compare_duckdb) {
+  if (duck != nullptr) {
     out << fmt::format(
         "DuckDB {} ({} threads, data in its memory): {:.1f} ms median, sum {} (equal)",
-        duck.version, rep.compute_threads, duck.ms_median, duck.sum);
-    if (all_dram != nullptr) {
+        duck->version, rep.compute_threads, duck->ms_median, duck->sum);
+    if (const qdp::ConfigResult* all_dram = Find(rep, "all_dram")) {
       out << fmt::format("; all_dram takes {:.2f}x DuckDB's time (target <= 0.6)",
-                         all_dram->time_ms_median / duck.ms_median);
+                         all_dram->time_ms_median / duck->ms_median);
     }
     out << "\n";
   }
+}
+
+}  // namespace
+
+Status RunQdpCommand(qdp::Config config, const QdpCommandOptions& options, std::ostream& out) {
+  OwnDataDir own_dir;  // DuckDB reads the column files after the run
+  if (options.compare_duckdb && config.data_dir.empty()) {
+    if (Status s = own_dir.Create(); !s.ok()) return s;
+    config.data_dir = own_dir.dir;
+  }
+  Result<qdp::Report> rep = qdp::Run(config);
+  if (!rep.ok()) return rep.status();
+  std::optional<DuckDbResult> duck;
+  if (options.compare_duckdb) {
+    Result<DuckDbResult> d = Referee(config, options, *rep, own_dir);
+    if (!d.ok()) return d.status();
+    duck = std::move(*d);
+  }
+  const DuckDbResult* referee = duck ? &*duck : nullptr;
+  const nlohmann::json doc = ReportJson(config, *rep, referee);
+  if (!options.plot_path.empty()) {
+    if (Status s = bench::Plot("plot_qdp.py", doc, options.plot_path); !s.ok()) return s;
+  }
+  if (options.json) {
+    out << doc.dump(2) << "\n";
+    return Status::Ok();
+  }
+  PrintTable(config, *rep, out);
+  PrintSummary(*rep, referee, out);
   if (!options.plot_path.empty()) out << fmt::format("plot: {}\n", options.plot_path);
   return Status::Ok();
 }

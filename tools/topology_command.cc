@@ -114,9 +114,9 @@ void PrintDsa(const DsaInventory& inv, std::ostream& out) {
   }
 }
 
-}  // namespace
-
-Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
+// The topology with the overrides of --tier-config and --tiers. Errors name the option whose
+// overrides do not fit the topology.
+Result<Topology> DiscoverWithOverrides(const TopologyCommandOptions& o) {
   TopologyOptions to;
   to.xml_path = o.xml;
   if (!o.tier_config.empty()) {
@@ -139,71 +139,65 @@ Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
                                 topo.status().message()));
     }
   }
-  if (!topo.ok()) return topo.status();
-  // DSA devices of this system, or of a given sysfs tree; none for a foreign XML topology.
-  std::optional<DsaInventory> dsa;
-  if (topo->is_this_system() || !o.sysfs_root.empty()) {
-    Result<DsaInventory> inv = DiscoverDsa(o);
-    if (!inv.ok()) return inv.status();
-    dsa = std::move(*inv);
-  }
+  return topo;
+}
 
-  if (o.json) {
-    nlohmann::json doc;
-    doc["source"] = topo->source();
-    doc["this_system"] = topo->is_this_system();
-    doc["packages"] = topo->package_count();
-    doc["caches"] = {{"l1d_bytes", topo->caches().l1d_bytes},
-                     {"l2_bytes", topo->caches().l2_bytes},
-                     {"l3_bytes", topo->caches().l3_bytes}};
-    if (topo->is_this_system()) doc["cpu_isa"] = CpuIsaName(DetectCpuIsa());
-    doc["nodes"] = nlohmann::json::array();
-    for (const NumaNode& n : topo->nodes()) {
-      nlohmann::json j = {{"os_index", n.os_index},
-                          {"kind", TierKindName(n.kind)},
-                          {"kind_reason", n.kind_reason},
-                          {"subtype", n.subtype},
-                          {"capacity_bytes", n.capacity_bytes},
-                          {"cpus", n.cpus},
-                          {"local_cpus", n.local_cpus},
-                          {"package", n.package},
-                          {"near_cpu_node", n.near_cpu_node}};
-      j["bandwidth_mibps"] =
-          n.bandwidth_mibps ? nlohmann::json(*n.bandwidth_mibps) : nlohmann::json();
-      j["latency_ns"] = n.latency_ns ? nlohmann::json(*n.latency_ns) : nlohmann::json();
-      if (topo->is_this_system()) {
-        if (Result<NodeMemory> m = QueryNodeMemory(n.os_index); m.ok())
-          j["free_bytes"] = m->free_bytes;
-      }
-      nlohmann::json dist = nlohmann::json::object();
-      for (const NumaNode& m : topo->nodes()) {
-        if (auto d = topo->Distance(n.os_index, m.os_index)) dist[std::to_string(m.os_index)] = *d;
-      }
-      j["distances"] = dist;
-      doc["nodes"].push_back(j);
-    }
-    if (dsa) {
-      doc["dsa"] = DsaJson(*dsa);
-      doc["dsa_note"] = dsa->note();
-      doc["dsa_cpu"] = {{"enqcmd", dsa->cpu().enqcmd},
-                        {"movdir64b", dsa->cpu().movdir64b},
-                        {"waitpkg", dsa->cpu().waitpkg}};
-    }
-    out << doc.dump(2) << "\n";
-    return Status::Ok();
+nlohmann::json NodeJson(const Topology& topo, const NumaNode& n) {
+  nlohmann::json j = {{"os_index", n.os_index},
+                      {"kind", TierKindName(n.kind)},
+                      {"kind_reason", n.kind_reason},
+                      {"subtype", n.subtype},
+                      {"capacity_bytes", n.capacity_bytes},
+                      {"cpus", n.cpus},
+                      {"local_cpus", n.local_cpus},
+                      {"package", n.package},
+                      {"near_cpu_node", n.near_cpu_node}};
+  j["bandwidth_mibps"] = n.bandwidth_mibps ? nlohmann::json(*n.bandwidth_mibps) : nlohmann::json();
+  j["latency_ns"] = n.latency_ns ? nlohmann::json(*n.latency_ns) : nlohmann::json();
+  if (topo.is_this_system()) {
+    if (Result<NodeMemory> m = QueryNodeMemory(n.os_index); m.ok()) j["free_bytes"] = m->free_bytes;
   }
+  nlohmann::json dist = nlohmann::json::object();
+  for (const NumaNode& m : topo.nodes()) {
+    if (auto d = topo.Distance(n.os_index, m.os_index)) dist[std::to_string(m.os_index)] = *d;
+  }
+  j["distances"] = dist;
+  return j;
+}
 
-  out << fmt::format(
-      "tiers of {} ({} package(s); L2 {}, L3 {}{})\n\n", topo->source(), topo->package_count(),
-      Bytes(topo->caches().l2_bytes), Bytes(topo->caches().l3_bytes),
-      topo->is_this_system() ? fmt::format("; cpu isa {}", CpuIsaName(DetectCpuIsa()))
-                             : std::string());
+nlohmann::json TopologyJson(const Topology& topo, const DsaInventory* dsa) {
+  nlohmann::json doc;
+  doc["source"] = topo.source();
+  doc["this_system"] = topo.is_this_system();
+  doc["packages"] = topo.package_count();
+  doc["caches"] = {{"l1d_bytes", topo.caches().l1d_bytes},
+                   {"l2_bytes", topo.caches().l2_bytes},
+                   {"l3_bytes", topo.caches().l3_bytes}};
+  if (topo.is_this_system()) doc["cpu_isa"] = CpuIsaName(DetectCpuIsa());
+  doc["nodes"] = nlohmann::json::array();
+  for (const NumaNode& n : topo.nodes()) doc["nodes"].push_back(NodeJson(topo, n));
+  if (dsa != nullptr) {
+    doc["dsa"] = DsaJson(*dsa);
+    doc["dsa_note"] = dsa->note();
+    doc["dsa_cpu"] = {{"enqcmd", dsa->cpu().enqcmd},
+                      {"movdir64b", dsa->cpu().movdir64b},
+                      {"waitpkg", dsa->cpu().waitpkg}};
+  }
+  return doc;
+}
+
+void PrintNodes(const Topology& topo, std::ostream& out) {
+  out << fmt::format("tiers of {} ({} package(s); L2 {}, L3 {}{})\n\n", topo.source(),
+                     topo.package_count(), Bytes(topo.caches().l2_bytes),
+                     Bytes(topo.caches().l3_bytes),
+                     topo.is_this_system() ? fmt::format("; cpu isa {}", CpuIsaName(DetectCpuIsa()))
+                                           : std::string());
   out << fmt::format("{:>4}  {:<5} {:>10} {:>10}  {:<12} {:>4} {:>4}  {:>10} {:>8}  {}\n", "node",
                      "kind", "capacity", "free", "cpus", "pkg", "near", "bw MiB/s", "lat ns",
                      "why this kind");
-  for (const NumaNode& n : topo->nodes()) {
+  for (const NumaNode& n : topo.nodes()) {
     std::string free = "-";
-    if (topo->is_this_system()) {
+    if (topo.is_this_system()) {
       if (Result<NodeMemory> m = QueryNodeMemory(n.os_index); m.ok()) free = Bytes(m->free_bytes);
     }
     out << fmt::format("{:>4}  {:<5} {:>10} {:>10}  {:<12} {:>4} {:>4}  {:>10} {:>8}  {}\n",
@@ -212,19 +206,41 @@ Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
                        n.bandwidth_mibps ? fmt::format("{}", *n.bandwidth_mibps) : "-",
                        n.latency_ns ? fmt::format("{}", *n.latency_ns) : "-", n.kind_reason);
   }
-  if (topo->has_distances()) {
-    out << "\ndistances (SLIT, 10 = local)\n     ";
-    for (const NumaNode& m : topo->nodes()) out << fmt::format("{:>4}", m.os_index);
-    out << "\n";
-    for (const NumaNode& n : topo->nodes()) {
-      out << fmt::format("{:>4} ", n.os_index);
-      for (const NumaNode& m : topo->nodes()) {
-        auto d = topo->Distance(n.os_index, m.os_index);
-        out << (d ? fmt::format("{:>4}", *d) : std::string("   -"));
-      }
-      out << "\n";
+}
+
+void PrintDistances(const Topology& topo, std::ostream& out) {
+  if (!topo.has_distances()) return;
+  out << "\ndistances (SLIT, 10 = local)\n     ";
+  for (const NumaNode& m : topo.nodes()) out << fmt::format("{:>4}", m.os_index);
+  out << "\n";
+  for (const NumaNode& n : topo.nodes()) {
+    out << fmt::format("{:>4} ", n.os_index);
+    for (const NumaNode& m : topo.nodes()) {
+      auto d = topo.Distance(n.os_index, m.os_index);
+      out << (d ? fmt::format("{:>4}", *d) : std::string("   -"));
     }
+    out << "\n";
   }
+}
+
+}  // namespace
+
+Status RunTopologyCommand(const TopologyCommandOptions& o, std::ostream& out) {
+  Result<Topology> topo = DiscoverWithOverrides(o);
+  if (!topo.ok()) return topo.status();
+  // DSA devices of this system, or of a given sysfs tree; none for a foreign XML topology.
+  std::optional<DsaInventory> dsa;
+  if (topo->is_this_system() || !o.sysfs_root.empty()) {
+    Result<DsaInventory> inv = DiscoverDsa(o);
+    if (!inv.ok()) return inv.status();
+    dsa = std::move(*inv);
+  }
+  if (o.json) {
+    out << TopologyJson(*topo, dsa ? &*dsa : nullptr).dump(2) << "\n";
+    return Status::Ok();
+  }
+  PrintNodes(*topo, out);
+  PrintDistances(*topo, out);
   if (dsa) PrintDsa(*dsa, out);
   return Status::Ok();
 }

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "qdp/qdp.h"
-#include "tierflow/uring_engine.h"
 #include "tierflow/status.h"
+#include "tierflow/uring_engine.h"
 
 namespace tierflow::qdp {
 

@@ -39,8 +39,8 @@ Status SubmitRound(const FloorSetup& f, const std::vector<void*>& blocks, std::s
   const CopyPolicy policy;
   for (std::size_t i = 0; i < blocks.size() && round + i * f.piece < f.bytes; ++i) {
     const std::size_t off = round + i * f.piece, n = std::min(f.piece, f.bytes - off);
-    Result<std::vector<CopyPart>> parts = PlanFill(policy, *f.topology, f.engines, f.b + off,
-                                                   f.source_node, f.fast_node, n);
+    Result<std::vector<CopyPart>> parts =
+        PlanFill(policy, *f.topology, f.engines, f.b + off, f.source_node, f.fast_node, n);
     if (!parts.ok()) return parts.status();
     Result<Handle> h = SubmitParts(Operation::Copy(blocks[i], f.b + off, n), *parts);
     if (!h.ok()) return h.status();
@@ -79,8 +79,7 @@ Result<double> MeasureFloor(const FloorSetup& f) {
   if (!blocks.ok()) return blocks.status();
   Tally tally;
   Status failed;
-  for (std::size_t round = 0; round < f.bytes && failed.ok();
-       round += blocks->size() * f.piece) {
+  for (std::size_t round = 0; round < f.bytes && failed.ok(); round += blocks->size() * f.piece) {
     failed = MeasureRound(f, *blocks, round, tally);
   }
   GiveBack(f, *blocks);

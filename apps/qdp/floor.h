@@ -22,8 +22,8 @@ struct FloorSetup {
   const StoredColumn* b_file = nullptr;  // storage: made cold before every round; else null
   int source_node = -1;                  // PlanFill's source node (the CPUs' node on storage)
   int fast_node = -1;
-  NodeArena* arena = nullptr;     // the cache's memory, where b is moved to
-  std::size_t piece = 0;          // bytes per copy: whole chunks of b, at most an arena chunk
+  NodeArena* arena = nullptr;        // the cache's memory, where b is moved to
+  std::size_t piece = 0;             // bytes per copy: whole chunks of b, at most an arena chunk
   std::size_t pieces_in_flight = 1;  // as many as the cache's capacity holds
 };
 

@@ -208,8 +208,8 @@ IterationResult Collect(const std::vector<ThreadTimes>& times, Clock::time_point
 
 }  // namespace
 
-IterationResult RunQuery(const Config& cfg, const Layout& l, std::uint64_t x,
-                         OffloadCache* cache, const std::vector<int>& cpus, std::uint8_t* mask) {
+IterationResult RunQuery(const Config& cfg, const Layout& l, std::uint64_t x, OffloadCache* cache,
+                         const std::vector<int>& cpus, std::uint8_t* mask) {
   QueryRun run(cfg, l, x, cache, mask);
   const std::vector<Role> roles = Roles(cfg, l.prefetch, cpus);
   std::vector<ThreadTimes> times(roles.size());

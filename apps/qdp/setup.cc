@@ -110,7 +110,6 @@ std::uint64_t AvailableMemory() {
   return kib * 1024;
 }
 
-
 }  // namespace
 
 std::uint64_t MinCacheCapacity(const Config& c) {
@@ -143,7 +142,6 @@ Status CheckMemory(const Config& c) {
       "--cache-capacity",
       c.rows, need >> 20, capacity >> 20, available >> 20));
 }
-
 
 Result<Tier> ResolveTier(const Topology& topo, const std::string& spec, int cpu_node,
                          std::string_view option, bool storage_allowed) {

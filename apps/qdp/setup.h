@@ -48,7 +48,7 @@ struct MemoryEngines {
 
 // `name`: cpu (on `cpu_node`), dsa (this machine's devices) or dsa-model (one model device
 // next to `fast_node`). Errors: no usable DSA, engines that cannot start.
-Result<MemoryEngines> MakeMemoryEngines(const Topology& topo, const std::string& name,
-                                        int cpu_node, int fast_node);
+Result<MemoryEngines> MakeMemoryEngines(const Topology& topo, const std::string& name, int cpu_node,
+                                        int fast_node);
 
 }  // namespace tierflow::qdp

@@ -173,6 +173,93 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     return std::clamp(per_worker, opts.min_piece_bytes, opts.max_piece_bytes);
   }
 
+  bool UseNt(const Operation& op) const {
+    return kernels::WritesData(op.kind) && !op.keep_in_cache && op.size >= nt_threshold;
+  }
+
+  // Bytes [offset, offset + size) of each of op's buffers, as a piece of the submission's
+  // operation.
+  cpu::Piece MakePiece(const Operation& op, const Submission& submission, std::size_t offset,
+                       std::size_t size, bool overlap) const {
+    cpu::Piece p;
+    p.state = submission.op();
+    p.kind = op.kind;
+    p.nt = UseNt(op);
+    p.keep_in_cache = op.keep_in_cache;
+    p.overlapping = overlap;
+    p.dst = static_cast<char*>(op.dst) + (op.dst != nullptr ? offset : 0);
+    p.src = static_cast<const char*>(op.src) + (op.src != nullptr ? offset : 0);
+    p.src2 = static_cast<const char*>(op.src2) + (op.src2 != nullptr ? offset : 0);
+    p.dst2 = static_cast<char*>(op.dst2) + (op.dst2 != nullptr ? offset : 0);
+    p.size = size;
+    p.offset = offset;
+    p.tail = op.size - offset - size;
+    p.report_base = submission.offset_base();
+    p.pattern = op.pattern;
+    return p;
+  }
+
+  // The fork() child's first submission starts the workers again.
+  Status RestartAfterFork() {
+    std::lock_guard lock(restart_mu);  // another thread of the child may have started them
+    if (restart_after_fork.load(std::memory_order_relaxed)) {
+      if (Status s = StartWorkers(); !s.ok()) return s;
+      restart_after_fork.store(false, std::memory_order_release);
+    }
+    return Status::Ok();
+  }
+
+  // Small work, or a worker submitting: run every operation whole on this thread.
+  void RunInline(std::span<const Operation> ops, Submission & submission) {
+    counters->ops_inline.fetch_add(ops.size(), std::memory_order_relaxed);
+    submission.AddParts(static_cast<std::uint32_t>(ops.size()));
+    counters->in_flight.fetch_add(ops.size(), std::memory_order_relaxed);
+    for (const Operation& op : ops)
+      Run(MakePiece(op, submission, 0, op.size, IsOverlappingMove(op)));
+  }
+
+  // Pushes a piece, waking every worker and yielding while the queue is full; cancels it when
+  // the engine stops meanwhile.
+  void Push(const cpu::Piece& p, std::size_t& pushed) {
+    while (!queue.TryPush(p)) {
+      if (stopping.load(std::memory_order_acquire)) {
+        Cancel(p);
+        return;
+      }
+      Wake(INT_MAX);  // full: make sure every worker is draining, then give them the core
+      sched_yield();
+    }
+    if (++pushed % 64 == 0) Wake(worker_count);
+  }
+
+  // Every operation cut into pieces for the workers (an overlapping move stays one piece: its
+  // direction matters).
+  void EnqueuePieces(std::span<const Operation> ops, Submission & submission) {
+    std::size_t pieces = 0;
+    for (const Operation& op : ops) {
+      if (IsOverlappingMove(op)) {
+        ++pieces;
+      } else {
+        std::size_t piece = PieceSize(op.size);
+        pieces += (op.size + piece - 1) / piece;
+      }
+    }
+    submission.AddParts(static_cast<std::uint32_t>(pieces));
+    counters->in_flight.fetch_add(pieces, std::memory_order_relaxed);
+    std::size_t pushed = 0;
+    for (const Operation& op : ops) {
+      if (IsOverlappingMove(op)) {
+        Push(MakePiece(op, submission, 0, op.size, true), pushed);
+        continue;
+      }
+      std::size_t piece = PieceSize(op.size);
+      for (std::size_t off = 0; off < op.size; off += piece) {
+        Push(MakePiece(op, submission, off, std::min(piece, op.size - off), false), pushed);
+      }
+    }
+    Wake(static_cast<int>(std::min<std::size_t>(pieces, INT_MAX)));
+  }
+
   void Run(const cpu::Piece& p) {
     std::uint64_t diff = OpRef::kNoDifference;
     kernels::PieceWork w = kernels::WorkOf(p);
@@ -438,86 +525,18 @@ Status CpuEngine::CheckOperation(const Operation& op) const {
 Status CpuEngine::Enqueue(std::span<const Operation> ops, Submission& submission) {
   Impl& m = *impl_;
   if (m.restart_after_fork.load(std::memory_order_acquire)) [[unlikely]] {
-    std::lock_guard lock(m.restart_mu);  // the fork() child may have started threads by now
-    if (m.restart_after_fork.load(std::memory_order_relaxed)) {
-      if (Status s = m.StartWorkers(); !s.ok()) return s;
-      m.restart_after_fork.store(false, std::memory_order_release);
-    }
+    if (Status s = m.RestartAfterFork(); !s.ok()) return s;
   }
-  OpRef state = submission.op();
-
   std::size_t total = 0;
   for (const Operation& op : ops) total += op.size;
-  const bool inline_run = total <= m.opts.inline_max_bytes || t_worker_of == &m;
-
-  auto make_piece = [&](const Operation& op, std::size_t offset, std::size_t size, bool overlap) {
-    cpu::Piece p;
-    p.state = state;
-    p.kind = op.kind;
-    p.nt = kernels::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
-    p.keep_in_cache = op.keep_in_cache;
-    p.overlapping = overlap;
-    p.dst = static_cast<char*>(op.dst) + (op.dst != nullptr ? offset : 0);
-    p.src = static_cast<const char*>(op.src) + (op.src != nullptr ? offset : 0);
-    p.src2 = static_cast<const char*>(op.src2) + (op.src2 != nullptr ? offset : 0);
-    p.dst2 = static_cast<char*>(op.dst2) + (op.dst2 != nullptr ? offset : 0);
-    p.size = size;
-    p.offset = offset;
-    p.tail = op.size - offset - size;
-    p.report_base = submission.offset_base();
-    p.pattern = op.pattern;
-    return p;
-  };
-
-  if (inline_run) {
-    m.counters->ops_inline.fetch_add(ops.size(), std::memory_order_relaxed);
-    submission.AddParts(static_cast<std::uint32_t>(ops.size()));
-    m.counters->in_flight.fetch_add(ops.size(), std::memory_order_relaxed);
-    for (const Operation& op : ops) {
-      bool overlap = IsOverlappingMove(op);
-      m.Run(make_piece(op, 0, op.size, overlap));
-    }
+  if (total <= m.opts.inline_max_bytes || t_worker_of == &m) {
+    m.RunInline(ops, submission);
     return Status::Ok();
   }
-
-  if (ops.size() == 1 && submission.exclusive() && !(IsOverlappingMove(ops[0]))) {
+  if (ops.size() == 1 && submission.exclusive() && !IsOverlappingMove(ops[0])) {
     return EnqueueSplit(ops[0], submission);
   }
-
-  std::size_t pieces = 0;
-  for (const Operation& op : ops) {
-    if (IsOverlappingMove(op)) {
-      ++pieces;
-    } else {
-      std::size_t piece = m.PieceSize(op.size);
-      pieces += (op.size + piece - 1) / piece;
-    }
-  }
-  submission.AddParts(static_cast<std::uint32_t>(pieces));
-  m.counters->in_flight.fetch_add(pieces, std::memory_order_relaxed);
-  std::size_t pushed = 0;
-  auto push = [&](const cpu::Piece& p) {
-    while (!m.queue.TryPush(p)) {
-      if (m.stopping.load(std::memory_order_acquire)) {
-        m.Cancel(p);
-        return;
-      }
-      m.Wake(INT_MAX);  // full: make sure every worker is draining, then give them the core
-      sched_yield();
-    }
-    if (++pushed % 64 == 0) m.Wake(m.worker_count);
-  };
-  for (const Operation& op : ops) {
-    if (IsOverlappingMove(op)) {
-      push(make_piece(op, 0, op.size, true));
-      continue;
-    }
-    std::size_t piece = m.PieceSize(op.size);
-    for (std::size_t off = 0; off < op.size; off += piece) {
-      push(make_piece(op, off, std::min(piece, op.size - off), false));
-    }
-  }
-  m.Wake(static_cast<int>(std::min<std::size_t>(pieces, INT_MAX)));
+  m.EnqueuePieces(ops, submission);
   return Status::Ok();
 }
 
@@ -527,7 +546,7 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   SplitWork* w = new (state.scratch()) SplitWork;
   w->engine = &m;
   w->kind = op.kind;
-  w->nt = kernels::WritesData(op.kind) && !op.keep_in_cache && op.size >= m.nt_threshold;
+  w->nt = m.UseNt(op);
   w->keep_in_cache = op.keep_in_cache;
   w->dst2 = static_cast<char*>(op.dst2);
   w->dst = static_cast<char*>(op.dst);

@@ -183,6 +183,196 @@ struct [[gnu::visibility("hidden")]] DsaDeviceModel::Impl final : ForkAware {
     return page <= p ? 0 : page - p;
   }
 
+  // The ranges an opcode reads, then the ones it writes (0: none).
+  struct Ranges {
+    std::uint64_t reads[2] = {0, 0}, writes[2] = {0, 0};
+  };
+  static Ranges RangesOf(const dsa_hw_desc& d) {
+    switch (d.opcode) {
+      case DSA_OPCODE_MEMMOVE:
+        return {{d.src_addr, 0}, {d.dst_addr, 0}};
+      case DSA_OPCODE_MEMFILL:
+        return {{0, 0}, {d.dst_addr, 0}};
+      case DSA_OPCODE_COMPARE:
+        return {{d.src_addr, d.src2_addr}, {0, 0}};
+      case DSA_OPCODE_COMPVAL:
+      case DSA_OPCODE_CRCGEN:
+        return {{d.src_addr, 0}, {0, 0}};
+      case DSA_OPCODE_DUALCAST:
+        return {{d.src_addr, 0}, {d.dst_addr, d.dest2}};
+      case DSA_OPCODE_CFLUSH:
+        return {{d.dst_addr, 0}, {0, 0}};  // needs no write permission
+      default:
+        return {};
+    }
+  }
+
+  // Address translation: false, with a page fault in `o`, when a range the opcode uses has a
+  // page that is unmapped or that this process may not access. An unmapped page faults like an
+  // injected one, but touching cannot fix it.
+  bool Translate(const dsa_hw_desc& d, std::uint64_t n, Outcome& o) {
+    const Ranges r = RangesOf(d);
+    std::uint64_t first = n, addr = 0;
+    bool write = false;
+    for (int w = 0; w < 2; ++w) {
+      for (std::uint64_t base : w == 0 ? r.reads : r.writes) {
+        if (base == 0) continue;
+        std::uint64_t f = FirstUnmapped(base, n);
+        if (f == n) f = FirstRefused(base, n, /*write=*/w == 1);
+        if (f < first) {
+          first = f;
+          addr = base + f;
+          write = w == 1;
+        }
+      }
+    }
+    if (first == n) return true;
+    ++counters.page_faults;
+    o.status =
+        static_cast<std::uint8_t>(DSA_COMP_PAGE_FAULT_NOBOF | (write ? DSA_COMP_STATUS_WRITE : 0));
+    o.fault_addr = addr;
+    o.bytes_completed = 0;  // conservative: nothing done (the engine resumes from here)
+    return false;
+  }
+
+  // A fault on an injected page after `done` bytes: the page is resolved for the retry.
+  Outcome Fault(Outcome o, std::uint64_t done, std::uint64_t addr, bool write,
+                bool descending = false) {
+    Resolve(addr);
+    ++counters.page_faults;
+    o.status =
+        static_cast<std::uint8_t>(DSA_COMP_PAGE_FAULT_NOBOF | (write ? DSA_COMP_STATUS_WRITE : 0));
+    o.bytes_completed = static_cast<std::uint32_t>(done);
+    o.fault_addr = addr;
+    o.result = descending ? 1 : 0;
+    return o;
+  }
+
+  static Outcome Done(std::uint64_t n) {
+    Outcome o;
+    o.bytes_completed = static_cast<std::uint32_t>(n);
+    return o;
+  }
+
+  // Block on fault: injected faults are resolved before the work, as the device does.
+  void ResolveFirst(const dsa_hw_desc& d, std::initializer_list<std::uint64_t> ranges,
+                    std::uint64_t n) {
+    if ((d.flags & IDXD_OP_FLAG_BOF) == 0) return;
+    for (std::uint64_t a : ranges) ResolveAll(a, n);
+  }
+
+  // A move with dst above an overlapping src runs from the end, so a fault reports the bytes
+  // done at the end (result 1).
+  Outcome Move(const dsa_hw_desc& d, std::uint64_t n) {
+    const std::uint64_t s = d.src_addr, t = d.dst_addr;
+    if ((d.flags & IDXD_OP_FLAG_BOF) != 0) counters.faults_blocked += !fault_pages.empty();
+    ResolveFirst(d, {s, t}, n);
+    if (!(t > s && t < s + n)) {
+      std::uint64_t fs = FirstFault(s, n), ft = FirstFault(t, n);
+      std::uint64_t f = std::min(fs, ft);
+      std::memmove(Ptr(t), Ptr(s), f);
+      if (f < n) return Fault({}, f, fs <= ft ? s + f : t + f, fs > ft);
+      return Done(n);
+    }
+    std::uint64_t es = LastFaultEnd(s, n), et = LastFaultEnd(t, n);
+    std::uint64_t e = std::max(es, et);  // bytes [e, n) can be moved from the end
+    std::memmove(Ptr(t + e), Ptr(s + e), n - e);
+    if (e > 0) return Fault({}, n - e, es >= et ? s + e - 1 : t + e - 1, es < et, true);
+    return Done(n);
+  }
+
+  Outcome Fill(const dsa_hw_desc& d, std::uint64_t n) {
+    const std::uint64_t t = d.dst_addr;
+    ResolveFirst(d, {t}, n);
+    std::uint64_t f = FirstFault(t, n);
+    auto* out = Ptr<unsigned char>(t);
+    for (std::uint64_t i = 0; i < f; ++i) {
+      out[i] = static_cast<unsigned char>(d.pattern >> (8 * (i % 8)));
+    }
+    if (f < n) return Fault({}, f, t + f, true);
+    return Done(n);
+  }
+
+  // Different: result 1 and bytes_completed the offset of the first difference.
+  Outcome Compare(const dsa_hw_desc& d, std::uint64_t n) {
+    const std::uint64_t a = d.src_addr, b = d.src2_addr;
+    ResolveFirst(d, {a, b}, n);
+    std::uint64_t fa = FirstFault(a, n), fb = FirstFault(b, n);
+    std::uint64_t f = std::min(fa, fb);
+    const auto* x = Ptr<const unsigned char>(a);
+    const auto* y = Ptr<const unsigned char>(b);
+    for (std::uint64_t i = 0; i < f; ++i) {
+      if (x[i] != y[i]) {
+        Outcome o;
+        o.result = 1;
+        o.bytes_completed = static_cast<std::uint32_t>(i);
+        return o;
+      }
+    }
+    if (f < n) return Fault({}, f, fa <= fb ? a + f : b + f, false);
+    return Done(n);
+  }
+
+  // The pattern is compared in 8-byte words; a difference reports the word that differs (the
+  // engine finds the byte, so a device reporting the byte works as well).
+  Outcome CompareValue(const dsa_hw_desc& d, std::uint64_t n) {
+    const std::uint64_t a = d.src_addr;
+    ResolveFirst(d, {a}, n);
+    std::uint64_t f = FirstFault(a, n);
+    const auto* x = Ptr<const unsigned char>(a);
+    for (std::uint64_t i = 0; i < f; ++i) {
+      if (x[i] != static_cast<unsigned char>(d.comp_pattern >> (8 * (i % 8)))) {
+        Outcome o;
+        o.result = 1;
+        o.bytes_completed = static_cast<std::uint32_t>(i & ~std::uint64_t{7});
+        return o;
+      }
+    }
+    if (f < n) return Fault({}, f, a + f, false);
+    return Done(n);
+  }
+
+  Outcome Dualcast(const dsa_hw_desc& d, std::uint64_t n) {
+    const std::uint64_t s = d.src_addr, t = d.dst_addr, t2 = d.dest2;
+    if ((t & 0xfff) != (t2 & 0xfff)) {
+      Outcome o;
+      o.status = DSA_COMP_DCAST_ERR;  // destinations must share bits 11:0
+      return o;
+    }
+    ResolveFirst(d, {s, t, t2}, n);
+    std::uint64_t fs = FirstFault(s, n), ft = FirstFault(t, n), ft2 = FirstFault(t2, n);
+    std::uint64_t f = std::min({fs, ft, ft2});
+    std::memcpy(Ptr(t), Ptr(s), f);
+    std::memcpy(Ptr(t2), Ptr(s), f);
+    if (f < n) {
+      const bool on_src = fs == f;
+      return Fault({}, f, on_src ? s + f : (ft == f ? t + f : t2 + f), !on_src);
+    }
+    return Done(n);
+  }
+
+  // Default flags: the seed and the result are inverted (standard CRC-32C), so the result of
+  // a partial run is the seed to continue with.
+  Outcome CrcGen(const dsa_hw_desc& d, std::uint64_t n) {
+    const std::uint64_t a = d.src_addr;
+    ResolveFirst(d, {a}, n);
+    std::uint64_t f = FirstFault(a, n);
+    Outcome o = Done(n);
+    o.crc = Crc32c(d.crc_seed, Ptr(a), f);
+    if (f < n) return Fault(o, f, a + f, false);
+    return o;
+  }
+
+  // The model's effect on the caches is the CPU's: flush the same lines.
+  Outcome CacheFlush(const dsa_hw_desc& d, std::uint64_t n) {
+    const std::uint64_t t = d.dst_addr;
+    ResolveFirst(d, {t}, n);
+    std::uint64_t f = FirstFault(t, n);
+    FlushCacheLines(Ptr(t), f, (d.flags & IDXD_OP_FLAG_CC) != 0);
+    if (f < n) return Fault({}, f, t + f, false);
+    return Done(n);
+  }
+
   Outcome ExecuteData(const dsa_hw_desc& d) {
     Outcome o;
     const std::uint64_t n = d.xfer_size;
@@ -190,189 +380,22 @@ struct [[gnu::visibility("hidden")]] DsaDeviceModel::Impl final : ForkAware {
       o.status = DSA_COMP_XFER_ERANGE;
       return o;
     }
-    {
-      // Address translation. An unmapped page faults like an injected one, but touching
-      // cannot fix it. Ranges the opcode reads, then the ones it writes.
-      std::uint64_t reads[2] = {0, 0}, writes[2] = {0, 0};
-      switch (d.opcode) {
-        case DSA_OPCODE_MEMMOVE:
-          reads[0] = d.src_addr;
-          writes[0] = d.dst_addr;
-          break;
-        case DSA_OPCODE_MEMFILL:
-          writes[0] = d.dst_addr;
-          break;
-        case DSA_OPCODE_COMPARE:
-          reads[0] = d.src_addr;
-          reads[1] = d.src2_addr;
-          break;
-        case DSA_OPCODE_COMPVAL:
-          reads[0] = d.src_addr;
-          break;
-        case DSA_OPCODE_DUALCAST:
-          reads[0] = d.src_addr;
-          writes[0] = d.dst_addr;
-          writes[1] = d.dest2;
-          break;
-        case DSA_OPCODE_CRCGEN:
-          reads[0] = d.src_addr;
-          break;
-        case DSA_OPCODE_CFLUSH:
-          reads[0] = d.dst_addr;
-          break;  // needs no write permission
-        default:
-          break;
-      }
-      std::uint64_t first = n, addr = 0;
-      bool write = false;
-      for (int w = 0; w < 2; ++w) {
-        for (std::uint64_t base : w == 0 ? reads : writes) {
-          if (base == 0) continue;
-          std::uint64_t f = FirstUnmapped(base, n);
-          if (f == n) f = FirstRefused(base, n, /*write=*/w == 1);
-          if (f < first) {
-            first = f;
-            addr = base + f;
-            write = w == 1;
-          }
-        }
-      }
-      if (first < n) {
-        ++counters.page_faults;
-        o.status = static_cast<std::uint8_t>(DSA_COMP_PAGE_FAULT_NOBOF |
-                                             (write ? DSA_COMP_STATUS_WRITE : 0));
-        o.fault_addr = addr;
-        o.bytes_completed = 0;  // conservative: nothing done (the engine resumes from here)
-        return o;
-      }
-    }
-    const bool bof = (d.flags & IDXD_OP_FLAG_BOF) != 0;
-    auto fault = [&](std::uint64_t done, std::uint64_t addr, bool write, bool descending) {
-      Resolve(addr);
-      ++counters.page_faults;
-      o.status = static_cast<std::uint8_t>(DSA_COMP_PAGE_FAULT_NOBOF |
-                                           (write ? DSA_COMP_STATUS_WRITE : 0));
-      o.bytes_completed = static_cast<std::uint32_t>(done);
-      o.fault_addr = addr;
-      o.result = descending ? 1 : 0;
-    };
+    if (!Translate(d, n, o)) return o;
     switch (d.opcode) {
-      case DSA_OPCODE_MEMMOVE: {
-        const std::uint64_t s = d.src_addr, t = d.dst_addr;
-        if (bof) {
-          counters.faults_blocked += !fault_pages.empty();
-          ResolveAll(s, n);
-          ResolveAll(t, n);
-        }
-        const bool descending = t > s && t < s + n;  // overlap with dst above src
-        if (!descending) {
-          std::uint64_t fs = FirstFault(s, n), ft = FirstFault(t, n);
-          std::uint64_t f = std::min(fs, ft);
-          std::memmove(Ptr(t), Ptr(s), f);
-          if (f < n) return fault(f, fs <= ft ? s + f : t + f, fs > ft, false), o;
-        } else {
-          std::uint64_t es = LastFaultEnd(s, n), et = LastFaultEnd(t, n);
-          std::uint64_t e = std::max(es, et);  // bytes [e, n) can be moved from the end
-          std::memmove(Ptr(t + e), Ptr(s + e), n - e);
-          if (e > 0) return fault(n - e, es >= et ? s + e - 1 : t + e - 1, es < et, true), o;
-        }
-        o.bytes_completed = static_cast<std::uint32_t>(n);
-        return o;
-      }
-      case DSA_OPCODE_MEMFILL: {
-        const std::uint64_t t = d.dst_addr;
-        if (bof) ResolveAll(t, n);
-        std::uint64_t f = FirstFault(t, n);
-        auto* out = Ptr<unsigned char>(t);
-        for (std::uint64_t i = 0; i < f; ++i) {
-          out[i] = static_cast<unsigned char>(d.pattern >> (8 * (i % 8)));
-        }
-        if (f < n) return fault(f, t + f, true, false), o;
-        o.bytes_completed = static_cast<std::uint32_t>(n);
-        return o;
-      }
-      case DSA_OPCODE_COMPARE: {
-        const std::uint64_t a = d.src_addr, b = d.src2_addr;
-        if (bof) {
-          ResolveAll(a, n);
-          ResolveAll(b, n);
-        }
-        std::uint64_t fa = FirstFault(a, n), fb = FirstFault(b, n);
-        std::uint64_t f = std::min(fa, fb);
-        const auto* x = Ptr<const unsigned char>(a);
-        const auto* y = Ptr<const unsigned char>(b);
-        for (std::uint64_t i = 0; i < f; ++i) {
-          if (x[i] != y[i]) {
-            o.result = 1;  // different; bytes_completed is the offset of the first difference
-            o.bytes_completed = static_cast<std::uint32_t>(i);
-            return o;
-          }
-        }
-        if (f < n) return fault(f, fa <= fb ? a + f : b + f, false, false), o;
-        o.bytes_completed = static_cast<std::uint32_t>(n);
-        return o;
-      }
-      case DSA_OPCODE_COMPVAL: {
-        const std::uint64_t a = d.src_addr;
-        if (bof) ResolveAll(a, n);
-        std::uint64_t f = FirstFault(a, n);
-        const auto* x = Ptr<const unsigned char>(a);
-        for (std::uint64_t i = 0; i < f; ++i) {
-          if (x[i] != static_cast<unsigned char>(d.comp_pattern >> (8 * (i % 8)))) {
-            // The pattern is compared in 8-byte words; report the word that differs (the
-            // engine finds the byte, so a device reporting the byte works as well).
-            o.result = 1;
-            o.bytes_completed = static_cast<std::uint32_t>(i & ~std::uint64_t{7});
-            return o;
-          }
-        }
-        if (f < n) return fault(f, a + f, false, false), o;
-        o.bytes_completed = static_cast<std::uint32_t>(n);
-        return o;
-      }
-      case DSA_OPCODE_DUALCAST: {
-        const std::uint64_t s = d.src_addr, t = d.dst_addr, t2 = d.dest2;
-        if ((t & 0xfff) != (t2 & 0xfff)) {
-          o.status = DSA_COMP_DCAST_ERR;  // destinations must share bits 11:0
-          return o;
-        }
-        if (bof) {
-          ResolveAll(s, n);
-          ResolveAll(t, n);
-          ResolveAll(t2, n);
-        }
-        std::uint64_t fs = FirstFault(s, n), ft = FirstFault(t, n), ft2 = FirstFault(t2, n);
-        std::uint64_t f = std::min({fs, ft, ft2});
-        std::memcpy(Ptr(t), Ptr(s), f);
-        std::memcpy(Ptr(t2), Ptr(s), f);
-        if (f < n) {
-          const bool on_src = fs == f;
-          return fault(f, on_src ? s + f : (ft == f ? t + f : t2 + f), !on_src, false), o;
-        }
-        o.bytes_completed = static_cast<std::uint32_t>(n);
-        return o;
-      }
-      case DSA_OPCODE_CRCGEN: {
-        const std::uint64_t a = d.src_addr;
-        if (bof) ResolveAll(a, n);
-        std::uint64_t f = FirstFault(a, n);
-        // Default flags: the seed and the result are inverted (standard CRC-32C), so the
-        // result of a partial run is the seed to continue with.
-        o.crc = Crc32c(d.crc_seed, Ptr(a), f);
-        if (f < n) return fault(f, a + f, false, false), o;
-        o.bytes_completed = static_cast<std::uint32_t>(n);
-        return o;
-      }
-      case DSA_OPCODE_CFLUSH: {
-        const std::uint64_t t = d.dst_addr;
-        if (bof) ResolveAll(t, n);
-        std::uint64_t f = FirstFault(t, n);
-        // The model's effect on the caches is the CPU's: flush the same lines.
-        FlushCacheLines(Ptr(t), f, (d.flags & IDXD_OP_FLAG_CC) != 0);
-        if (f < n) return fault(f, t + f, false, false), o;
-        o.bytes_completed = static_cast<std::uint32_t>(n);
-        return o;
-      }
+      case DSA_OPCODE_MEMMOVE:
+        return Move(d, n);
+      case DSA_OPCODE_MEMFILL:
+        return Fill(d, n);
+      case DSA_OPCODE_COMPARE:
+        return Compare(d, n);
+      case DSA_OPCODE_COMPVAL:
+        return CompareValue(d, n);
+      case DSA_OPCODE_DUALCAST:
+        return Dualcast(d, n);
+      case DSA_OPCODE_CRCGEN:
+        return CrcGen(d, n);
+      case DSA_OPCODE_CFLUSH:
+        return CacheFlush(d, n);
       case DSA_OPCODE_NOOP:
       case DSA_OPCODE_DRAIN:
         return o;

@@ -134,6 +134,24 @@ void PutJob(Job* j) { JobPool::Put(j); }
 }  // namespace
 
 struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
+  // The size histogram, updated once per run of pieces in the same bucket (one atomic add for
+  // a batch of equal sizes, not one per piece).
+  struct SizeRun {
+    unsigned bucket = 0;
+    std::uint64_t count = 0;
+    void Add(std::array<std::atomic<std::uint64_t>, 32>& histogram, unsigned b) {
+      if (b != bucket) {
+        Flush(histogram);
+        bucket = b;
+      }
+      ++count;
+    }
+    void Flush(std::array<std::atomic<std::uint64_t>, 32>& histogram) {
+      if (count != 0) histogram[bucket].fetch_add(count, std::memory_order_relaxed);
+      count = 0;
+    }
+  };
+
   DsaEngineOptions opts;
   EngineCapabilities caps;
   std::string description;
@@ -622,6 +640,125 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     return true;
   }
 
+  bool OverlappingBigMove(const Operation& op) const {
+    return op.size > max_xfer && IsOverlappingMove(op);
+  }
+
+  // An overlapping move cut into pieces must run alone: its pieces run in order.
+  Status CheckBatch(std::span<const Operation> ops) const {
+    if (ops.size() < 2) return Status::Ok();
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (OverlappingBigMove(ops[i])) {
+        return Status::Invalid(fmt::format(
+            "batch member {}: an overlapping move larger than the WQ's max_transfer_size ({} "
+            "bytes) must be cut into pieces that run in order; submit it on its own",
+            i, max_xfer));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Cuts `op` into pieces of at most max_xfer bytes, appended to the job. DSA's dualcast needs
+  // destinations that agree in address bits 11:0; others become two copies (the source is
+  // read twice).
+  void AddPieces(Job & j, const Operation& op, const Submission& submission, SizeRun& sizes) {
+    const bool split_dualcast =
+        op.kind == OpKind::kDualcast &&
+        ((reinterpret_cast<std::uintptr_t>(op.dst) ^ reinterpret_cast<std::uintptr_t>(op.dst2)) &
+         0xfff) != 0;
+    if (split_dualcast) dualcast_splits.fetch_add(1, std::memory_order_relaxed);
+    for (int copy = 0; copy < (split_dualcast ? 2 : 1); ++copy) {
+      for (std::uint64_t off = 0; off < op.size; off += max_xfer) {
+        // Filled in place: a Piece built on the stack and copied in costs a store-forwarding
+        // stall per piece, which is most of a batch's build time.
+        Piece& p = j.pieces.emplace_back();
+        p.kind = split_dualcast ? OpKind::kCopy : op.kind;
+        p.state = Piece::kUnsubmitted;
+        p.holds_credit = false;
+        p.faults_here = 0;
+        p.echo = copy == 1;
+        p.keep_in_cache = op.keep_in_cache;
+        p.size = std::min<std::uint64_t>(max_xfer, op.size - off);
+        p.offset = off;
+        p.tail = op.size - off - p.size;
+        void* dst = split_dualcast && copy == 1 ? op.dst2 : op.dst;
+        p.dst = dst != nullptr ? static_cast<char*>(dst) + off : nullptr;
+        p.src = op.src != nullptr ? static_cast<const char*>(op.src) + off : nullptr;
+        p.src2 = op.src2 != nullptr ? static_cast<const char*>(op.src2) + off : nullptr;
+        p.dst2 =
+            op.dst2 != nullptr && !split_dualcast ? static_cast<char*>(op.dst2) + off : nullptr;
+        p.pattern = op.pattern;
+        p.crc_seed = 0;  // pieces are checksummed apart and combined (Crc32cShift)
+        p.report_base = submission.offset_base();
+        sizes.Add(histogram, std::min<unsigned>(Log2(p.size), 31));
+      }
+    }
+    if (OverlappingBigMove(op)) {
+      // Pieces of an overlapping move would overwrite source bytes other pieces still need:
+      // run them in order, from the end when moving up. (The only operation of this job.)
+      j.ordered = true;
+      if (op.dst > op.src) std::reverse(j.pieces.begin(), j.pieces.end());
+    }
+  }
+
+  // Batches for the job's pieces: an ordered job is one fenced batch when it fits (the device
+  // keeps the order; otherwise its pieces go one at a time); others are cut into batches of
+  // up to max_batch, a lone last piece going on its own.
+  void GroupPieces(Job & j) {
+    const auto n = static_cast<std::uint32_t>(j.pieces.size());
+    if (!opts.use_batches || !portal->accepts_batches()) return;
+    if (j.ordered) {
+      if (n > max_batch) return;
+      Group& g = j.groups.emplace_back();
+      g.first = 0;
+      g.count = n;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        j.pieces[i].state = Piece::kInBatch;
+        if (i > 0) j.descs[i].d.flags |= IDXD_OP_FLAG_FENCE;
+      }
+      return;
+    }
+    for (std::uint32_t first = 0; n >= 2 && first < n; first += max_batch) {
+      std::uint32_t count = std::min(max_batch, n - first);
+      if (count < 2) break;
+      Group& g = j.groups.emplace_back();
+      g.first = first;
+      g.count = count;
+      for (std::uint32_t i = first; i < first + count; ++i) j.pieces[i].state = Piece::kInBatch;
+    }
+  }
+
+  // Encodes and submits the job's descriptors. The job becomes visible to the completion
+  // thread only if it is still running after one check; until then this thread alone
+  // advances it (WaitForCredit reaps it too). Small operations on an idle device (or the
+  // instant model) are done by then.
+  void Launch(Job * j, Submission & submission) {
+    const auto n = static_cast<std::uint32_t>(j->pieces.size());
+    j->descs.resize(n);
+    j->recs.resize(n);
+    for (std::uint32_t i = 0; i < n; ++i) Encode(*j, i);
+    GroupPieces(*j);
+    j->open = n;
+    descriptors.fetch_add(n, std::memory_order_relaxed);
+    counters->in_flight.fetch_add(n, std::memory_order_relaxed);
+    submission.AddParts(1);
+    for (Group& g : j->groups) SubmitGroup(*j, g);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (j->pieces[i].state == Piece::kUnsubmitted) {
+        SubmitPiece(*j, i, /*blocking=*/true);
+        if (j->ordered && j->pieces[i].state != Piece::kDone) break;  // the rest follow in order
+      }
+    }
+    if (Advance(*j)) {
+      Complete(j);
+      PutJob(j);
+      return;
+    }
+    Link(j);
+    j->busy.store(false, std::memory_order_release);
+    idle.Wake(1);
+  }
+
   // A drain is a job without pieces that completes once every job linked before it has left
   // the list (completed and reported). Jobs finished at submission were never linked. The
   // device's own drain descriptor is not needed: parts waiting in this engine for a retry
@@ -950,126 +1087,17 @@ Status DsaEngine::Enqueue(std::span<const Operation> ops, Submission& submission
       if (Status s = m.ReinitAfterFork(); !s.ok()) return s;
     }
   }
-  auto overlapping_big_move = [&](const Operation& op) {
-    return op.size > m.max_xfer && IsOverlappingMove(op);
-  };
-  if (ops.size() > 1) {
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (overlapping_big_move(ops[i])) {
-        return Status::Invalid(fmt::format(
-            "batch member {}: an overlapping move larger than the WQ's max_transfer_size ({} "
-            "bytes) must be cut into pieces that run in order; submit it on its own",
-            i, m.max_xfer));
-      }
-    }
-  }
+  if (Status s = m.CheckBatch(ops); !s.ok()) return s;
   if (m.opts.prefault) {
     if (Status s = Prefault(ops); !s.ok()) return s;
   }
-  OpRef state = submission.op();
   if (ops.size() == 1 && ops[0].kind == OpKind::kDrain) return m.EnqueueDrain(submission);
   Job* j = GetJob();
-  j->Reset(state, /*is_drain=*/false);
-  // The size histogram, one atomic update per run of equal buckets.
-  unsigned run_bucket = 0;
-  std::uint64_t run_count = 0;
-  for (const Operation& op : ops) {
-    // DSA's dualcast needs destinations that agree in address bits 11:0; others become two
-    // copies (the source is read twice).
-    const bool split_dualcast =
-        op.kind == OpKind::kDualcast &&
-        ((reinterpret_cast<std::uintptr_t>(op.dst) ^ reinterpret_cast<std::uintptr_t>(op.dst2)) &
-         0xfff) != 0;
-    if (split_dualcast) m.dualcast_splits.fetch_add(1, std::memory_order_relaxed);
-    for (int copy = 0; copy < (split_dualcast ? 2 : 1); ++copy) {
-      for (std::uint64_t off = 0; off < op.size; off += m.max_xfer) {
-        // Filled in place: a Piece built on the stack and copied in costs a store-forwarding
-        // stall per piece, which is most of a batch's build time.
-        Piece& p = j->pieces.emplace_back();
-        p.kind = split_dualcast ? OpKind::kCopy : op.kind;
-        p.state = Piece::kUnsubmitted;
-        p.holds_credit = false;
-        p.faults_here = 0;
-        p.echo = copy == 1;
-        p.keep_in_cache = op.keep_in_cache;
-        p.size = std::min<std::uint64_t>(m.max_xfer, op.size - off);
-        p.offset = off;
-        p.tail = op.size - off - p.size;
-        void* dst = split_dualcast && copy == 1 ? op.dst2 : op.dst;
-        p.dst = dst != nullptr ? static_cast<char*>(dst) + off : nullptr;
-        p.src = op.src != nullptr ? static_cast<const char*>(op.src) + off : nullptr;
-        p.src2 = op.src2 != nullptr ? static_cast<const char*>(op.src2) + off : nullptr;
-        p.dst2 =
-            op.dst2 != nullptr && !split_dualcast ? static_cast<char*>(op.dst2) + off : nullptr;
-        p.pattern = op.pattern;
-        p.crc_seed = 0;  // pieces are checksummed apart and combined (Crc32cShift)
-        p.report_base = submission.offset_base();
-        const unsigned bucket = std::min<unsigned>(Log2(p.size), 31);
-        if (bucket != run_bucket) {
-          if (run_count != 0)
-            m.histogram[run_bucket].fetch_add(run_count, std::memory_order_relaxed);
-          run_bucket = bucket;
-          run_count = 0;
-        }
-        ++run_count;
-      }
-    }
-    if (overlapping_big_move(op)) {
-      // Pieces of an overlapping move would overwrite source bytes other pieces still need:
-      // run them in order, from the end when moving up. (The only operation of this job.)
-      j->ordered = true;
-      if (op.dst > op.src) std::reverse(j->pieces.begin(), j->pieces.end());
-    }
-  }
-  if (run_count != 0) m.histogram[run_bucket].fetch_add(run_count, std::memory_order_relaxed);
-  const auto n = static_cast<std::uint32_t>(j->pieces.size());
-  j->descs.resize(n);
-  j->recs.resize(n);
-  for (std::uint32_t i = 0; i < n; ++i) m.Encode(*j, i);
-  if (j->ordered) {
-    // One fenced batch when it fits (the device keeps the order); otherwise one at a time.
-    if (m.opts.use_batches && m.portal->accepts_batches() && n <= m.max_batch) {
-      Group& g = j->groups.emplace_back();
-      g.first = 0;
-      g.count = n;
-      for (std::uint32_t i = 0; i < n; ++i) {
-        j->pieces[i].state = Piece::kInBatch;
-        if (i > 0) j->descs[i].d.flags |= IDXD_OP_FLAG_FENCE;
-      }
-    }
-  } else if (m.opts.use_batches && n >= 2 && m.portal->accepts_batches()) {
-    for (std::uint32_t first = 0; first < n; first += m.max_batch) {
-      std::uint32_t count = std::min(m.max_batch, n - first);
-      if (count < 2) break;  // a lone last piece goes on its own
-      Group& g = j->groups.emplace_back();
-      g.first = first;
-      g.count = count;
-      for (std::uint32_t i = first; i < first + count; ++i) j->pieces[i].state = Piece::kInBatch;
-    }
-  }
-  j->open = n;
-  m.descriptors.fetch_add(n, std::memory_order_relaxed);
-  m.counters->in_flight.fetch_add(n, std::memory_order_relaxed);
-  submission.AddParts(1);
-
-  // The job becomes visible to the completion thread only if it is still running after the
-  // check below; until then this thread alone advances it (WaitForCredit reaps it too).
-  for (Group& g : j->groups) m.SubmitGroup(*j, g);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    if (j->pieces[i].state == Piece::kUnsubmitted) {
-      m.SubmitPiece(*j, i, /*blocking=*/true);
-      if (j->ordered && j->pieces[i].state != Piece::kDone) break;  // the rest follow in order
-    }
-  }
-  // Check once: small operations on an idle device (or the instant model) are done already.
-  if (m.Advance(*j)) {
-    m.Complete(j);
-    PutJob(j);
-    return Status::Ok();
-  }
-  m.Link(j);
-  j->busy.store(false, std::memory_order_release);
-  m.idle.Wake(1);
+  j->Reset(submission.op(), /*is_drain=*/false);
+  Impl::SizeRun sizes;
+  for (const Operation& op : ops) m.AddPieces(*j, op, submission, sizes);
+  sizes.Flush(m.histogram);
+  m.Launch(j, submission);
   return Status::Ok();
 }
 

@@ -54,12 +54,18 @@ class TopologyBuilder {
   static Result<Topology> Build(const TopologyOptions& options);
 
  private:
-  static void AssignCpus(Topology& topo, const std::vector<std::vector<int>>& local);
+  static Result<HwlocTopology> Load(const TopologyOptions& options);
+  static NumaNode NodeOf(hwloc_topology_t raw, hwloc_obj_t obj);
+  static Status ReadNodes(hwloc_topology_t raw, Topology& topo);
+  static void ReadDistances(hwloc_topology_t raw, Topology& topo);
+  static void ReadCaches(hwloc_topology_t raw, Topology& topo);
+  static Status ApplyOverrides(const TopologyOptions& options, Topology& topo);
+  static void AssignCpus(Topology& topo);
   static void LinkCpuLessNodes(Topology& topo);
   static void Classify(Topology& topo);
 };
 
-Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
+Result<HwlocTopology> TopologyBuilder::Load(const TopologyOptions& options) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return Status::IoError("hwloc_topology_init failed");
   HwlocTopology t(raw);
@@ -76,72 +82,65 @@ Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
         fmt::format("hwloc could not load the topology{}",
                     options.xml_path.empty() ? "" : " from " + options.xml_path));
   }
+  return t;
+}
 
-  Topology topo;
-  topo.this_system_ = options.xml_path.empty() && hwloc_topology_is_thissystem(raw);
-  topo.source_ = options.xml_path.empty() ? "this system" : options.xml_path;
-  topo.package_count_ = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PACKAGE);
+NumaNode TopologyBuilder::NodeOf(hwloc_topology_t raw, hwloc_obj_t obj) {
+  NumaNode n;
+  n.os_index = static_cast<int>(obj->os_index);
+  n.subtype = obj->subtype != nullptr ? obj->subtype : "";
+  if (n.subtype.empty()) {
+    if (const char* dax = hwloc_obj_get_info_by_name(obj, "DAXType"); dax != nullptr)
+      n.subtype = dax;
+  }
+  n.capacity_bytes = obj->attr->numanode.local_memory;
+  n.local_cpus = CpuList(obj->cpuset);
+  for (hwloc_obj_t p = obj->parent; p != nullptr; p = p->parent) {
+    if (p->type == HWLOC_OBJ_PACKAGE) {
+      n.package = static_cast<int>(p->logical_index);
+      break;
+    }
+  }
+  n.bandwidth_mibps = LocalAttr(raw, HWLOC_MEMATTR_ID_BANDWIDTH, obj);
+  n.latency_ns = LocalAttr(raw, HWLOC_MEMATTR_ID_LATENCY, obj);
+  return n;
+}
 
-  std::vector<std::vector<int>> local;
+// The NUMA nodes in order of their OS index.
+Status TopologyBuilder::ReadNodes(hwloc_topology_t raw, Topology& topo) {
   for (hwloc_obj_t obj = nullptr;
        (obj = hwloc_get_next_obj_by_type(raw, HWLOC_OBJ_NUMANODE, obj)) != nullptr;) {
-    NumaNode n;
-    n.os_index = static_cast<int>(obj->os_index);
-    n.subtype = obj->subtype != nullptr ? obj->subtype : "";
-    if (n.subtype.empty()) {
-      if (const char* dax = hwloc_obj_get_info_by_name(obj, "DAXType"); dax != nullptr)
-        n.subtype = dax;
-    }
-    n.capacity_bytes = obj->attr->numanode.local_memory;
-    n.local_cpus = CpuList(obj->cpuset);
-    for (hwloc_obj_t p = obj->parent; p != nullptr; p = p->parent) {
-      if (p->type == HWLOC_OBJ_PACKAGE) {
-        n.package = static_cast<int>(p->logical_index);
-        break;
-      }
-    }
-    n.bandwidth_mibps = LocalAttr(raw, HWLOC_MEMATTR_ID_BANDWIDTH, obj);
-    n.latency_ns = LocalAttr(raw, HWLOC_MEMATTR_ID_LATENCY, obj);
-    local.push_back(n.local_cpus);
-    topo.nodes_.push_back(std::move(n));
+    topo.nodes_.push_back(NodeOf(raw, obj));
   }
   if (topo.nodes_.empty()) return Status::NotFound("the topology has no NUMA node");
-  std::vector<std::size_t> order(topo.nodes_.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return topo.nodes_[a].os_index < topo.nodes_[b].os_index;
-  });
-  {
-    std::vector<NumaNode> nodes;
-    std::vector<std::vector<int>> locals;
-    for (std::size_t i : order) {
-      nodes.push_back(std::move(topo.nodes_[i]));
-      locals.push_back(std::move(local[i]));
-    }
-    topo.nodes_ = std::move(nodes);
-    local = std::move(locals);
-  }
+  std::stable_sort(topo.nodes_.begin(), topo.nodes_.end(),
+                   [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
+  return Status::Ok();
+}
 
-  // Distances: prefer the OS-provided latency matrix (SLIT).
+// Distances: the OS-provided latency matrix (SLIT) when there is one, else the first matrix.
+void TopologyBuilder::ReadDistances(hwloc_topology_t raw, Topology& topo) {
   unsigned nr = 0;
-  if (hwloc_distances_get_by_type(raw, HWLOC_OBJ_NUMANODE, &nr, nullptr, 0, 0) == 0 && nr > 0) {
-    std::vector<hwloc_distances_s*> all(nr);
-    hwloc_distances_get_by_type(raw, HWLOC_OBJ_NUMANODE, &nr, all.data(), 0, 0);
-    hwloc_distances_s* pick = all[0];
-    for (unsigned i = 0; i < nr; ++i) {
-      const char* name = hwloc_distances_get_name(raw, all[i]);
-      if (name != nullptr && std::string_view(name) == "NUMALatency") pick = all[i];
-    }
-    for (unsigned i = 0; i < pick->nbobjs; ++i) {
-      for (unsigned j = 0; j < pick->nbobjs; ++j) {
-        topo.distances_[{static_cast<int>(pick->objs[i]->os_index),
-                         static_cast<int>(pick->objs[j]->os_index)}] =
-            static_cast<std::uint32_t>(pick->values[i * pick->nbobjs + j]);
-      }
-    }
-    for (unsigned i = 0; i < nr; ++i) hwloc_distances_release(raw, all[i]);
+  if (hwloc_distances_get_by_type(raw, HWLOC_OBJ_NUMANODE, &nr, nullptr, 0, 0) != 0 || nr == 0)
+    return;
+  std::vector<hwloc_distances_s*> all(nr);
+  hwloc_distances_get_by_type(raw, HWLOC_OBJ_NUMANODE, &nr, all.data(), 0, 0);
+  hwloc_distances_s* pick = all[0];
+  for (unsigned i = 0; i < nr; ++i) {
+    const char* name = hwloc_distances_get_name(raw, all[i]);
+    if (name != nullptr && std::string_view(name) == "NUMALatency") pick = all[i];
   }
+  for (unsigned i = 0; i < pick->nbobjs; ++i) {
+    for (unsigned j = 0; j < pick->nbobjs; ++j) {
+      topo.distances_[{static_cast<int>(pick->objs[i]->os_index),
+                       static_cast<int>(pick->objs[j]->os_index)}] =
+          static_cast<std::uint32_t>(pick->values[i * pick->nbobjs + j]);
+    }
+  }
+  for (unsigned i = 0; i < nr; ++i) hwloc_distances_release(raw, all[i]);
+}
 
+void TopologyBuilder::ReadCaches(hwloc_topology_t raw, Topology& topo) {
   auto cache_size = [&](hwloc_obj_type_t type) -> std::uint64_t {
     hwloc_obj_t c = hwloc_get_obj_by_type(raw, type, 0);
     return c != nullptr ? c->attr->cache.size : 0;
@@ -149,23 +148,17 @@ Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
   topo.caches_.l1d_bytes = cache_size(HWLOC_OBJ_L1CACHE);
   topo.caches_.l2_bytes = cache_size(HWLOC_OBJ_L2CACHE);
   topo.caches_.l3_bytes = cache_size(HWLOC_OBJ_L3CACHE);
+}
 
-  if (topo.this_system_ && topo.nodes_.size() == 1) {
-    // See QueryNodeMemory: a single node owns all memory even where its meminfo says less.
-    auto pages = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES));
-    auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-    topo.nodes_[0].capacity_bytes = std::max(topo.nodes_[0].capacity_bytes, pages * page);
-  }
-  AssignCpus(topo, local);
-  LinkCpuLessNodes(topo);
-
+// Overrides from `options` and, when asked, from the environment, applied after the
+// classification. Errors: a malformed environment variable, a node the topology lacks.
+Status TopologyBuilder::ApplyOverrides(const TopologyOptions& options, Topology& topo) {
   TierOverrides overrides = options.overrides;
   if (options.use_environment) {
     Result<TierOverrides> env = TierOverrides::FromEnvironment();
     if (!env.ok()) return env.status();
     overrides.Merge(*env);
   }
-  Classify(topo);
   for (const auto& [index, kind] : overrides.kinds()) {
     auto it = std::find_if(topo.nodes_.begin(), topo.nodes_.end(),
                            [id = index](const NumaNode& n) { return n.os_index == id; });
@@ -179,20 +172,44 @@ Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
     it->kind = kind;
     it->kind_reason = "override";
   }
+  return Status::Ok();
+}
+
+Result<Topology> TopologyBuilder::Build(const TopologyOptions& options) {
+  Result<HwlocTopology> t = Load(options);
+  if (!t.ok()) return t.status();
+  hwloc_topology_t raw = t->get();
+  Topology topo;
+  topo.this_system_ = options.xml_path.empty() && hwloc_topology_is_thissystem(raw);
+  topo.source_ = options.xml_path.empty() ? "this system" : options.xml_path;
+  topo.package_count_ = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PACKAGE);
+  if (Status s = ReadNodes(raw, topo); !s.ok()) return s;
+  ReadDistances(raw, topo);
+  ReadCaches(raw, topo);
+  if (topo.this_system_ && topo.nodes_.size() == 1) {
+    // See QueryNodeMemory: a single node owns all memory even where its meminfo says less.
+    auto pages = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES));
+    auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+    topo.nodes_[0].capacity_bytes = std::max(topo.nodes_[0].capacity_bytes, pages * page);
+  }
+  AssignCpus(topo);
+  LinkCpuLessNodes(topo);
+  Classify(topo);
+  if (Status s = ApplyOverrides(options, topo); !s.ok()) return s;
   return topo;
 }
 
 // A CPU belongs to the most local node that covers it (the smallest locality); among equally
 // local nodes, the one hwloc did not mark as special memory (HBM/NVM/CXL/SPM), then the lowest
 // index. This reproduces Linux's nodeN/cpulist for flat-mode HBM and CXL expanders.
-void TopologyBuilder::AssignCpus(Topology& topo, const std::vector<std::vector<int>>& local) {
+void TopologyBuilder::AssignCpus(Topology& topo) {
   auto special = [](const NumaNode& n) {
     std::string s = Upper(n.subtype);
     return !(s.empty() || s == "DRAM");
   };
   std::map<int, std::size_t> owner;
   for (std::size_t i = 0; i < topo.nodes_.size(); ++i) {
-    for (int cpu : local[i]) {
+    for (int cpu : topo.nodes_[i].local_cpus) {
       auto it = owner.find(cpu);
       if (it == owner.end()) {
         owner[cpu] = i;
@@ -201,7 +218,7 @@ void TopologyBuilder::AssignCpus(Topology& topo, const std::vector<std::vector<i
       const NumaNode& a = topo.nodes_[i];
       const NumaNode& b = topo.nodes_[it->second];
       auto key = [&](const NumaNode& n, std::size_t idx) {
-        return std::tuple(local[idx].size(), special(n), n.os_index);
+        return std::tuple(topo.nodes_[idx].local_cpus.size(), special(n), n.os_index);
       };
       if (key(a, i) < key(b, it->second)) it->second = i;
     }
