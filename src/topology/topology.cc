@@ -113,8 +113,8 @@ Status TopologyBuilder::ReadNodes(hwloc_topology_t raw, Topology& topo) {
     topo.nodes_.push_back(NodeOf(raw, obj));
   }
   if (topo.nodes_.empty()) return Status::NotFound("the topology has no NUMA node");
-  std::stable_sort(topo.nodes_.begin(), topo.nodes_.end(),
-                   [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
+  std::sort(topo.nodes_.begin(), topo.nodes_.end(),
+            [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
   return Status::Ok();
 }
 
