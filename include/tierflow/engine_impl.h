@@ -68,17 +68,14 @@ class TIERFLOW_EXPORT OpRef {
   explicit OpRef(detail::OpState* state) : state_(state) {}  // the engine layer makes these
 
  private:
-  friend class Submission;
   detail::OpState* state_ = nullptr;
 };
 
 // What Enqueue is given: the operation and how its parts are reported.
 class TIERFLOW_EXPORT Submission {
  public:
-  Submission(OpRef op, std::uint64_t offset_base, bool shared)
-      : op_(op), offset_base_(offset_base), shared_(shared) {}
   // Registers n more parts. Must happen before any of them can complete.
-  void AddParts(std::uint32_t n);
+  void AddParts(std::uint32_t n) { parts_->fetch_add(n, std::memory_order_relaxed); }
   OpRef op() const { return op_; }
   // Where the operations given to this engine start within the caller's operation (non-zero
   // when a copy is split over engines): add it to reported compare differences.
@@ -88,7 +85,11 @@ class TIERFLOW_EXPORT Submission {
   bool exclusive() const { return !shared_; }
 
  private:
+  friend class Engine;  // makes them, for its operations
+  Submission(OpRef op, std::atomic<std::uint32_t>* parts, std::uint64_t offset_base, bool shared)
+      : op_(op), parts_(parts), offset_base_(offset_base), shared_(shared) {}
   OpRef op_;
+  std::atomic<std::uint32_t>* parts_;  // the operation's count of parts not yet complete
   std::uint64_t offset_base_;
   bool shared_;
 };

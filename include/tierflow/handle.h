@@ -53,7 +53,9 @@ class TIERFLOW_EXPORT CompletionCallback {
  public:
   static constexpr std::size_t kCapacity = 48;
 
-  CompletionCallback() = default;
+  // User-provided, so that value-initialising one (SubmitOptions{}, the default argument of
+  // every Submit) leaves the capture storage alone instead of zeroing all of it.
+  CompletionCallback() noexcept {}
   template <typename F,
             typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, CompletionCallback>>>
   CompletionCallback(F&& f) {  // NOLINT(implicit)

@@ -186,7 +186,7 @@ Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& opti
     // The seed's share of the CRC; the engine XORs in the data's (see Crc32cShift).
     if (op.kind == OpKind::kCrc32c) state->crc.store(Crc32cShift(op.crc_seed, op.size));
   }
-  Submission submission(OpRef(state), 0, /*shared=*/false);
+  Submission submission(OpRef(state), &state->parts, 0, /*shared=*/false);
   if (Status s = Enqueue(ops, submission); !s.ok()) {
     state->callback.Reset();
     detail::ReleaseOpState(state);  // the in-flight reference
@@ -298,7 +298,7 @@ Result<Handle> Engine::SubmitParts(const Operation& op, std::span<const EnginePa
   state->callback_errors = &parts.front().engine->counters_->callback_errors;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     Engine& e = *parts[i].engine;
-    Submission submission(OpRef(state), parts[i].offset, /*shared=*/true);
+    Submission submission(OpRef(state), &state->parts, parts[i].offset, /*shared=*/true);
     if (Status s = e.Enqueue({&sub[i], 1}, submission); !s.ok()) {
       // Parts already started run to completion; the handle reports this failure.
       detail::FailPart(state, 0, s.code(), fmt::format("part {}: {}", i, s.message()));

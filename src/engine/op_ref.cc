@@ -26,10 +26,6 @@ std::atomic<std::uint64_t>& OpRef::claims() const { return state_->piece_claims;
 
 void OpRef::SetHelper(bool (*help)(OpRef op)) const { state_->help = help; }
 
-void Submission::AddParts(std::uint32_t n) {
-  op_.state_->parts.fetch_add(n, std::memory_order_relaxed);
-}
-
 Status CheckMapped(const Operation& op) {
   Status s = CheckMapped("dst", op.dst, op.size);
   if (s.ok()) s = CheckMapped("src", op.src, op.size);
