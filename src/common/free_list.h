@@ -8,42 +8,41 @@
 // a fork() child (common/fork_guard.h). Users: the handles' operation states, the DSA jobs.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <mutex>
 #include <new>
-#include <vector>
 
 #include "common/fork_guard.h"
 
 namespace tierflow {
 
+// T carries the link: a member `T* next_free` that belongs to the list while T is in it. Moving
+// objects between lists allocates nothing (a vector's growth would: the steady-state submit
+// path must not allocate).
 template <typename T, std::size_t kLocalMax, std::size_t kRefill, std::size_t kGrow = 1>
 class FreeList {
  public:
   static_assert(kLocalMax >= 2 && kRefill >= 1 && kGrow >= 1);
 
   static T* Get() {
-    std::vector<T*>& local = Local().items;
-    if (local.empty()) Refill(local);
-    if (local.empty()) {
-      for (std::size_t i = 1; i < kGrow; ++i) local.push_back(new T);
+    Chain& local = Local().chain;
+    if (local.head == nullptr) Refill(local);
+    if (local.head == nullptr) {
+      for (std::size_t i = 1; i < kGrow; ++i) local.Push(new T);
       return new T;
     }
-    T* t = local.back();
-    local.pop_back();
-    return t;
+    return local.Pop();
   }
 
   static void Put(T* t) {
-    std::vector<T*>& local = Local().items;
-    local.push_back(t);
-    if (local.size() <= kLocalMax) return;
+    Chain& local = Local().chain;
+    local.Push(t);
+    if (local.count <= kLocalMax) return;
+    Chain half;
+    for (std::size_t i = 0; i < kLocalMax / 2; ++i) half.Push(local.Pop());
     Shared& g = Global();
     std::lock_guard lock(g.mu);
-    g.items.insert(g.items.end(), local.end() - static_cast<std::ptrdiff_t>(kLocalMax / 2),
-                   local.end());
-    local.resize(local.size() - kLocalMax / 2);
+    g.chain.Splice(half);
   }
 
   // Straight to the global list: for a thread that releases objects it will not take back (a
@@ -51,25 +50,52 @@ class FreeList {
   static void PutShared(T* t) {
     Shared& g = Global();
     std::lock_guard lock(g.mu);
-    g.items.push_back(t);
+    g.chain.Push(t);
   }
 
  private:
+  struct Chain {
+    T* head = nullptr;
+    T* tail = nullptr;
+    std::size_t count = 0;
+    void Push(T* t) {
+      t->next_free = head;
+      head = t;
+      if (tail == nullptr) tail = t;
+      ++count;
+    }
+    T* Pop() {
+      T* t = head;
+      head = t->next_free;
+      if (head == nullptr) tail = nullptr;
+      t->next_free = nullptr;
+      --count;
+      return t;
+    }
+    void Splice(Chain& other) {  // takes all of `other`
+      if (other.head == nullptr) return;
+      other.tail->next_free = head;
+      if (tail == nullptr) tail = other.tail;
+      head = other.head;
+      count += other.count;
+      other = Chain();
+    }
+  };
   struct Shared final : ForkAware {
     std::mutex mu;
-    std::vector<T*> items;
+    Chain chain;
     Shared() { RegisterForkAware(this, /*leaf=*/true); }
     void PrepareFork() override { mu.lock(); }
     void AfterForkParent() override { mu.unlock(); }
     void AfterForkChild() override { new (&mu) std::mutex(); }
   };
   struct PerThread {
-    std::vector<T*> items;
+    Chain chain;
     ~PerThread() {  // thread exit: hand the objects to the global list
-      if (items.empty()) return;
+      if (chain.head == nullptr) return;
       Shared& g = Global();
       std::lock_guard lock(g.mu);
-      g.items.insert(g.items.end(), items.begin(), items.end());
+      g.chain.Splice(chain);
     }
   };
   static Shared& Global() {
@@ -80,12 +106,10 @@ class FreeList {
     thread_local PerThread local;
     return local;
   }
-  static void Refill(std::vector<T*>& local) {
+  static void Refill(Chain& local) {
     Shared& g = Global();
     std::lock_guard lock(g.mu);
-    const std::size_t n = std::min(kRefill, g.items.size());
-    local.insert(local.end(), g.items.end() - static_cast<std::ptrdiff_t>(n), g.items.end());
-    g.items.resize(g.items.size() - n);
+    for (std::size_t i = 0; i < kRefill && g.chain.head != nullptr; ++i) local.Push(g.chain.Pop());
   }
 };
 

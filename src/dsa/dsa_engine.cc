@@ -74,6 +74,7 @@ struct Group {
 // so a warm engine does not allocate per submission.
 struct Job {
   OpRef state;
+  Job* next_free = nullptr;  // the link of common/free_list.h
   std::vector<Piece> pieces;
   std::vector<dsa::Descriptor> descs;  // descs[i] encodes pieces[i] (contiguous: batch lists)
   std::vector<dsa::Record> recs;

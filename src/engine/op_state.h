@@ -37,6 +37,7 @@ struct OpState {
   Status final_status;
   CompletionCallback callback;
   std::atomic<std::uint64_t>* callback_errors = nullptr;  // engine counter for throwing callbacks
+  OpState* next_free = nullptr;                           // the link of common/free_list.h
 
   // Set by an engine that lets a waiting thread run not-yet-started parts of this operation
   // itself (the waiter has nothing better to do, and on a small machine it would otherwise

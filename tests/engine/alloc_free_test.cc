@@ -1,4 +1,5 @@
 // The steady-state submit path allocates nothing: this binary replaces operator new to count.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -7,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/free_list.h"
 #include "testing/engine_fixture.h"
 
 namespace {
@@ -118,6 +120,35 @@ TEST(AllocationFree, BatchWithCallback) {
   loop();
   EXPECT_EQ(CountAllocations(loop), 0);
   EXPECT_EQ(calls, 1500);
+}
+
+// Objects moving between threads' lists and the shared one, in numbers none of the lists held
+// before (as when a loaded machine leaves many states with the workers), allocate nothing.
+TEST(AllocationFree, FreeListMovesObjectsWithoutAllocating) {
+  struct Node {
+    Node* next_free = nullptr;
+  };
+  using Pool = FreeList<Node, /*kLocalMax=*/64, /*kRefill=*/16>;
+  constexpr int kN = 5000;
+  std::vector<Node*> nodes(kN);
+  for (Node*& n : nodes) n = Pool::Get();  // new ones: allocated here, before counting
+  long on_worker = -1;
+  std::thread worker([&] {  // a worker releasing others' objects (std::thread allocates)
+    on_worker = CountAllocations([&] {
+      for (Node* n : nodes) Pool::PutShared(n);
+    });
+  });
+  worker.join();
+  const long on_owner = CountAllocations([&] {
+    for (Node*& n : nodes) n = Pool::Get();  // refilled from the shared list
+    for (Node* n : nodes) Pool::Put(n);      // the local list spills half at a time
+    for (Node*& n : nodes) n = Pool::Get();
+  });
+  EXPECT_EQ(on_worker, 0);
+  EXPECT_EQ(on_owner, 0);
+  std::sort(nodes.begin(), nodes.end());
+  EXPECT_EQ(std::adjacent_find(nodes.begin(), nodes.end()), nodes.end());  // no object twice
+  for (Node* n : nodes) Pool::Put(n);
 }
 
 }  // namespace
