@@ -71,7 +71,9 @@ class TIERFLOW_EXPORT OpRef {
   detail::OpState* state_ = nullptr;
 };
 
-// What Enqueue is given: the operation and how its parts are reported.
+// What Enqueue is given: the operation and how its parts are reported. Only Engine makes
+// them, on the submitting thread's stack: a Submission is valid only during the Enqueue call
+// it is given to. Register parts there (AddParts), and keep op(), not the Submission.
 class TIERFLOW_EXPORT Submission {
  public:
   // Registers n more parts. Must happen before any of them can complete.
