@@ -18,9 +18,15 @@ enum class OpKind : std::uint8_t {
   kComparePattern,  // compare src with the 8-byte pattern repeated (as kFill would write it)
   kDualcast,        // dst <- src and dst2 <- src; no two of the three ranges may overlap
   kCrc32c,          // CRC-32C (Castagnoli, as iSCSI/ext4/DSA) of src, continuing from crc_seed
-  kCacheFlush,      // write dst's cache lines back to memory; evict them unless keep_in_cache
-  kDrain,           // no buffers: completes once every operation submitted to the same engine
-                    // before it has completed (engines that keep a queue of their own)
+  // Coherence maintenance of dst's cache lines (tierflow/coherence.h says what each means).
+  // The engine runs the instruction kAuto picks and completes the operation only after the
+  // lines have reached memory (Complete), so waiting on the handle is the Complete. dst is
+  // never written.
+  kWriteBack,            // write dirty lines back; they may stay cached
+  kInvalidate,           // drop the lines (dirty ones are written back first, never lost)
+  kWriteBackInvalidate,  // write back and drop
+  kDrain,                // no buffers: completes once every operation submitted to the same engine
+                         // before it has completed (engines that keep a queue of their own)
 };
 TIERFLOW_EXPORT std::string_view OpKindName(OpKind kind);
 
@@ -30,6 +36,10 @@ constexpr OpKind kLastOpKind = OpKind::kDrain;
 constexpr std::uint32_t kAllOps = (OpBit(kLastOpKind) << 1) - 1;
 // The kinds that act on data (all but kDrain).
 constexpr std::uint32_t kDataOps = kAllOps & ~OpBit(OpKind::kDrain);
+// The coherence maintenance kinds.
+constexpr std::uint32_t kMaintenanceOps =
+    OpBit(OpKind::kWriteBack) | OpBit(OpKind::kInvalidate) | OpBit(OpKind::kWriteBackInvalidate);
+constexpr bool IsMaintenance(OpKind k) { return (OpBit(k) & kMaintenanceOps) != 0; }
 
 struct Operation {
   OpKind kind = OpKind::kCopy;
@@ -41,7 +51,6 @@ struct Operation {
   std::uint64_t pattern = 0;
   // Hint: leave the destination in the last-level cache because it is read soon (DSA: the
   // cache-control flag; CPU engine: no streaming stores). Off: large copies bypass the cache.
-  // kCacheFlush: write the lines back but keep them cached (CLWB) instead of evicting them.
   bool keep_in_cache = false;
   void* dst2 = nullptr;        // kDualcast: the second destination
   std::uint32_t crc_seed = 0;  // kCrc32c: the CRC of the bytes before src (0: none)
@@ -75,10 +84,14 @@ struct Operation {
     op.crc_seed = seed;
     return op;
   }
-  static Operation CacheFlush(void* dst, std::size_t size, bool keep_in_cache = false) {
-    Operation op = Make(OpKind::kCacheFlush, dst, nullptr, nullptr, size);
-    op.keep_in_cache = keep_in_cache;
-    return op;
+  static Operation WriteBack(const void* range, std::size_t size) {
+    return Make(OpKind::kWriteBack, const_cast<void*>(range), nullptr, nullptr, size);
+  }
+  static Operation Invalidate(const void* range, std::size_t size) {
+    return Make(OpKind::kInvalidate, const_cast<void*>(range), nullptr, nullptr, size);
+  }
+  static Operation WriteBackInvalidate(const void* range, std::size_t size) {
+    return Make(OpKind::kWriteBackInvalidate, const_cast<void*>(range), nullptr, nullptr, size);
   }
   static Operation Drain() { return Make(OpKind::kDrain, nullptr, nullptr, nullptr, 0); }
 

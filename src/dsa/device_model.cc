@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "common/cache_flush.h"
+#include "coherence/lines.h"
 #include "common/cpu_relax.h"
 #include "common/crc32c.h"
 #include "common/fault_guard.h"
@@ -368,7 +368,10 @@ struct [[gnu::visibility("hidden")]] DsaDeviceModel::Impl final : ForkAware {
     const std::uint64_t t = d.dst_addr;
     ResolveFirst(d, {t}, n);
     std::uint64_t f = FirstFault(t, n);
-    FlushCacheLines(Ptr(t), f, (d.flags & IDXD_OP_FLAG_CC) != 0);
+    const CoherenceSupport& cpu = GetCoherenceSupport();
+    const bool keep = (d.flags & IDXD_OP_FLAG_CC) != 0;
+    coherence::ApplyLines(keep ? cpu.write_back : cpu.invalidate, Ptr(t), f);
+    coherence::CompleteNow();  // the device reports a flush once it has reached memory
     if (f < n) return Fault({}, f, t + f, false);
     return Done(n);
   }

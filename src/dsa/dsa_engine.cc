@@ -285,8 +285,11 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     Piece& p = j.pieces[i];
     dsa::Record* rec = &j.recs[i];
     dsa::ClearRecord(*rec);
-    std::uint32_t flags = (p.keep_in_cache ? IDXD_OP_FLAG_CC : 0) |
-                          (opts.block_on_fault && bof_allowed ? IDXD_OP_FLAG_BOF : 0);
+    // Cache control: copies leave the destination cached; a cache flush keeps the lines
+    // (write back only) instead of evicting them.
+    const bool cc = IsMaintenance(p.kind) ? p.kind == OpKind::kWriteBack : p.keep_in_cache;
+    std::uint32_t flags =
+        (cc ? IDXD_OP_FLAG_CC : 0) | (opts.block_on_fault && bof_allowed ? IDXD_OP_FLAG_BOF : 0);
     dsa_hw_desc& d = j.descs[i].d;
     const auto size = static_cast<std::uint32_t>(p.size);
     switch (p.kind) {
@@ -309,7 +312,9 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
       case OpKind::kCrc32c:
         dsa::EncodeCrc(d, p.src, p.crc_seed, size, flags, rec);
         break;
-      case OpKind::kCacheFlush:
+      case OpKind::kWriteBack:
+      case OpKind::kInvalidate:
+      case OpKind::kWriteBackInvalidate:
         dsa::EncodeCacheFlush(d, p.dst, size, flags, rec);
         break;
       case OpKind::kDrain:
@@ -1026,7 +1031,7 @@ namespace {
 
 // An operation's ranges in the order the prefault reports them: dst, dst2, src, src2.
 std::array<GuardedRange, 4> RangesOf(const Operation& op) {
-  const bool writes = op.kind != OpKind::kCacheFlush;  // a flush needs no write permission
+  const bool writes = !IsMaintenance(op.kind);  // a cache flush needs no write permission
   return {{{op.dst, op.size, "destination", writes},
            {op.dst2, op.size, "second destination", writes},
            {op.src, op.size, "source", false},

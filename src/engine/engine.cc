@@ -56,7 +56,9 @@ bool PlainlyValid(const Operation& op, const EngineCapabilities& caps) {
     case OpKind::kMove:
       return InRange(op.dst, op.size) && InRange(op.src, op.size);
     case OpKind::kFill:
-    case OpKind::kCacheFlush:
+    case OpKind::kWriteBack:
+    case OpKind::kInvalidate:
+    case OpKind::kWriteBackInvalidate:
       return InRange(op.dst, op.size);
     case OpKind::kCompare:
       return InRange(op.src, op.size) && InRange(op.src2, op.size);
@@ -96,6 +98,61 @@ EngineState Engine::state() const {
   return s;
 }
 
+namespace {
+
+// The ranges of an operation whose kind and size are valid: null, wrap, overlap.
+Status CheckRanges(const Operation& op) {
+  Status s;
+  auto overlap = [&op](const char* a, const void* pa, const char* b, const void* pb) {
+    if (!Overlap(pa, pb, op.size)) return Status::Ok();
+    auto x = reinterpret_cast<std::uintptr_t>(pa);
+    auto y = reinterpret_cast<std::uintptr_t>(pb);
+    std::uintptr_t bytes = std::min(x, y) + op.size - std::max(x, y);
+    return Status::Invalid(
+        fmt::format("{} {} and {} overlap by {} bytes; {}", OpKindName(op.kind), a, b, bytes,
+                    op.kind == OpKind::kCopy ? "use a move (OpKind::kMove) for overlapping ranges"
+                                             : "give it ranges that do not overlap"));
+  };
+  switch (op.kind) {
+    case OpKind::kCopy:
+    case OpKind::kMove:
+      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
+      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
+      if (op.kind == OpKind::kCopy &&
+          !(s = overlap("source", op.src, "destination", op.dst)).ok()) {
+        return s;
+      }
+      break;
+    case OpKind::kFill:
+    case OpKind::kWriteBack:
+    case OpKind::kInvalidate:
+    case OpKind::kWriteBackInvalidate:
+      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
+      break;
+    case OpKind::kCompare:
+      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
+      if (!(s = CheckRange("src2", op.src2, op.size)).ok()) return s;
+      break;
+    case OpKind::kComparePattern:
+    case OpKind::kCrc32c:
+      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
+      break;
+    case OpKind::kDualcast:
+      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
+      if (!(s = CheckRange("dst2", op.dst2, op.size)).ok()) return s;
+      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
+      if (!(s = overlap("dst", op.dst, "src", op.src)).ok()) return s;
+      if (!(s = overlap("dst2", op.dst2, "src", op.src)).ok()) return s;
+      if (!(s = overlap("dst", op.dst, "dst2", op.dst2)).ok()) return s;
+      break;
+    case OpKind::kDrain:
+      break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Engine::CheckOperation(const Operation&) const { return Status::Ok(); }
 
 Status Engine::Validate(const Operation& op) const {
@@ -131,50 +188,7 @@ Status Engine::Validate(const Operation& op) const {
         fmt::format("{} of {} bytes exceeds engine '{}' limit of {} bytes; split it",
                     OpKindName(op.kind), op.size, caps.name, caps.max_op_bytes));
   }
-  Status s;
-  auto overlap = [&](const char* a, const void* pa, const char* b, const void* pb) {
-    if (!Overlap(pa, pb, op.size)) return Status::Ok();
-    auto x = reinterpret_cast<std::uintptr_t>(pa);
-    auto y = reinterpret_cast<std::uintptr_t>(pb);
-    std::uintptr_t bytes = std::min(x, y) + op.size - std::max(x, y);
-    return Status::Invalid(
-        fmt::format("{} {} and {} overlap by {} bytes; {}", OpKindName(op.kind), a, b, bytes,
-                    op.kind == OpKind::kCopy ? "use a move (OpKind::kMove) for overlapping ranges"
-                                             : "give it ranges that do not overlap"));
-  };
-  switch (op.kind) {
-    case OpKind::kCopy:
-    case OpKind::kMove:
-      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
-      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
-      if (op.kind == OpKind::kCopy &&
-          !(s = overlap("source", op.src, "destination", op.dst)).ok()) {
-        return s;
-      }
-      break;
-    case OpKind::kFill:
-    case OpKind::kCacheFlush:
-      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
-      break;
-    case OpKind::kCompare:
-      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
-      if (!(s = CheckRange("src2", op.src2, op.size)).ok()) return s;
-      break;
-    case OpKind::kComparePattern:
-    case OpKind::kCrc32c:
-      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
-      break;
-    case OpKind::kDualcast:
-      if (!(s = CheckRange("dst", op.dst, op.size)).ok()) return s;
-      if (!(s = CheckRange("dst2", op.dst2, op.size)).ok()) return s;
-      if (!(s = CheckRange("src", op.src, op.size)).ok()) return s;
-      if (!(s = overlap("dst", op.dst, "src", op.src)).ok()) return s;
-      if (!(s = overlap("dst2", op.dst2, "src", op.src)).ok()) return s;
-      if (!(s = overlap("dst", op.dst, "dst2", op.dst2)).ok()) return s;
-      break;
-    case OpKind::kDrain:
-      break;
-  }
+  if (Status s = CheckRanges(op); !s.ok()) return s;
   return CheckOperation(op);
 }
 

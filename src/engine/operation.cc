@@ -19,8 +19,12 @@ std::string_view OpKindName(OpKind kind) {
       return "dualcast";
     case OpKind::kCrc32c:
       return "crc32c";
-    case OpKind::kCacheFlush:
-      return "cache-flush";
+    case OpKind::kWriteBack:
+      return "write-back";
+    case OpKind::kInvalidate:
+      return "invalidate";
+    case OpKind::kWriteBackInvalidate:
+      return "write-back-invalidate";
     case OpKind::kDrain:
       return "drain";
   }

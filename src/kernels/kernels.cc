@@ -1,6 +1,6 @@
 #include "kernels/kernels.h"
 
-#include "common/cache_flush.h"
+#include "coherence/lines.h"
 #include "common/crc32c.h"
 #include "common/fault_guard.h"
 
@@ -71,8 +71,14 @@ PieceResult RunPiece(const Kernels& k, const PieceWork& w) {
     case OpKind::kCrc32c:
       r.crc = Crc32c(w.crc_seed, w.src, w.n);
       break;
-    case OpKind::kCacheFlush:
-      FlushCacheLines(w.dst, w.n, w.keep_in_cache);
+    case OpKind::kWriteBack:
+      coherence::MaintainAndComplete(coherence::Maintenance::kWriteBack, w.dst, w.n);
+      break;
+    case OpKind::kInvalidate:
+      coherence::MaintainAndComplete(coherence::Maintenance::kInvalidate, w.dst, w.n);
+      break;
+    case OpKind::kWriteBackInvalidate:
+      coherence::MaintainAndComplete(coherence::Maintenance::kWriteBackInvalidate, w.dst, w.n);
       break;
     case OpKind::kDrain:
       break;  // no data: engines complete drains themselves

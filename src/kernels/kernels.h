@@ -43,7 +43,6 @@ struct PieceWork {
   std::uint32_t crc_seed = 0;  // kCrc32c: the CRC of the piece's bytes before src
   bool nt = false;             // streaming stores (copies and fills)
   bool overlapping = false;    // a move whose ranges may overlap (memmove)
-  bool keep_in_cache = false;  // kCacheFlush: write back without evicting
 };
 struct PieceResult {
   std::size_t difference = 0;  // compares: offset of the first difference, n when equal
@@ -57,7 +56,7 @@ PieceResult RunPiece(const Kernels& k, const PieceWork& w);
 bool RunPieceGuarded(const Kernels& k, const PieceWork& w, PieceResult* result, Status* error);
 
 // The fields an engine's piece description shares with PieceWork (members of the same names:
-// kind, dst, dst2, src, src2, size, pattern, offset, keep_in_cache).
+// kind, dst, dst2, src, src2, size, pattern, offset).
 template <typename EnginePiece>
 PieceWork WorkOf(const EnginePiece& p) {
   PieceWork w;
@@ -69,7 +68,6 @@ PieceWork WorkOf(const EnginePiece& p) {
   w.n = p.size;
   w.pattern = p.pattern;
   w.phase = p.offset;
-  w.keep_in_cache = p.keep_in_cache;
   return w;
 }
 

@@ -128,20 +128,23 @@ TEST_P(DataOps, DualcastWritesBothDestinations) {
   }
 }
 
-TEST_P(DataOps, CacheFlushKeepsTheDataAndWorksOnReadOnlyPages) {
+TEST_P(DataOps, MaintenanceKeepsTheDataAndWorksOnReadOnlyPages) {
   const std::size_t n = (1 << 20) + 100;
   auto data = RandomBytes(n, 9);
   auto copy = data;
-  for (bool keep : {false, true}) {
-    Completion c = Run(Operation::CacheFlush(data.data(), n, keep));
-    EXPECT_EQ(c.bytes_completed, n);
-    EXPECT_EQ(data, copy);
+  for (Operation op :
+       {Operation::WriteBack(data.data() + 3, n - 3), Operation::Invalidate(data.data(), n),
+        Operation::WriteBackInvalidate(data.data() + 1, n - 1)}) {
+    Completion c = Run(op);
+    EXPECT_EQ(c.bytes_completed, op.size) << OpKindName(op.kind);
+    EXPECT_EQ(data, copy) << OpKindName(op.kind);
   }
   void* ro = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(ro, MAP_FAILED);
   std::memset(ro, 7, 1 << 16);
   ASSERT_EQ(mprotect(ro, 1 << 16, PROT_READ), 0);
-  EXPECT_EQ(Run(Operation::CacheFlush(ro, 1 << 16)).bytes_completed, std::uint64_t{1} << 16);
+  EXPECT_EQ(Run(Operation::WriteBack(ro, 1 << 16)).bytes_completed, std::uint64_t{1} << 16);
+  EXPECT_EQ(Run(Operation::Invalidate(ro, 1 << 16)).bytes_completed, std::uint64_t{1} << 16);
   munmap(ro, 1 << 16);
 }
 
@@ -184,7 +187,8 @@ TEST_P(DataOps, BadInputIsRefusedWithTheReason) {
                "dst2 is null");
   expect_error(engine_->Submit(Operation::Crc32c(nullptr, 10)), "src is null");
   expect_error(engine_->Submit(Operation::ComparePattern(a.data(), 0, 0)), "size 0");
-  expect_error(engine_->Submit(Operation::CacheFlush(nullptr, 64)), "dst is null");
+  expect_error(engine_->Submit(Operation::WriteBack(nullptr, 64)), "dst is null");
+  expect_error(engine_->Submit(Operation::Invalidate(a.data(), 0)), "size 0");
   std::vector<Operation> two_crcs = {Operation::Crc32c(a.data(), 10),
                                      Operation::Crc32c(b.data(), 10)};
   expect_error(engine_->SubmitBatch(two_crcs), "batch member 1: a batch's handle reports one CRC");

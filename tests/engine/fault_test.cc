@@ -95,7 +95,8 @@ TEST_P(CpuEngineFaults, UnreadableSourcePageIsAnError) {
   ExpectFault(
       RunOp(*engine_, Operation::ComparePattern(src.data(), 0x5a5a5a5a5a5a5a5aull, src.size())),
       "PROT_NONE");
-  ExpectFault(RunOp(*engine_, Operation::CacheFlush(src.data(), src.size())), "PROT_NONE");
+  ExpectFault(RunOp(*engine_, Operation::WriteBack(src.data(), src.size())), "PROT_NONE");
+  ExpectFault(RunOp(*engine_, Operation::Invalidate(src.data(), src.size())), "PROT_NONE");
   std::vector<char> ok(src.size(), 3);
   ASSERT_TRUE(RunOp(*engine_, Operation::Copy(dst.data(), ok.data(), ok.size())).ok());
 }

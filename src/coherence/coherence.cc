@@ -1,0 +1,123 @@
+#include "tierflow/coherence.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "coherence/lines.h"
+#include "common/fault_guard.h"
+
+namespace tierflow {
+namespace {
+
+using coherence::Maintenance;
+
+constexpr std::array<std::string_view, 6> kNames = {"auto",    "clwb",    "clflushopt",
+                                                    "clflush", "dc-cvac", "dc-civac"};
+
+Status CheckRange(Maintenance m, std::size_t index, const MemorySpan& r) {
+  if (r.size == 0) return Status::Ok();
+  const std::string which = index == SIZE_MAX ? "the range" : fmt::format("range {}", index);
+  if (r.data == nullptr) {
+    return Status::Invalid(fmt::format("{}: {} is null with size {}; pass its address",
+                                       coherence::MaintenanceName(m), which, r.size));
+  }
+  const auto begin = reinterpret_cast<std::uintptr_t>(r.data);
+  if (begin + r.size < begin) {
+    return Status::Invalid(fmt::format(
+        "{}: {} at 0x{:x} with size {} wraps around the address space; pass its real size",
+        coherence::MaintenanceName(m), which, begin, r.size));
+  }
+  return Status::Ok();
+}
+
+int LocateInList(const void* context, std::uintptr_t address) {
+  const auto& ranges = *static_cast<const std::span<const MemorySpan>*>(context);
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const auto b = reinterpret_cast<std::uintptr_t>(ranges[i].data);
+    // The instructions name whole lines: the fault may lie before an unaligned range's start.
+    const std::uintptr_t first = b & ~(GetCoherenceSupport().line_size - 1);
+    if (ranges[i].size != 0 && address >= first && address < b + ranges[i].size) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+Status Fault(Maintenance m, const MemoryFault& fault, std::span<const MemorySpan> ranges) {
+  const MemorySpan& r = ranges[static_cast<std::size_t>(fault.range)];
+  const std::string name = ranges.size() == 1 ? "range" : fmt::format("range {}", fault.range);
+  const GuardedRange guarded[] = {{r.data, r.size, name.c_str(), false, 0}};
+  MemoryFault one = fault;
+  one.range = 0;
+  one.address = std::max(fault.address, reinterpret_cast<std::uintptr_t>(r.data));
+  return FaultError(coherence::MaintenanceName(m), one, guarded);
+}
+
+Status Run(Maintenance m, std::span<const MemorySpan> ranges, const CoherenceOptions& options) {
+  LineInstruction instruction;
+  if (Status s = coherence::Resolve(m, options.instruction, &instruction); !s.ok()) return s;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (Status s = CheckRange(m, ranges.size() == 1 ? SIZE_MAX : i, ranges[i]); !s.ok()) return s;
+  }
+  static const Status handler = InstallFaultHandler();
+  if (!handler.ok()) return handler;
+  MemoryFault fault;
+  const bool done = RunGuarded(&ranges, &LocateInList, &fault, [&] {
+    for (const MemorySpan& r : ranges) coherence::ApplyLines(instruction, r.data, r.size);
+  });
+  if (!done) return Fault(m, fault, ranges);
+  if (options.fence == MaintenanceFence::kComplete) {
+    coherence::CompleteNow();
+  } else if (options.fence == MaintenanceFence::kFence) {
+    coherence::FenceNow();
+  }
+  return Status::Ok();
+}
+
+Status RunOne(Maintenance m, const void* data, std::size_t size, const CoherenceOptions& o) {
+  const MemorySpan one{data, size};
+  return Run(m, std::span<const MemorySpan>(&one, 1), o);
+}
+
+}  // namespace
+
+std::string_view LineInstructionName(LineInstruction instruction) {
+  const auto i = static_cast<std::size_t>(instruction);
+  return i < kNames.size() ? kNames[i] : "?";
+}
+
+Result<LineInstruction> ParseLineInstruction(std::string_view name) {
+  for (std::size_t i = 0; i < kNames.size(); ++i) {
+    if (kNames[i] == name) return static_cast<LineInstruction>(i);
+  }
+  return Status::Invalid(fmt::format("unknown cache-line instruction '{}'; use one of: {}", name,
+                                     fmt::join(kNames, ", ")));
+}
+
+Status WriteBack(const void* data, std::size_t size, const CoherenceOptions& options) {
+  return RunOne(Maintenance::kWriteBack, data, size, options);
+}
+Status WriteBack(std::span<const MemorySpan> ranges, const CoherenceOptions& options) {
+  return Run(Maintenance::kWriteBack, ranges, options);
+}
+Status Invalidate(const void* data, std::size_t size, const CoherenceOptions& options) {
+  return RunOne(Maintenance::kInvalidate, data, size, options);
+}
+Status Invalidate(std::span<const MemorySpan> ranges, const CoherenceOptions& options) {
+  return Run(Maintenance::kInvalidate, ranges, options);
+}
+Status WriteBackInvalidate(const void* data, std::size_t size, const CoherenceOptions& options) {
+  return RunOne(Maintenance::kWriteBackInvalidate, data, size, options);
+}
+Status WriteBackInvalidate(std::span<const MemorySpan> ranges, const CoherenceOptions& options) {
+  return Run(Maintenance::kWriteBackInvalidate, ranges, options);
+}
+
+void Fence() { coherence::FenceNow(); }
+void Complete() { coherence::CompleteNow(); }
+
+}  // namespace tierflow

@@ -1,0 +1,62 @@
+// The maintenance instructions themselves, for the public functions (coherence.cc), the CPU
+// kernels and the DSA device model. No validation and no fault guard: callers check the range
+// and guard the call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tierflow/coherence.h"
+
+namespace tierflow::coherence {
+
+enum class Maintenance : std::uint8_t { kWriteBack, kInvalidate, kWriteBackInvalidate };
+const char* MaintenanceName(Maintenance m);  // "WriteBack", "Invalidate", ...
+
+// The first line's address and the number of lines that cover [address, address+size) with
+// lines of `line` bytes (a power of two). Pure, so that 32-, 64- and 256-byte lines can be
+// tested on any machine.
+struct LineRange {
+  std::uintptr_t first = 0;
+  std::size_t count = 0;
+};
+constexpr LineRange LinesCovering(std::uintptr_t address, std::size_t size, std::size_t line) {
+  if (size == 0) return {};
+  const std::uintptr_t first = address & ~(std::uintptr_t{line} - 1);
+  const std::uintptr_t last = (address + size - 1) & ~(std::uintptr_t{line} - 1);
+  return {first, static_cast<std::size_t>((last - first) / line + 1)};
+}
+
+// The instruction kAuto means for `m` on this CPU, or `requested` itself. Status::Ok() when
+// this CPU has it and it does what `m` needs; otherwise the error names why and the fix.
+Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolved);
+
+// Runs `instruction` (resolved: supported and not kAuto) on every line covering
+// [data, data+size). No fence.
+void ApplyLines(LineInstruction instruction, const void* data, std::size_t size);
+
+// Fence()/Complete(), inline for the kernels' loops.
+inline void FenceNow() {
+#if defined(__x86_64__)
+  __builtin_ia32_sfence();
+#elif defined(__aarch64__)
+  __asm__ volatile("dmb sy" ::: "memory");
+#else
+#error "coherence: add this architecture's fence"
+#endif
+}
+inline void CompleteNow() {
+#if defined(__x86_64__)
+  __builtin_ia32_mfence();
+#elif defined(__aarch64__)
+  __asm__ volatile("dsb sy" ::: "memory");
+#else
+#error "coherence: add this architecture's completion barrier"
+#endif
+}
+
+// What the engines run for a maintenance operation's piece: kAuto's instruction for `m`,
+// then Complete, so that the piece has taken effect when it is reported done.
+void MaintainAndComplete(Maintenance m, const void* data, std::size_t size);
+
+}  // namespace tierflow::coherence
