@@ -68,7 +68,7 @@ test-clang:
 # cortex-a76 and a64fx models). qemu runs DC instructions as no-ops: this tests behaviour,
 # never timing, and not the fault on PROT_NONE memory (qemu does not raise it).
 ARM64_CPUS = max:32 cortex-a76:64 a64fx:256
-ARM64_TESTS = coherence_test
+ARM64_TESTS = coherence_test noncoherent_memory_test
 test-arm64:
 	cmake -S tests/arm64 -B $(BUILD)-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/aarch64-linux-gnu.cmake
@@ -77,6 +77,9 @@ test-arm64:
 	  echo "test-arm64: $$t on qemu -cpu $${cpu%:*} ($${cpu#*:}-byte lines)"; \
 	  TIERFLOW_UNDER_QEMU=1 TIERFLOW_EXPECT_LINE_SIZE=$${cpu#*:} qemu-aarch64-static -cpu $${cpu%:*} \
 	    -L /usr/aarch64-linux-gnu $(BUILD)-arm64/$$t --gtest_brief=1; done; done
+	@echo "test-arm64: protocols_test on qemu -cpu cortex-a76, 300 schedules per protocol"
+	TIERFLOW_SIM_SCHEDULES=300 qemu-aarch64-static -cpu cortex-a76 -L /usr/aarch64-linux-gnu \
+	  $(BUILD)-arm64/protocols_test --gtest_brief=1
 
 # cmake --install into a scratch prefix, then build and run a consumer with find_package.
 test-install:

@@ -74,10 +74,10 @@ struct CoherenceSupport {
   // Bytes per cache line as the maintenance instructions see it: CPUID leaf 1 EBX[15:8] × 8
   // on x86, 4 << CTR_EL0.DminLine on arm64 (32-, 64- and 256-byte lines exist). Never assumed.
   std::size_t line_size = 0;
-  std::string_view line_size_source;  // where line_size came from, for reports
-  std::string_view architecture;      // "x86-64" or "arm64"
-  bool clwb = false;                  // x86: CPUID.(EAX=7,ECX=0):EBX[24]
-  bool clflushopt = false;            // x86: CPUID.(EAX=7,ECX=0):EBX[23]
+  std::string_view line_size_source;                    // where line_size came from, for reports
+  std::string_view architecture;                        // "x86-64" or "arm64"
+  bool clwb = false;                                    // x86: CPUID.(EAX=7,ECX=0):EBX[24]
+  bool clflushopt = false;                              // x86: CPUID.(EAX=7,ECX=0):EBX[23]
   LineInstruction write_back = LineInstruction::kAuto;  // what kAuto uses for WriteBack
   LineInstruction invalidate = LineInstruction::kAuto;  // ... for (WriteBack)Invalidate
 };

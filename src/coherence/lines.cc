@@ -60,9 +60,11 @@ bool KeepsLine(LineInstruction i) {
 
 // Why this CPU cannot run `i` ("" when it can).
 std::string Missing(LineInstruction i, const CoherenceSupport& s) {
-  if (s.architecture == "x86-64" && IsArm(i)) return "it is an arm64 instruction and this is x86-64";
+  if (s.architecture == "x86-64" && IsArm(i))
+    return "it is an arm64 instruction and this is x86-64";
   if (s.architecture == "arm64" && IsX86(i)) return "it is an x86 instruction and this is arm64";
-  if (i == LineInstruction::kClwb && !s.clwb) return "this CPU lacks CLWB (CPUID.(EAX=7,ECX=0):EBX[24] is 0)";
+  if (i == LineInstruction::kClwb && !s.clwb)
+    return "this CPU lacks CLWB (CPUID.(EAX=7,ECX=0):EBX[24] is 0)";
   if (i == LineInstruction::kClflushopt && !s.clflushopt) {
     return "this CPU lacks CLFLUSHOPT (CPUID.(EAX=7,ECX=0):EBX[23] is 0)";
   }
@@ -110,11 +112,10 @@ Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolv
     return Status::Ok();
   }
   if (std::string why = Missing(requested, s); !why.empty()) {
-    return Status::Unsupported(fmt::format("{}: cannot use {}: {}; use auto (this CPU: {})",
-                                           MaintenanceName(m), LineInstructionName(requested),
-                                           why, LineInstructionName(m == Maintenance::kWriteBack
-                                                                        ? s.write_back
-                                                                        : s.invalidate)));
+    return Status::Unsupported(fmt::format(
+        "{}: cannot use {}: {}; use auto (this CPU: {})", MaintenanceName(m),
+        LineInstructionName(requested), why,
+        LineInstructionName(m == Maintenance::kWriteBack ? s.write_back : s.invalidate)));
   }
   if (m != Maintenance::kWriteBack && KeepsLine(requested)) {
     return Status::Invalid(fmt::format(

@@ -56,8 +56,8 @@ TEST(Coherence, OperationsKeepTheDataEverywhere) {
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7);
   const auto copy = data;
   const std::size_t line = GetCoherenceSupport().line_size;
-  for (MaintenanceFence f : {MaintenanceFence::kComplete, MaintenanceFence::kFence,
-                             MaintenanceFence::kNone}) {
+  for (MaintenanceFence f :
+       {MaintenanceFence::kComplete, MaintenanceFence::kFence, MaintenanceFence::kNone}) {
     CoherenceOptions o;
     o.fence = f;
     // Unaligned edges: the bytes outside the range on its first and last lines stay intact.
@@ -100,12 +100,11 @@ TEST(Coherence, EveryInstructionThisCpuHas) {
     const Status wb = WriteBack(data.data(), data.size(), o);
     const Status inv = Invalidate(data.data(), data.size(), o);
     const bool x86 = s.architecture == "x86-64";
-    const bool on_this_cpu =
-        (instruction == LineInstruction::kClwb && s.clwb) ||
-        (instruction == LineInstruction::kClflushopt && s.clflushopt) ||
-        (instruction == LineInstruction::kClflush && x86) ||
-        (!x86 && (instruction == LineInstruction::kDcCvac ||
-                  instruction == LineInstruction::kDcCivac));
+    const bool on_this_cpu = (instruction == LineInstruction::kClwb && s.clwb) ||
+                             (instruction == LineInstruction::kClflushopt && s.clflushopt) ||
+                             (instruction == LineInstruction::kClflush && x86) ||
+                             (!x86 && (instruction == LineInstruction::kDcCvac ||
+                                       instruction == LineInstruction::kDcCivac));
     const bool keeps =
         instruction == LineInstruction::kClwb || instruction == LineInstruction::kDcCvac;
     SCOPED_TRACE(std::string(LineInstructionName(instruction)));
@@ -126,8 +125,7 @@ TEST(Coherence, BadInputNamesTheProblem) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("the range is null with size 64"), std::string::npos) << s.message();
   s = Invalidate(reinterpret_cast<void*>(~std::uintptr_t{0} - 10), 100);
-  EXPECT_NE(s.message().find("wraps around the address space"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("wraps around the address space"), std::string::npos) << s.message();
   char b[64];
   const MemorySpan list[] = {{b, 64}, {nullptr, 8}};
   s = WriteBackInvalidate(list);
