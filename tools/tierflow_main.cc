@@ -1,4 +1,4 @@
-// The tierflow command-line tool: `topology`, `bench copy|submit|cache`, `qdp`.
+// The tierflow command-line tool: `topology`, `bench copy|submit|cache|coherence`, `qdp`.
 //
 // Every value is checked while the command line is parsed (tools/cli_checks.h), before any
 // command starts: a bad value ends the program at once with exit status 1 and a message that
@@ -11,10 +11,13 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 
 #include "bench/bench_util.h"
 #include "bench/cache_bench.h"
+#include "bench/coherence_bench.h"
 #include "bench/copy_bench.h"
 #include "bench/dsa_copy_bench.h"
 #include "bench/submit_bench.h"
@@ -249,6 +252,39 @@ void AddCache(CLI::App& bench_cmd, CacheCli& c) {
   c.cmd->add_flag("--json", c.cfg.json, "JSON output");
 }
 
+struct CoherenceCli {
+  CLI::App* cmd = nullptr;
+  bench::CoherenceBenchConfig cfg;
+  std::string orders = "0,1,2,3,4,5,6,7,8,9,10";
+};
+
+void AddCoherence(CLI::App& bench_cmd, CoherenceCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "coherence",
+      "Cost of cache-line write-back and invalidate (each instruction) against pmem_persist");
+  c.cmd->add_option("--orders", c.orders, "Sizes as orders: 4 KiB x 2^order, 0..10")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(0, 10));
+  c.cmd->add_option("--samples", c.cfg.samples, "Samples per row and method")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(5, 100000));
+  c.cmd->add_option("--runs", c.cfg.runs, "Repeat the study; per-line slopes compared across runs")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(1, 10));
+  c.cmd->add_flag("--json", c.cfg.json, "JSON output");
+  c.cmd->add_option("--plot", c.cfg.plot_path, "Also write a PNG plot (matplotlib)")
+      ->check(tools::NewPng());
+}
+
+int RunCoherence(CoherenceCli& c) {
+  c.cfg.orders.clear();
+  for (const std::string& o : tools::SplitList(c.orders)) c.cfg.orders.push_back(std::stoi(o));
+  std::sort(c.cfg.orders.begin(), c.cfg.orders.end());
+  c.cfg.orders.erase(std::unique(c.cfg.orders.begin(), c.cfg.orders.end()), c.cfg.orders.end());
+  Status s = bench::RunCoherenceBench(c.cfg, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
 // --- qdp ------------------------------------------------------------------------------------
 
 struct QdpCli {
@@ -388,12 +424,12 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd) {
     std::vector<std::string> rest = bench_cmd.remaining();
     if (!rest.empty()) {
       return Status::Invalid(
-          fmt::format("unknown benchmark '{}': use bench copy, bench submit or "
-                      "bench cache (tierflow bench --help)",
+          fmt::format("unknown benchmark '{}': use bench copy, bench submit, "
+                      "bench cache or bench coherence (tierflow bench --help)",
                       rest.front()));
     }
     return Status::Invalid(
-        "bench needs a benchmark: copy, submit or cache (tierflow bench --help)");
+        "bench needs a benchmark: copy, submit, cache or coherence (tierflow bench --help)");
   }
   return Status::Ok();
 }
@@ -412,6 +448,8 @@ int main(int argc, char** argv) {
   AddCopy(*bench_cmd, copy);
   AddSubmit(*bench_cmd, submit);
   AddCache(*bench_cmd, cache);
+  CoherenceCli coherence;
+  AddCoherence(*bench_cmd, coherence);
   QdpCli qdp;
   AddQdp(app, qdp);
   app.allow_extras();  // unknown command words: named by CheckCommandWords
@@ -438,5 +476,6 @@ int main(int argc, char** argv) {
     Status s = bench::RunCacheBench(cache.cfg, std::cout);
     return s.ok() ? 0 : Fail(s);
   }
+  if (coherence.cmd->parsed()) return RunCoherence(coherence);
   return RunQdp(qdp);
 }

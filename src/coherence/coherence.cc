@@ -18,38 +18,30 @@ using coherence::Maintenance;
 constexpr std::array<std::string_view, 6> kNames = {"auto",    "clwb",    "clflushopt",
                                                     "clflush", "dc-cvac", "dc-civac"};
 
-Status CheckRange(Maintenance m, std::size_t index, const MemorySpan& r) {
-  if (r.size == 0) return Status::Ok();
-  const std::string which = index == SIZE_MAX ? "the range" : fmt::format("range {}", index);
+std::string Which(std::size_t index) {
+  return index == SIZE_MAX ? "the range" : fmt::format("range {}", index);
+}
+
+// Inline and allocation-free when the range is fine: it runs once per range of a list.
+inline Status CheckRange(Maintenance m, std::size_t index, const MemorySpan& r) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(r.data);
+  if (r.size == 0 || (r.data != nullptr && begin + r.size >= begin)) [[likely]] {
+    return Status::Ok();
+  }
+  const std::string which = Which(index);
   if (r.data == nullptr) {
     return Status::Invalid(fmt::format("{}: {} is null with size {}; pass its address",
                                        coherence::MaintenanceName(m), which, r.size));
   }
-  const auto begin = reinterpret_cast<std::uintptr_t>(r.data);
-  if (begin + r.size < begin) {
-    return Status::Invalid(fmt::format(
-        "{}: {} at 0x{:x} with size {} wraps around the address space; pass its real size",
-        coherence::MaintenanceName(m), which, begin, r.size));
-  }
-  return Status::Ok();
+  return Status::Invalid(fmt::format(
+      "{}: {} at 0x{:x} with size {} wraps around the address space; pass its real size",
+      coherence::MaintenanceName(m), which, begin, r.size));
 }
 
-int LocateInList(const void* context, std::uintptr_t address) {
-  const auto& ranges = *static_cast<const std::span<const MemorySpan>*>(context);
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    const auto b = reinterpret_cast<std::uintptr_t>(ranges[i].data);
-    // The instructions name whole lines: the fault may lie before an unaligned range's start.
-    const std::uintptr_t first = b & ~(GetCoherenceSupport().line_size - 1);
-    if (ranges[i].size != 0 && address >= first && address < b + ranges[i].size) {
-      return static_cast<int>(i);
-    }
-  }
-  return -1;
-}
-
-Status Fault(Maintenance m, const MemoryFault& fault, std::span<const MemorySpan> ranges) {
-  const MemorySpan& r = ranges[static_cast<std::size_t>(fault.range)];
-  const std::string name = ranges.size() == 1 ? "range" : fmt::format("range {}", fault.range);
+Status Fault(Maintenance m, const MemoryFault& fault, std::span<const MemorySpan> ranges,
+             std::size_t index) {
+  const MemorySpan& r = ranges[index];
+  const std::string name = ranges.size() == 1 ? "range" : fmt::format("range {}", index);
   const GuardedRange guarded[] = {{r.data, r.size, name.c_str(), false, 0}};
   MemoryFault one = fault;
   one.range = 0;
@@ -58,18 +50,22 @@ Status Fault(Maintenance m, const MemoryFault& fault, std::span<const MemorySpan
 }
 
 Status Run(Maintenance m, std::span<const MemorySpan> ranges, const CoherenceOptions& options) {
-  LineInstruction instruction;
-  if (Status s = coherence::Resolve(m, options.instruction, &instruction); !s.ok()) return s;
+  LineInstruction instruction = coherence::ResolveQuickly(m, options.instruction);
+  if (instruction == LineInstruction::kAuto) [[unlikely]] {  // an error, or called before load
+    if (Status s = coherence::Resolve(m, options.instruction, &instruction); !s.ok()) return s;
+  }
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (Status s = CheckRange(m, ranges.size() == 1 ? SIZE_MAX : i, ranges[i]); !s.ok()) return s;
   }
-  static const Status handler = InstallFaultHandler();
-  if (!handler.ok()) return handler;
-  MemoryFault fault;
-  const bool done = RunGuarded(&ranges, &LocateInList, &fault, [&] {
-    for (const MemorySpan& r : ranges) coherence::ApplyLines(instruction, r.data, r.size);
-  });
-  if (!done) return Fault(m, fault, ranges);
+  static const bool handler_installed = InstallFaultHandler().ok();
+  if (!handler_installed) [[unlikely]]
+    return InstallFaultHandler();
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    // A line that faults ends the loop through its fixup (coherence/lines.h): no sigsetjmp.
+    if (coherence::ApplyLines(instruction, ranges[i].data, ranges[i].size) != 0) [[unlikely]] {
+      return Fault(m, t_fixup_fault, ranges, i);
+    }
+  }
   if (options.fence == MaintenanceFence::kComplete) {
     coherence::CompleteNow();
   } else if (options.fence == MaintenanceFence::kFence) {

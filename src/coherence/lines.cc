@@ -1,11 +1,62 @@
 #include "coherence/lines.h"
 
+#include "common/fault_guard.h"
+
+#include <array>
 #include <string>
 
 #include <fmt/format.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#endif
+
+// The loops, one instruction per line, in assembly so that a fault (a line that is not
+// mapped) resumes at a fixup that returns the count of lines not done: the progress is in a
+// register at every instruction. Arguments: first line, count (> 0), line size. Between
+// tierflow_lines_begin and tierflow_lines_end only the maintenance instructions can fault.
+extern "C" {
+std::size_t tierflow_lines_clwb(std::uintptr_t, std::size_t, std::size_t);
+std::size_t tierflow_lines_clflushopt(std::uintptr_t, std::size_t, std::size_t);
+std::size_t tierflow_lines_clflush(std::uintptr_t, std::size_t, std::size_t);
+std::size_t tierflow_lines_dc_cvac(std::uintptr_t, std::size_t, std::size_t);
+std::size_t tierflow_lines_dc_civac(std::uintptr_t, std::size_t, std::size_t);
+extern const char tierflow_lines_begin[], tierflow_lines_end[], tierflow_lines_fixup[];
+}
+
+#define TIERFLOW_LOOP_HEAD(name) \
+  ".globl " #name "\n.hidden " #name "\n.type " #name ", @function\n" #name ":\n"
+
+#if defined(__x86_64__)
+// rdi = address, rsi = count, rdx = line size; the fixup returns rsi.
+#define TIERFLOW_X86_LOOP(name, insn) \
+  TIERFLOW_LOOP_HEAD(name)            \
+  "1: " insn " (%rdi)\n add %rdx, %rdi\n dec %rsi\n jnz 1b\n xor %eax, %eax\n ret\n"
+asm(".text\n.p2align 4\n.globl tierflow_lines_begin\n.hidden tierflow_lines_begin\ntierflow_lines_begin:\n"
+    TIERFLOW_X86_LOOP(tierflow_lines_clwb, "clwb")
+    TIERFLOW_X86_LOOP(tierflow_lines_clflushopt, "clflushopt")
+    TIERFLOW_X86_LOOP(tierflow_lines_clflush, "clflush")
+    ".globl tierflow_lines_end\n.hidden tierflow_lines_end\ntierflow_lines_end:\n"
+    ".globl tierflow_lines_fixup\n.hidden tierflow_lines_fixup\ntierflow_lines_fixup:\n"
+    " mov %rsi, %rax\n ret\n"
+    // The arm64 names exist everywhere so that the dispatch below compiles; never called.
+    TIERFLOW_LOOP_HEAD(tierflow_lines_dc_cvac) TIERFLOW_LOOP_HEAD(tierflow_lines_dc_civac)
+    " ud2\n");
+#elif defined(__aarch64__)
+// x0 = address, x1 = count, x2 = line size; the fixup returns x1.
+#define TIERFLOW_ARM_LOOP(name, op) \
+  TIERFLOW_LOOP_HEAD(name)          \
+  "1: dc " op ", x0\n add x0, x0, x2\n subs x1, x1, #1\n b.ne 1b\n mov x0, #0\n ret\n"
+asm(".text\n.p2align 4\n.globl tierflow_lines_begin\n.hidden tierflow_lines_begin\ntierflow_lines_begin:\n"
+    TIERFLOW_ARM_LOOP(tierflow_lines_dc_cvac, "cvac")
+    TIERFLOW_ARM_LOOP(tierflow_lines_dc_civac, "civac")
+    ".globl tierflow_lines_end\n.hidden tierflow_lines_end\ntierflow_lines_end:\n"
+    ".globl tierflow_lines_fixup\n.hidden tierflow_lines_fixup\ntierflow_lines_fixup:\n"
+    " mov x0, x1\n ret\n"
+    TIERFLOW_LOOP_HEAD(tierflow_lines_clwb) TIERFLOW_LOOP_HEAD(tierflow_lines_clflushopt)
+    TIERFLOW_LOOP_HEAD(tierflow_lines_clflush) " brk #0\n");
+#else
+#error "coherence: add this architecture's maintenance loops"
 #endif
 
 namespace tierflow::coherence {
@@ -71,26 +122,6 @@ std::string Missing(LineInstruction i, const CoherenceSupport& s) {
   return "";
 }
 
-#if defined(__x86_64__)
-__attribute__((target("clwb"))) void Clwb(std::uintptr_t a, std::size_t n, std::size_t line) {
-  for (; n > 0; --n, a += line) __builtin_ia32_clwb(reinterpret_cast<void*>(a));
-}
-__attribute__((target("clflushopt"))) void Clflushopt(std::uintptr_t a, std::size_t n,
-                                                      std::size_t line) {
-  for (; n > 0; --n, a += line) __builtin_ia32_clflushopt(reinterpret_cast<void*>(a));
-}
-void Clflush(std::uintptr_t a, std::size_t n, std::size_t line) {
-  for (; n > 0; --n, a += line) __builtin_ia32_clflush(reinterpret_cast<void*>(a));
-}
-#elif defined(__aarch64__)
-void DcCvac(std::uintptr_t a, std::size_t n, std::size_t line) {
-  for (; n > 0; --n, a += line) __asm__ volatile("dc cvac, %0" ::"r"(a) : "memory");
-}
-void DcCivac(std::uintptr_t a, std::size_t n, std::size_t line) {
-  for (; n > 0; --n, a += line) __asm__ volatile("dc civac, %0" ::"r"(a) : "memory");
-}
-#endif
-
 }  // namespace
 
 const char* MaintenanceName(Maintenance m) {
@@ -127,32 +158,77 @@ Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolv
   return Status::Ok();
 }
 
-void ApplyLines(LineInstruction instruction, const void* data, std::size_t size) {
-  const std::size_t line = GetCoherenceSupport().line_size;
-  const LineRange r = LinesCovering(reinterpret_cast<std::uintptr_t>(data), size, line);
-  switch (instruction) {
-#if defined(__x86_64__)
-    case LineInstruction::kClwb:
-      return Clwb(r.first, r.count, line);
-    case LineInstruction::kClflushopt:
-      return Clflushopt(r.first, r.count, line);
-    case LineInstruction::kClflush:
-      return Clflush(r.first, r.count, line);
-#elif defined(__aarch64__)
-    case LineInstruction::kDcCvac:
-      return DcCvac(r.first, r.count, line);
-    case LineInstruction::kDcCivac:
-      return DcCivac(r.first, r.count, line);
-#endif
-    default:
-      return;  // Resolve never yields another
+namespace {
+
+using ResolveTable = std::array<std::array<LineInstruction, 6>, 3>;
+
+ResolveTable MakeResolveTable() {
+  ResolveTable t{};
+  for (std::size_t m = 0; m < 3; ++m) {
+    for (std::size_t i = 0; i < 6; ++i) {
+      LineInstruction r = LineInstruction::kAuto;
+      if (!Resolve(static_cast<Maintenance>(m), static_cast<LineInstruction>(i), &r).ok()) {
+        r = LineInstruction::kAuto;
+      }
+      t[m][i] = r;
+    }
   }
+  return t;
 }
 
-void MaintainAndComplete(Maintenance m, const void* data, std::size_t size) {
+// Filled when the library loads, so that the per-call path reads them without the guard of a
+// function-local static: a call on a short range costs about as much as the instructions.
+const ResolveTable g_resolve = MakeResolveTable();
+const std::size_t g_line_size = GetCoherenceSupport().line_size;
+
+}  // namespace
+
+LineInstruction ResolveQuickly(Maintenance m, LineInstruction requested) {
+  const auto i = static_cast<std::size_t>(requested);
+  return i < 6 ? g_resolve[static_cast<std::size_t>(m)][i] : LineInstruction::kAuto;
+}
+
+std::size_t ApplyLines(LineInstruction instruction, const void* data, std::size_t size) {
+  // 0 only if a static constructor elsewhere calls before this file's have run.
+  const std::size_t line = g_line_size != 0 ? g_line_size : GetCoherenceSupport().line_size;
+  const LineRange r = LinesCovering(reinterpret_cast<std::uintptr_t>(data), size, line);
+  if (r.count == 0) return 0;
+  switch (instruction) {
+    case LineInstruction::kClwb:
+      return tierflow_lines_clwb(r.first, r.count, line);
+    case LineInstruction::kClflushopt:
+      return tierflow_lines_clflushopt(r.first, r.count, line);
+    case LineInstruction::kClflush:
+      return tierflow_lines_clflush(r.first, r.count, line);
+    case LineInstruction::kDcCvac:
+      return tierflow_lines_dc_cvac(r.first, r.count, line);
+    case LineInstruction::kDcCivac:
+      return tierflow_lines_dc_civac(r.first, r.count, line);
+    case LineInstruction::kAuto:
+      break;
+  }
+  return 0;  // Resolve never yields kAuto
+}
+
+namespace {
+
+// Registered when the library loads, so that every caller of ApplyLines (the public functions,
+// the CPU engine, the DSA model) recovers from faults once the handler is installed.
+[[maybe_unused]] const bool kLineFixupRegistered = [] {
+  RegisterFaultFixup({reinterpret_cast<std::uintptr_t>(tierflow_lines_begin),
+                      reinterpret_cast<std::uintptr_t>(tierflow_lines_end),
+                      reinterpret_cast<std::uintptr_t>(tierflow_lines_fixup)});
+  return true;
+}();
+
+}  // namespace
+
+std::size_t MaintainAndComplete(Maintenance m, const void* data, std::size_t size) {
   const CoherenceSupport& s = GetCoherenceSupport();
-  ApplyLines(m == Maintenance::kWriteBack ? s.write_back : s.invalidate, data, size);
+  const std::size_t left =
+      ApplyLines(m == Maintenance::kWriteBack ? s.write_back : s.invalidate, data, size);
   CompleteNow();
+  return left;
 }
 
 }  // namespace tierflow::coherence

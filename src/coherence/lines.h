@@ -30,10 +30,16 @@ constexpr LineRange LinesCovering(std::uintptr_t address, std::size_t size, std:
 // The instruction kAuto means for `m` on this CPU, or `requested` itself. Status::Ok() when
 // this CPU has it and it does what `m` needs; otherwise the error names why and the fix.
 Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolved);
+// The same without the message, for every call's fast path: kAuto when `requested` cannot do
+// `m` here (then Resolve says why). A table lookup.
+LineInstruction ResolveQuickly(Maintenance m, LineInstruction requested);
 
 // Runs `instruction` (resolved: supported and not kAuto) on every line covering
-// [data, data+size). No fence.
-void ApplyLines(LineInstruction instruction, const void* data, std::size_t size);
+// [data, data+size). No fence. Returns 0, or when a line faulted (not mapped, PROT_NONE) the
+// number of lines not done, the faulting one included, with the fault in t_fixup_fault
+// (common/fault_guard.h): the loops recover through a fault fixup, at no cost per call, once
+// InstallFaultHandler has run (the fixup registers itself when the library loads).
+std::size_t ApplyLines(LineInstruction instruction, const void* data, std::size_t size);
 
 // Fence()/Complete(), inline for the kernels' loops.
 inline void FenceNow() {
@@ -57,6 +63,7 @@ inline void CompleteNow() {
 
 // What the engines run for a maintenance operation's piece: kAuto's instruction for `m`,
 // then Complete, so that the piece has taken effect when it is reported done.
-void MaintainAndComplete(Maintenance m, const void* data, std::size_t size);
+// Returns ApplyLines' count (0: done).
+std::size_t MaintainAndComplete(Maintenance m, const void* data, std::size_t size);
 
 }  // namespace tierflow::coherence

@@ -2,8 +2,11 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <ucontext.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -39,9 +42,47 @@ void Chain(int sig, siginfo_t* info, void* context) {
   sigaction(sig, &dfl, nullptr);
 }
 
+constexpr int kMaxFixups = 8;
+std::atomic<int> g_fixup_count{0};
+FaultFixup g_fixups[kMaxFixups];
+
+std::uintptr_t ProgramCounter(const ucontext_t& uc) {
+#if defined(__x86_64__)
+  return static_cast<std::uintptr_t>(uc.uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return static_cast<std::uintptr_t>(uc.uc_mcontext.pc);
+#else
+#error "fault_guard: add this architecture's program counter"
+#endif
+}
+
+void SetProgramCounter(ucontext_t& uc, std::uintptr_t pc) {
+#if defined(__x86_64__)
+  uc.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(pc);
+#elif defined(__aarch64__)
+  uc.uc_mcontext.pc = pc;
+#endif
+}
+
+// A fault inside a registered fixup range: resume at its fixup (true), with the fault noted.
+bool TakeFixup(int sig, std::uintptr_t address, void* context) {
+  auto& uc = *static_cast<ucontext_t*>(context);
+  const std::uintptr_t pc = ProgramCounter(uc);
+  const int n = g_fixup_count.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
+    if (pc >= g_fixups[i].begin && pc < g_fixups[i].end) {
+      t_fixup_fault = MemoryFault{sig, address, 0};
+      SetProgramCounter(uc, g_fixups[i].resume);
+      return true;
+    }
+  }
+  return false;
+}
+
 void OnFault(int sig, siginfo_t* info, void* context) {
   detail::FaultScope* scope = detail::t_fault_scope;
   const auto a = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  if (TakeFixup(sig, a, context)) return;  // the signal mask is restored on return
   if (scope != nullptr) {
     if (const int range = scope->locate(scope->context, a); range >= 0) {
       scope->fault = MemoryFault{sig, a, range};
@@ -89,6 +130,18 @@ std::string_view Why(const MemoryFault& fault, const GuardedRange& r) {
 }
 
 }  // namespace
+
+void RegisterFaultFixup(const FaultFixup& fixup) {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  const int n = g_fixup_count.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    if (g_fixups[i].begin == fixup.begin) return;
+  }
+  if (n == kMaxFixups) std::abort();  // a fixed table: tierflow registers two at most
+  g_fixups[n] = fixup;
+  g_fixup_count.store(n + 1, std::memory_order_release);
+}
 
 Status InstallFaultHandler() {
   static const Status installed = Install();

@@ -71,6 +71,20 @@ inline constinit thread_local FaultScope* t_fault_scope __attribute__((tls_model
 
 }  // namespace detail
 
+// Code that recovers from its own faults without a sigsetjmp, as the kernel's exception
+// tables do: a fault whose instruction lies in [begin, end) of a registered range resumes at
+// `resume` with the fault recorded in t_fixup_fault. For leaf loops written in assembly that
+// keep their progress in registers (coherence maintenance: one instruction per cache line,
+// where a sigsetjmp per call would cost more than a short range's work). Up to 8 ranges;
+// registering the same range again does nothing. The handler must be installed.
+struct FaultFixup {
+  std::uintptr_t begin = 0, end = 0, resume = 0;
+};
+void RegisterFaultFixup(const FaultFixup& fixup);
+// The last fault a fixup range took on this thread (signal 0: none since the last Clear).
+inline constinit thread_local MemoryFault t_fixup_fault
+    __attribute__((tls_model("initial-exec"))) = {};
+
 // Runs work(); true when it completed, false with *fault set when an access to a range that
 // locate(context, address) recognises faulted (the work stopped there; what it wrote before
 // stays written). InstallFaultHandler must have succeeded, or faults end the process as usual.

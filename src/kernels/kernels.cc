@@ -41,6 +41,17 @@ const Kernels& KernelsFor(CpuIsa isa) {
   }
 }
 
+namespace {
+
+void Maintain(coherence::Maintenance m, const PieceWork& w, PieceResult* r) {
+  if (coherence::MaintainAndComplete(m, w.dst, w.n) == 0) return;
+  r->faulted = true;
+  r->fault = t_fixup_fault;
+  r->fault.range = 0;  // the destination: the only range a maintenance piece has
+}
+
+}  // namespace
+
 PieceResult RunPiece(const Kernels& k, const PieceWork& w) {
   PieceResult r;
   r.difference = w.n;
@@ -72,13 +83,13 @@ PieceResult RunPiece(const Kernels& k, const PieceWork& w) {
       r.crc = Crc32c(w.crc_seed, w.src, w.n);
       break;
     case OpKind::kWriteBack:
-      coherence::MaintainAndComplete(coherence::Maintenance::kWriteBack, w.dst, w.n);
+      Maintain(coherence::Maintenance::kWriteBack, w, &r);
       break;
     case OpKind::kInvalidate:
-      coherence::MaintainAndComplete(coherence::Maintenance::kInvalidate, w.dst, w.n);
+      Maintain(coherence::Maintenance::kInvalidate, w, &r);
       break;
     case OpKind::kWriteBackInvalidate:
-      coherence::MaintainAndComplete(coherence::Maintenance::kWriteBackInvalidate, w.dst, w.n);
+      Maintain(coherence::Maintenance::kWriteBackInvalidate, w, &r);
       break;
     case OpKind::kDrain:
       break;  // no data: engines complete drains themselves
@@ -104,7 +115,9 @@ int LocatePieceFault(const void* context, std::uintptr_t a) {
 bool RunPieceGuarded(const Kernels& k, const PieceWork& w, PieceResult* result, Status* error) {
   MemoryFault fault;
   if (RunGuarded(&w, &LocatePieceFault, &fault, [&] { *result = RunPiece(k, w); })) [[likely]] {
-    return true;
+    if (!result->faulted) [[likely]]
+      return true;
+    fault = result->fault;
   }
   const bool writes = WritesData(w.kind);
   const GuardedRange ranges[] = {{w.dst, w.n, "destination", writes, w.phase},

@@ -1,6 +1,8 @@
 // Copy and fill kernels, one set per instruction set, chosen at run time.
 #pragma once
 
+#include "common/fault_guard.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -47,6 +49,8 @@ struct PieceWork {
 struct PieceResult {
   std::size_t difference = 0;  // compares: offset of the first difference, n when equal
   std::uint32_t crc = 0;       // kCrc32c: Crc32c(crc_seed, the piece)
+  bool faulted = false;        // maintenance: a line faulted (its loop recovers by itself)
+  MemoryFault fault;           // ... where (range 0: dst)
 };
 PieceResult RunPiece(const Kernels& k, const PieceWork& w);
 // RunPiece with a memory fault on one of the piece's ranges (a read-only destination, a

@@ -182,6 +182,53 @@ class BenchCache(unittest.TestCase):
             self.assertIn(text, p.stderr, args)
 
 
+class BenchCoherence(unittest.TestCase):
+    def test_json_contract(self):
+        doc = json.loads(run("bench", "coherence", "--orders", "0,3", "--samples", "7", "--runs", "2",
+                             "--json").stdout)
+        self.assertGreaterEqual(doc["line_size"], 16)
+        ops = {r["op"] for r in doc["rows"]}
+        self.assertIn(doc["auto_write_back"], ops)
+        self.assertNotIn("pmem_persist", ops)
+        # Every instruction (and the referee) x 3 states x 3 layouts x 2 orders x 2 runs.
+        self.assertEqual(len(doc["rows"]), len(ops) * 3 * 3 * 2 * 2)
+        self.assertEqual(len(doc["referee"]), 3 * 3 * 2 * 2)
+        for r in doc["rows"] + doc["referee"]:
+            for k in ("op", "state", "layout", "order", "p50_us", "p99_us", "ns_per_line", "flagged"):
+                self.assertIn(k, r)
+            self.assertGreater(r["p50_us"], 0)
+            self.assertLessEqual(r["p50_us"], r["p99_us"])
+            self.assertEqual(r["lines"], 4096 * 2 ** r["order"] // doc["line_size"])
+            self.assertAlmostEqual(r["ns_per_line"], 1000 * r["p50_us"] / r["lines"], places=6)
+        self.assertTrue(all(r["op"] == "pmem_persist" for r in doc["referee"]))
+        self.assertEqual(len(doc["vs_pmem_p50"]), 2 * 3 * 2)
+        for v in doc["vs_pmem_p50"]:
+            self.assertGreater(v["ratio"], 0)
+            self.assertEqual(v["within_3pct"], abs(v["ratio"] - 1) <= 0.03)
+        slopes = [s for s in doc["slopes"] if s["op"] == doc["auto_write_back"]]
+        self.assertEqual(len(slopes), 9)
+        self.assertEqual(len(slopes[0]["ns_per_line"]), 2)
+        self.assertEqual([c["order"] for c in doc["chen_qemu_tcg_noop"]], [0, 2, 4, 6, 8, 10])
+
+    def test_table_and_plot(self):
+        with tempfile.TemporaryDirectory() as d:
+            png = os.path.join(d, "coherence.png")
+            out = run("bench", "coherence", "--orders", "1", "--samples", "5", "--plot", png).stdout
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertIn("pmem_persist", out)
+        self.assertIn("Chen p50 (QEMU TCG, no-op)", out)
+        self.assertIn("scattered-fence-per-page", out)
+
+    def test_bad_inputs(self):
+        for args, text in [(("--orders", "11"), "--orders"), (("--orders", "0,,1"), "--orders"),
+                           (("--orders", "-1"), "--orders"), (("--samples", "4"), "--samples"),
+                           (("--runs", "0"), "--runs"), (("--plot", "/nonexistent/x.png"), "--plot")]:
+            p = run("bench", "coherence", *args, ok=False)
+            self.assertEqual(p.returncode, 1, args)
+            self.assertIn(text, p.stderr, args)
+
+
 class BenchSubmit(unittest.TestCase):
     def test_json_contract(self):
         doc = json.loads(run("bench", "submit", "--engine", "cpu", "--samples", "3", "--json").stdout)
