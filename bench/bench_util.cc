@@ -77,24 +77,6 @@ Summary Summarize(std::vector<double> v) {
   return s;
 }
 
-void FlushCaches(const void* p, std::size_t n) {
-#if defined(__x86_64__)
-  auto* c = static_cast<const char*>(p);
-  const bool opt = __builtin_cpu_supports("avx2");  // every CLFLUSHOPT CPU we target has AVX2
-  for (std::size_t off = 0; off < n; off += 64) {
-    if (opt) {
-      asm volatile("clflushopt %0" : "+m"(*const_cast<char*>(c + off)));
-    } else {
-      asm volatile("clflush %0" : "+m"(*const_cast<char*>(c + off)));
-    }
-  }
-  asm volatile("mfence" ::: "memory");
-#else
-  (void)p;
-  (void)n;
-#endif
-}
-
 std::vector<double> TimeRounds(int threads, int warmup, int reps,
                                const std::function<void(int)>& body,
                                const std::function<void()>& before_round) {

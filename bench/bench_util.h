@@ -1,4 +1,4 @@
-// Shared pieces of the benchmarks: size parsing, statistics, cache flushing, the synchronised
+// Shared pieces of the benchmarks: size parsing, statistics, the synchronised
 // multi-thread timing harness of thesis §3.1, and a terminal progress bar.
 #pragma once
 
@@ -22,9 +22,6 @@ struct Summary {
   double min = 0, median = 0, max = 0;
 };
 Summary Summarize(std::vector<double> values);
-
-// Writes back and evicts [p, p+n) from every cache level (CLFLUSHOPT where available).
-void FlushCaches(const void* p, std::size_t n);
 
 // Runs `body(thread_index)` on `threads` threads released together by a barrier, `reps` times
 // after `warmup` untimed rounds. Returns the seconds of each timed round: from the earliest

@@ -14,6 +14,7 @@
 #include "bench/bench_util.h"
 #include "bench/python.h"
 #include "tierflow/buffer.h"
+#include "tierflow/coherence.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/topology.h"
 
@@ -83,8 +84,8 @@ class Runner {
     };
     auto flush = [&] {
       if (cfg_.flush && c.bytes <= kFlushLimit) {
-        FlushCaches(src_.data(), c.bytes);
-        FlushCaches(dst_.data(), c.bytes);
+        (void)WriteBackInvalidate(src_.data(), c.bytes);  // out of every cache level
+        (void)WriteBackInvalidate(dst_.data(), c.bytes);
       }
     };
     std::vector<double> t = TimeRounds(static_cast<int>(c.slices.size()), 0, 1, body, flush);

@@ -12,6 +12,7 @@
 
 #include "bench/bench_util.h"
 #include "tierflow/buffer.h"
+#include "tierflow/coherence.h"
 #include "tierflow/copy_policy.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/dsa_fleet.h"
@@ -157,8 +158,8 @@ class Experiments {
   std::function<void()> Flusher(Buffer& a, Buffer& b, std::size_t n) {
     return [this, &a, &b, n] {
       if (cfg_.flush && n <= kFlushLimit) {
-        FlushCaches(a.data(), n);
-        FlushCaches(b.data(), n);
+        (void)WriteBackInvalidate(a.data(), n);
+        (void)WriteBackInvalidate(b.data(), n);  // out of every cache level
       }
     };
   }
