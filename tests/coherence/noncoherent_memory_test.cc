@@ -1,5 +1,6 @@
 #include "tierflow/noncoherent_memory.h"
 
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -119,6 +120,42 @@ TEST(NoncoherentMemory, RandomnessIsSeededAndHappens) {
   };
   EXPECT_EQ(run(3), run(3));
   EXPECT_NE(run(3), run(4));
+}
+
+// Agents may be threads: a producer and a consumer thread pass 2000 values through one slot
+// with the protocol's write-backs, fence and invalidates, while the memory evicts and
+// prefetches at random.
+TEST(NoncoherentMemory, ThreadsAsAgents) {
+  NoncoherentMemory::Options o;
+  o.size = 256;
+  o.eviction_rate = 0.05;
+  o.prefetch_rate = 0.05;
+  auto m = std::move(NoncoherentMemory::Create(o)).value();
+  constexpr std::uint64_t kValues = 2000;
+  std::thread producer([&] {
+    for (std::uint64_t i = 1; i <= kValues; ++i) {
+      do {  // wait until the consumer has taken the previous value
+        ASSERT_TRUE(m->Invalidate(0, 64, 8).ok());
+      } while (m->Load(0, 64).value() != i - 1);
+      ASSERT_TRUE(m->Store(0, 128, i * 3).ok());
+      ASSERT_TRUE(m->WriteBack(0, 128, 8).ok());
+      ASSERT_TRUE(m->Fence(0).ok());
+      ASSERT_TRUE(m->Store(0, 0, i).ok());
+      ASSERT_TRUE(m->WriteBack(0, 0, 8).ok());
+    }
+  });
+  std::uint64_t wrong = 0;
+  for (std::uint64_t i = 1; i <= kValues; ++i) {
+    do {
+      ASSERT_TRUE(m->Invalidate(1, 0, 8).ok());
+    } while (m->Load(1, 0).value() != i);
+    ASSERT_TRUE(m->Invalidate(1, 128, 8).ok());
+    wrong += m->Load(1, 128).value() != i * 3;
+    ASSERT_TRUE(m->Store(1, 64, i).ok());
+    ASSERT_TRUE(m->WriteBack(1, 64, 8).ok());
+  }
+  producer.join();
+  EXPECT_EQ(wrong, 0u);
 }
 
 TEST(NoncoherentMemory, BadInputNamesTheProblem) {

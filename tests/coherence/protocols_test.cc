@@ -296,6 +296,10 @@ struct Case {
   std::size_t line;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name << " with " << c.line << "-byte lines";
+}
+
 class Protocols : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Protocols, CorrectInEverySchedule) {
