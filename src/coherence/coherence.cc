@@ -54,6 +54,13 @@ Status Run(Maintenance m, std::span<const MemorySpan> ranges, const CoherenceOpt
   if (instruction == LineInstruction::kAuto) [[unlikely]] {  // an error, or called before load
     if (Status s = coherence::Resolve(m, options.instruction, &instruction); !s.ok()) return s;
   }
+  if (static_cast<unsigned>(options.fence) > static_cast<unsigned>(MaintenanceFence::kNone))
+      [[unlikely]] {
+    return Status::Invalid(
+        fmt::format("{}: unknown MaintenanceFence value {}; use kComplete, "
+                    "kFence or kNone",
+                    coherence::MaintenanceName(m), static_cast<unsigned>(options.fence)));
+  }
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (Status s = CheckRange(m, ranges.size() == 1 ? SIZE_MAX : i, ranges[i]); !s.ok()) return s;
   }

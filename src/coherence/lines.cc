@@ -32,7 +32,7 @@ extern const char tierflow_lines_begin[], tierflow_lines_end[], tierflow_lines_f
 #define TIERFLOW_X86_LOOP(name, insn) \
   TIERFLOW_LOOP_HEAD(name)            \
   "1: " insn " (%rdi)\n add %rdx, %rdi\n dec %rsi\n jnz 1b\n xor %eax, %eax\n ret\n"
-asm(".text\n.p2align 4\n.globl tierflow_lines_begin\n.hidden tierflow_lines_begin\ntierflow_lines_begin:\n"
+asm(".pushsection .text\n.p2align 4\n.globl tierflow_lines_begin\n.hidden tierflow_lines_begin\ntierflow_lines_begin:\n"
     TIERFLOW_X86_LOOP(tierflow_lines_clwb, "clwb")
     TIERFLOW_X86_LOOP(tierflow_lines_clflushopt, "clflushopt")
     TIERFLOW_X86_LOOP(tierflow_lines_clflush, "clflush")
@@ -41,20 +41,20 @@ asm(".text\n.p2align 4\n.globl tierflow_lines_begin\n.hidden tierflow_lines_begi
     " mov %rsi, %rax\n ret\n"
     // The arm64 names exist everywhere so that the dispatch below compiles; never called.
     TIERFLOW_LOOP_HEAD(tierflow_lines_dc_cvac) TIERFLOW_LOOP_HEAD(tierflow_lines_dc_civac)
-    " ud2\n");
+    " ud2\n.popsection\n");
 #elif defined(__aarch64__)
 // x0 = address, x1 = count, x2 = line size; the fixup returns x1.
 #define TIERFLOW_ARM_LOOP(name, op) \
   TIERFLOW_LOOP_HEAD(name)          \
   "1: dc " op ", x0\n add x0, x0, x2\n subs x1, x1, #1\n b.ne 1b\n mov x0, #0\n ret\n"
-asm(".text\n.p2align 4\n.globl tierflow_lines_begin\n.hidden tierflow_lines_begin\ntierflow_lines_begin:\n"
+asm(".pushsection .text\n.p2align 4\n.globl tierflow_lines_begin\n.hidden tierflow_lines_begin\ntierflow_lines_begin:\n"
     TIERFLOW_ARM_LOOP(tierflow_lines_dc_cvac, "cvac")
     TIERFLOW_ARM_LOOP(tierflow_lines_dc_civac, "civac")
     ".globl tierflow_lines_end\n.hidden tierflow_lines_end\ntierflow_lines_end:\n"
     ".globl tierflow_lines_fixup\n.hidden tierflow_lines_fixup\ntierflow_lines_fixup:\n"
     " mov x0, x1\n ret\n"
     TIERFLOW_LOOP_HEAD(tierflow_lines_clwb) TIERFLOW_LOOP_HEAD(tierflow_lines_clflushopt)
-    TIERFLOW_LOOP_HEAD(tierflow_lines_clflush) " brk #0\n");
+    TIERFLOW_LOOP_HEAD(tierflow_lines_clflush) " brk #0\n.popsection\n");
 #else
 #error "coherence: add this architecture's maintenance loops"
 #endif
@@ -138,6 +138,12 @@ const char* MaintenanceName(Maintenance m) {
 
 Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolved) {
   const CoherenceSupport& s = GetCoherenceSupport();
+  if (static_cast<unsigned>(requested) > static_cast<unsigned>(LineInstruction::kDcCivac)) {
+    return Status::Invalid(
+        fmt::format("{}: unknown LineInstruction value {}; use kAuto or one of "
+                    "the named instructions",
+                    MaintenanceName(m), static_cast<unsigned>(requested)));
+  }
   if (requested == LineInstruction::kAuto) {
     *resolved = m == Maintenance::kWriteBack ? s.write_back : s.invalidate;
     return Status::Ok();

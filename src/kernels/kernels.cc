@@ -4,6 +4,7 @@
 #include "common/crc32c.h"
 #include "common/fault_guard.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -48,6 +49,8 @@ void Maintain(coherence::Maintenance m, const PieceWork& w, PieceResult* r) {
   r->faulted = true;
   r->fault = t_fixup_fault;
   r->fault.range = 0;  // the destination: the only range a maintenance piece has
+  // The instructions name whole lines: the first may start before the piece.
+  r->fault.address = std::max(r->fault.address, reinterpret_cast<std::uintptr_t>(w.dst));
 }
 
 }  // namespace

@@ -131,6 +131,14 @@ TEST(Coherence, BadInputNamesTheProblem) {
   s = WriteBackInvalidate(list);
   EXPECT_NE(s.message().find("WriteBackInvalidate: range 1 is null"), std::string::npos)
       << s.message();
+  CoherenceOptions odd;
+  odd.instruction = static_cast<LineInstruction>(17);
+  s = WriteBack(b, 64, odd);
+  EXPECT_NE(s.message().find("unknown LineInstruction value 17"), std::string::npos) << s.message();
+  odd = {};
+  odd.fence = static_cast<MaintenanceFence>(9);
+  s = Invalidate(b, 64, odd);
+  EXPECT_NE(s.message().find("unknown MaintenanceFence value 9"), std::string::npos) << s.message();
   Result<LineInstruction> r = ParseLineInstruction("clflushopt");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value(), LineInstruction::kClflushopt);
