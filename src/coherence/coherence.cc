@@ -50,9 +50,11 @@ Status Fault(Maintenance m, const MemoryFault& fault, std::span<const MemorySpan
 }
 
 Status Run(Maintenance m, std::span<const MemorySpan> ranges, const CoherenceOptions& options) {
-  LineInstruction instruction = coherence::ResolveQuickly(m, options.instruction);
-  if (instruction == LineInstruction::kAuto) [[unlikely]] {  // an error, or called before load
+  coherence::LineLoop loop = coherence::ResolveQuickly(m, options.instruction);
+  if (loop == nullptr) [[unlikely]] {  // an error, or called before the library's tables
+    LineInstruction instruction;
     if (Status s = coherence::Resolve(m, options.instruction, &instruction); !s.ok()) return s;
+    loop = coherence::LoopFor(instruction);
   }
   if (static_cast<unsigned>(options.fence) > static_cast<unsigned>(MaintenanceFence::kNone))
       [[unlikely]] {
@@ -69,7 +71,7 @@ Status Run(Maintenance m, std::span<const MemorySpan> ranges, const CoherenceOpt
     return InstallFaultHandler();
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     // A line that faults ends the loop through its fixup (coherence/lines.h): no sigsetjmp.
-    if (coherence::ApplyLines(instruction, ranges[i].data, ranges[i].size) != 0) [[unlikely]] {
+    if (coherence::RunLoop(loop, ranges[i].data, ranges[i].size) != 0) [[unlikely]] {
       return Fault(m, t_fixup_fault, ranges, i);
     }
   }

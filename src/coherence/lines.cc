@@ -164,57 +164,50 @@ Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolv
   return Status::Ok();
 }
 
+LineLoop LoopFor(LineInstruction resolved) {
+  switch (resolved) {
+    case LineInstruction::kClwb:
+      return &tierflow_lines_clwb;
+    case LineInstruction::kClflushopt:
+      return &tierflow_lines_clflushopt;
+    case LineInstruction::kClflush:
+      return &tierflow_lines_clflush;
+    case LineInstruction::kDcCvac:
+      return &tierflow_lines_dc_cvac;
+    case LineInstruction::kDcCivac:
+      return &tierflow_lines_dc_civac;
+    case LineInstruction::kAuto:
+      break;
+  }
+  return nullptr;  // Resolve never yields kAuto
+}
+
+std::size_t ApplyLines(LineInstruction instruction, const void* data, std::size_t size) {
+  const LineLoop loop = LoopFor(instruction);
+  return loop == nullptr ? 0 : RunLoop(loop, data, size);
+}
+
 namespace {
 
-using ResolveTable = std::array<std::array<LineInstruction, 6>, 3>;
-
-ResolveTable MakeResolveTable() {
-  ResolveTable t{};
+std::array<std::array<LineLoop, 6>, 3> MakeLoopTable() {
+  std::array<std::array<LineLoop, 6>, 3> t{};
   for (std::size_t m = 0; m < 3; ++m) {
     for (std::size_t i = 0; i < 6; ++i) {
       LineInstruction r = LineInstruction::kAuto;
-      if (!Resolve(static_cast<Maintenance>(m), static_cast<LineInstruction>(i), &r).ok()) {
-        r = LineInstruction::kAuto;
-      }
-      t[m][i] = r;
+      const bool ok =
+          Resolve(static_cast<Maintenance>(m), static_cast<LineInstruction>(i), &r).ok();
+      t[m][i] = ok ? LoopFor(r) : nullptr;
     }
   }
   return t;
 }
 
-// Filled when the library loads, so that the per-call path reads them without the guard of a
-// function-local static: a call on a short range costs about as much as the instructions.
-const ResolveTable g_resolve = MakeResolveTable();
-const std::size_t g_line_size = GetCoherenceSupport().line_size;
-
 }  // namespace
 
-LineInstruction ResolveQuickly(Maintenance m, LineInstruction requested) {
-  const auto i = static_cast<std::size_t>(requested);
-  return i < 6 ? g_resolve[static_cast<std::size_t>(m)][i] : LineInstruction::kAuto;
-}
-
-std::size_t ApplyLines(LineInstruction instruction, const void* data, std::size_t size) {
-  // 0 only if a static constructor elsewhere calls before this file's have run.
-  const std::size_t line = g_line_size != 0 ? g_line_size : GetCoherenceSupport().line_size;
-  const LineRange r = LinesCovering(reinterpret_cast<std::uintptr_t>(data), size, line);
-  if (r.count == 0) return 0;
-  switch (instruction) {
-    case LineInstruction::kClwb:
-      return tierflow_lines_clwb(r.first, r.count, line);
-    case LineInstruction::kClflushopt:
-      return tierflow_lines_clflushopt(r.first, r.count, line);
-    case LineInstruction::kClflush:
-      return tierflow_lines_clflush(r.first, r.count, line);
-    case LineInstruction::kDcCvac:
-      return tierflow_lines_dc_cvac(r.first, r.count, line);
-    case LineInstruction::kDcCivac:
-      return tierflow_lines_dc_civac(r.first, r.count, line);
-    case LineInstruction::kAuto:
-      break;
-  }
-  return 0;  // Resolve never yields kAuto
-}
+// Filled when the library loads, so that a call reads them without the guard of a
+// function-local static: a call on a short range costs about as much as its instructions.
+const std::array<std::array<LineLoop, 6>, 3> detail::g_loops = MakeLoopTable();
+const std::size_t detail::g_line_size = GetCoherenceSupport().line_size;
 
 namespace {
 

@@ -3,6 +3,7 @@
 // and guard the call.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -30,9 +31,35 @@ constexpr LineRange LinesCovering(std::uintptr_t address, std::size_t size, std:
 // The instruction kAuto means for `m` on this CPU, or `requested` itself. Status::Ok() when
 // this CPU has it and it does what `m` needs; otherwise the error names why and the fix.
 Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolved);
-// The same without the message, for every call's fast path: kAuto when `requested` cannot do
-// `m` here (then Resolve says why). A table lookup.
-LineInstruction ResolveQuickly(Maintenance m, LineInstruction requested);
+
+// A loop over lines (assembly, lines.cc): first line, count > 0, line size; returns 0 or, after
+// a fault, the lines not done.
+using LineLoop = std::size_t (*)(std::uintptr_t first, std::size_t count, std::size_t line);
+
+namespace detail {
+// Filled when the library loads: the loop for each (maintenance, requested instruction), null
+// where the instruction cannot do it here; and the line size. Zero before (a static
+// constructor elsewhere that calls in first takes the slow path).
+extern const std::array<std::array<LineLoop, 6>, 3> g_loops;
+extern const std::size_t g_line_size;
+}  // namespace detail
+
+// The per-call fast path of Resolve without the message: the loop, or null when `requested`
+// cannot do `m` here (then Resolve says why) or the tables are not filled yet.
+inline LineLoop ResolveQuickly(Maintenance m, LineInstruction requested) {
+  const auto i = static_cast<std::size_t>(requested);
+  return i < 6 ? detail::g_loops[static_cast<std::size_t>(m)][i] : nullptr;
+}
+// The loop that runs a resolved instruction (Resolve's result).
+LineLoop LoopFor(LineInstruction resolved);
+
+// Runs `loop` on every line covering [data, data+size); as ApplyLines.
+inline std::size_t RunLoop(LineLoop loop, const void* data, std::size_t size) {
+  const std::size_t line =
+      detail::g_line_size != 0 ? detail::g_line_size : GetCoherenceSupport().line_size;
+  const LineRange r = LinesCovering(reinterpret_cast<std::uintptr_t>(data), size, line);
+  return r.count == 0 ? 0 : loop(r.first, r.count, line);
+}
 
 // Runs `instruction` (resolved: supported and not kAuto) on every line covering
 // [data, data+size). No fence. Returns 0, or when a line faulted (not mapped, PROT_NONE) the
