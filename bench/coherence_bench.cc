@@ -22,7 +22,9 @@
 
 #include "bench/bench_util.h"
 #include "bench/python.h"
+#include "tierflow/buffer.h"
 #include "tierflow/coherence.h"
+#include "tierflow/topology.h"
 
 namespace tierflow::bench {
 namespace {
@@ -103,41 +105,29 @@ struct Method {
   bool invalidates = false;
 };
 
+// Each instruction this CPU has, named as tierflow names it, then the referee. Those that keep
+// the line go through WriteBack, the others through WriteBackInvalidate.
 std::vector<Method> Methods() {
   const CoherenceSupport& s = GetCoherenceSupport();
-  std::vector<Method> m;
+  std::vector<LineInstruction> have;
   if (s.architecture == "x86-64") {
-    if (s.clwb) m.push_back({"clwb", false, LineInstruction::kClwb, false});
-    if (s.clflushopt) m.push_back({"clflushopt", false, LineInstruction::kClflushopt, true});
-    m.push_back({"clflush", false, LineInstruction::kClflush, true});
+    if (s.clwb) have.push_back(LineInstruction::kClwb);
+    if (s.clflushopt) have.push_back(LineInstruction::kClflushopt);
+    have.push_back(LineInstruction::kClflush);
   } else {
-    m.push_back({"dc-cvac", false, LineInstruction::kDcCvac, false});
-    m.push_back({"dc-civac", false, LineInstruction::kDcCivac, true});
+    have = {LineInstruction::kDcCvac, LineInstruction::kDcCivac};
+  }
+  std::vector<Method> m;
+  for (LineInstruction i : have) {
+    const bool keeps = i == LineInstruction::kClwb || i == LineInstruction::kDcCvac;
+    m.push_back({std::string(LineInstructionName(i)), false, i, !keeps});
   }
   m.push_back({"pmem_persist", true, LineInstruction::kAuto, false});
   return m;
 }
 
-// Page-aligned anonymous memory, touched so that no sample takes a page fault.
-class Region {
- public:
-  explicit Region(std::size_t bytes) : bytes_(bytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    data_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
-    if (data_ != nullptr) std::fill(data_, data_ + bytes, char{1});
-  }
-  ~Region() {
-    if (data_ != nullptr) munmap(data_, bytes_);
-  }
-  char* data() const { return data_; }
-
- private:
-  std::size_t bytes_;
-  char* data_;
-};
-
-std::vector<MemorySpan> SpansFor(Layout layout, int order, const Region& contiguous,
-                                 const Region& scatter, std::mt19937_64& rng) {
+std::vector<MemorySpan> SpansFor(Layout layout, int order, const Buffer& contiguous,
+                                 const Buffer& scatter, std::mt19937_64& rng) {
   const std::size_t pages = std::size_t{1} << order;
   if (layout == Layout::kContiguous) return {{contiguous.data(), pages * kPage}};
   std::vector<std::size_t> all(kScatterBytes / kPage);
@@ -265,8 +255,8 @@ struct Row {
   bool flagged = false;
 };
 
-double Percentile(std::vector<double>& v, double q) {
-  std::sort(v.begin(), v.end());
+// v sorted.
+double Percentile(const std::vector<double>& v, double q) {
   const double pos = q * static_cast<double>(v.size() - 1);
   const auto i = static_cast<std::size_t>(pos);
   const double frac = pos - static_cast<double>(i);
@@ -278,6 +268,7 @@ Row MakeRow(const Method& m, Samples& s, std::size_t lines, const Disturbance& d
   r.op = m.name;
   r.referee = m.referee;
   r.lines = lines;
+  for (auto* v : {&s.completed, &s.issued, &s.reread}) std::sort(v->begin(), v->end());
   r.p25 = Percentile(s.completed, 0.25);
   r.p50 = Percentile(s.completed, 0.50);
   r.p75 = Percentile(s.completed, 0.75);
@@ -292,14 +283,16 @@ Row MakeRow(const Method& m, Samples& s, std::size_t lines, const Disturbance& d
 }
 
 struct Study {
-  explicit Study(const CoherenceBenchConfig& c) : config(c) {}
+  Study(const CoherenceBenchConfig& c, Buffer near, Buffer far)
+      : config(c), contiguous(std::move(near)), scatter(std::move(far)) {}
   const CoherenceBenchConfig& config;
   std::vector<Method> methods = Methods();
-  Region contiguous{(std::size_t{1} << kMaxOrder) * kPage};
-  Region scatter{kScatterBytes};
+  Buffer contiguous;  // the largest contiguous range
+  Buffer scatter;     // where scattered pages are drawn from
   std::mt19937_64 rng{42};
   SampleClock clock;
-  int cpu = 0;
+  int cpu = -1;  // the study is pinned there (-1: the kernel did not say)
+  int node = 0;  // its memory: the CPU's node
   std::vector<Row> rows;
 
   void MeasureRow(State state, Layout layout, int order, int run) {
@@ -395,45 +388,48 @@ std::string AutoWriteBack() {
   return std::string(LineInstructionName(GetCoherenceSupport().write_back));
 }
 
-// tierflow's default write-back (kAuto's instruction) against pmem_persist, contiguous.
-json VsPmem(const Study& st) {
-  json out = json::array();
+// For every run, state and order measured: the row of tierflow's default write-back (kAuto's
+// instruction) laid out as `ours` and pmem_persist's laid out as `theirs`.
+template <typename Emit>
+void ForEachPair(const Study& st, Layout ours, Layout theirs, Emit emit) {
+  const std::string op = AutoWriteBack();
   for (int run = 0; run < st.config.runs; ++run) {
     for (State s : kStates) {
       for (int order : st.config.orders) {
-        const Row* t = Find(st.rows, AutoWriteBack(), s, Layout::kContiguous, order, run);
-        const Row* p = Find(st.rows, "pmem_persist", s, Layout::kContiguous, order, run);
-        if (t == nullptr || p == nullptr) continue;
-        const double ratio = t->p50 / p->p50;
-        out.push_back({{"run", run},
-                       {"state", Name(s)},
-                       {"order", order},
-                       {"op", t->op},
-                       {"ratio", ratio},
-                       {"within_3pct", std::abs(ratio - 1) <= 0.03}});
+        const Row* t = Find(st.rows, op, s, ours, order, run);
+        const Row* p = Find(st.rows, "pmem_persist", s, theirs, order, run);
+        if (t != nullptr && p != nullptr) emit(*t, *p);
       }
     }
   }
+}
+
+// Contiguous, against pmem_persist.
+json VsPmem(const Study& st) {
+  json out = json::array();
+  ForEachPair(st, Layout::kContiguous, Layout::kContiguous, [&](const Row& t, const Row& p) {
+    const double ratio = t.p50 / p.p50;
+    out.push_back({{"run", t.run},
+                   {"state", Name(t.state)},
+                   {"order", t.order},
+                   {"op", t.op},
+                   {"ratio", ratio},
+                   {"within_3pct", std::abs(ratio - 1) <= 0.03}});
+  });
   return out;
 }
 
 // One scattered list with one fence against pmem_persist page by page.
 json ScatterSpeedup(const Study& st) {
   json out = json::array();
-  for (int run = 0; run < st.config.runs; ++run) {
-    for (State s : kStates) {
-      for (int order : st.config.orders) {
-        const Row* t = Find(st.rows, AutoWriteBack(), s, Layout::kScatteredOneFence, order, run);
-        const Row* p = Find(st.rows, "pmem_persist", s, Layout::kScatteredFencePerPage, order, run);
-        if (t == nullptr || p == nullptr) continue;
-        out.push_back({{"run", run},
-                       {"state", Name(s)},
-                       {"order", order},
-                       {"op", t->op},
-                       {"speedup", p->p50 / t->p50}});
-      }
-    }
-  }
+  ForEachPair(st, Layout::kScatteredOneFence, Layout::kScatteredFencePerPage,
+              [&](const Row& t, const Row& p) {
+                out.push_back({{"run", t.run},
+                               {"state", Name(t.state)},
+                               {"order", t.order},
+                               {"op", t.op},
+                               {"speedup", p.p50 / t.p50}});
+              });
   return out;
 }
 
@@ -473,6 +469,7 @@ json Document(const Study& st) {
           {"samples", st.config.samples},
           {"runs", st.config.runs},
           {"cpu", st.cpu},
+          {"node", st.node},
           {"clock", st.clock.name()},
           {"rows", rows},
           {"referee", referee},
@@ -556,6 +553,7 @@ Status CheckConfig(const CoherenceBenchConfig& c) {
 // Keeps the study on the CPU it started on, so that the kernel's per-CPU counts apply to it.
 int PinToThisCpu() {
   const int cpu = sched_getcpu();
+  if (cpu < 0) return -1;  // no CPU to pin to; no per-CPU counts then
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
@@ -563,27 +561,44 @@ int PinToThisCpu() {
   return cpu;
 }
 
+// The NUMA node whose memory is local to `cpu` (the first node with CPUs when unknown).
+Result<int> NodeOfCpu(int cpu) {
+  Result<Topology> topo = Topology::Discover();
+  if (!topo.ok()) return topo.status();
+  int fallback = -1;
+  for (const NumaNode& n : topo->nodes()) {
+    if (std::find(n.cpus.begin(), n.cpus.end(), cpu) != n.cpus.end()) return n.os_index;
+    if (fallback < 0 && n.has_cpus()) fallback = n.os_index;
+  }
+  return fallback >= 0 ? fallback : topo->nodes().front().os_index;
+}
+
 void PrintHeader(const Study& st, std::ostream& out) {
   const CoherenceSupport& s = GetCoherenceSupport();
   out << fmt::format(
       "tierflow bench coherence: {}, {}-byte lines ({}); auto: write-back {}, invalidate {}\n"
       "referee: pmem_persist (PMDK libpmem), interleaved sample by sample; {} samples per row "
-      "and method; pinned to CPU {}; clock {}\ntimes in µs of \"completed\" (a full fence before "
-      "the "
-      "clock) unless named; issued = the instructions and a store fence only\n\n",
+      "and method; pinned to CPU {}, memory on node {}; clock {}\n"
+      "times in µs of \"completed\" (a full fence before the clock stops) unless named; "
+      "issued = the instructions and a store fence only\n\n",
       s.architecture, s.line_size, s.line_size_source, AutoWriteBack(),
-      LineInstructionName(s.invalidate), st.config.samples, st.cpu, st.clock.name());
+      LineInstructionName(s.invalidate), st.config.samples, st.cpu, st.node, st.clock.name());
 }
 
 }  // namespace
 
 Status RunCoherenceBench(const CoherenceBenchConfig& config, std::ostream& out) {
   if (Status s = CheckConfig(config); !s.ok()) return s;
-  Study st(config);
-  if (st.contiguous.data() == nullptr || st.scatter.data() == nullptr) {
-    return Status::OutOfMemory("bench coherence: cannot map its 260 MiB of buffers");
-  }
-  st.cpu = PinToThisCpu();
+  const int cpu = PinToThisCpu();
+  Result<int> node = NodeOfCpu(cpu);
+  if (!node.ok()) return node.status();
+  Result<Buffer> contiguous = Buffer::OnNode(*node, (std::size_t{1} << kMaxOrder) * kPage);
+  if (!contiguous.ok()) return contiguous.status();
+  Result<Buffer> scatter = Buffer::OnNode(*node, kScatterBytes);
+  if (!scatter.ok()) return scatter.status();
+  Study st(config, std::move(*contiguous), std::move(*scatter));
+  st.cpu = cpu;
+  st.node = *node;
   Progress progress(config.orders.size() * 9 * static_cast<std::size_t>(config.runs),
                     StderrIsTerminal());
   st.Run(progress);

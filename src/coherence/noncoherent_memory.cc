@@ -197,6 +197,21 @@ struct NoncoherentMemory::Impl {
     }
   }
 
+  // The public accesses and maintenance: under the lock, checked first.
+  Status CheckedAccess(int cpu, std::size_t offset, std::byte* out, const std::byte* in,
+                       std::size_t n, std::size_t align) {
+    std::lock_guard lock(mu);
+    if (Status s = Check(cpu, offset, n, align); !s.ok()) return s;
+    Access(cpu, offset, out, in, n);
+    return Status::Ok();
+  }
+  Status CheckedMaintain(int cpu, coherence::Maintenance m, std::size_t offset, std::size_t size) {
+    std::lock_guard lock(mu);
+    if (Status s = Check(cpu, offset, size, 1); !s.ok()) return s;
+    Maintain(cpu, m, offset, size);
+    return Status::Ok();
+  }
+
   void Maintain(int cpu, coherence::Maintenance m, std::size_t offset, std::size_t size) {
     Cache& c = caches[static_cast<std::size_t>(cpu)];
     const auto r = coherence::LinesCovering(offset, size, o.line_size);
@@ -225,52 +240,36 @@ Result<std::unique_ptr<NoncoherentMemory>> NoncoherentMemory::Create(const Optio
 
 Result<std::uint64_t> NoncoherentMemory::Load(int cpu, std::size_t offset) {
   std::uint64_t v = 0;
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->Check(cpu, offset, 8, 8); !s.ok()) return s;
-  impl_->Access(cpu, offset, reinterpret_cast<std::byte*>(&v), nullptr, 8);
+  if (Status s = impl_->CheckedAccess(cpu, offset, reinterpret_cast<std::byte*>(&v), nullptr, 8, 8);
+      !s.ok()) {
+    return s;
+  }
   return v;
 }
 
 Status NoncoherentMemory::Store(int cpu, std::size_t offset, std::uint64_t value) {
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->Check(cpu, offset, 8, 8); !s.ok()) return s;
-  impl_->Access(cpu, offset, nullptr, reinterpret_cast<const std::byte*>(&value), 8);
-  return Status::Ok();
+  return impl_->CheckedAccess(cpu, offset, nullptr, reinterpret_cast<const std::byte*>(&value), 8,
+                              8);
 }
 
 Status NoncoherentMemory::Read(int cpu, std::size_t offset, std::span<std::byte> out) {
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->Check(cpu, offset, out.size(), 1); !s.ok()) return s;
-  impl_->Access(cpu, offset, out.data(), nullptr, out.size());
-  return Status::Ok();
+  return impl_->CheckedAccess(cpu, offset, out.data(), nullptr, out.size(), 1);
 }
 
 Status NoncoherentMemory::Write(int cpu, std::size_t offset, std::span<const std::byte> in) {
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->Check(cpu, offset, in.size(), 1); !s.ok()) return s;
-  impl_->Access(cpu, offset, nullptr, in.data(), in.size());
-  return Status::Ok();
+  return impl_->CheckedAccess(cpu, offset, nullptr, in.data(), in.size(), 1);
 }
 
 Status NoncoherentMemory::WriteBack(int cpu, std::size_t offset, std::size_t size) {
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->Check(cpu, offset, size, 1); !s.ok()) return s;
-  impl_->Maintain(cpu, coherence::Maintenance::kWriteBack, offset, size);
-  return Status::Ok();
+  return impl_->CheckedMaintain(cpu, coherence::Maintenance::kWriteBack, offset, size);
 }
 
 Status NoncoherentMemory::Invalidate(int cpu, std::size_t offset, std::size_t size) {
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->Check(cpu, offset, size, 1); !s.ok()) return s;
-  impl_->Maintain(cpu, coherence::Maintenance::kInvalidate, offset, size);
-  return Status::Ok();
+  return impl_->CheckedMaintain(cpu, coherence::Maintenance::kInvalidate, offset, size);
 }
 
 Status NoncoherentMemory::WriteBackInvalidate(int cpu, std::size_t offset, std::size_t size) {
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->Check(cpu, offset, size, 1); !s.ok()) return s;
-  impl_->Maintain(cpu, coherence::Maintenance::kWriteBackInvalidate, offset, size);
-  return Status::Ok();
+  return impl_->CheckedMaintain(cpu, coherence::Maintenance::kWriteBackInvalidate, offset, size);
 }
 
 Status NoncoherentMemory::Fence(int cpu) {
