@@ -1,15 +1,23 @@
-// The storage engine: copies out of files mapped into memory, done as io_uring reads of the
-// file instead of page faults through the mapping (liburing).
+// The storage engine: copies into and out of files, done as io_uring reads and writes (liburing).
 //
-// A source must lie inside a file registered with RegisterFile (a mapping of the file from
-// offset 0, e.g. MappedFile). A copy becomes reads of at most max_read_bytes each, kept at
-// most queue_depth in flight; reads go through O_DIRECT where the file system supports it and
-// the piece is aligned as direct I/O needs (file offset, length and destination at the file's
-// direct-I/O alignment), through the page cache otherwise (the unaligned head and tail of a
-// range, tmpfs). A completion thread reaps completions, continues short reads and resubmits.
+// Files are named by address ranges. A range registered with RegisterFile (a read-only mapping
+// of the file from offset 0, e.g. MappedFile) or opened with OpenFile (an address range reserved
+// for the file, with no memory behind it) stands for the file: byte p of the range is byte
+// (p - base) of the file. Operations on such ranges become file I/O:
+//   kCopy, source in a file, destination memory:      reads
+//   kCopy, source memory, destination a writable file: writes (they extend the file)
+//   kCopy, both in files:                              copy_file_range on a helper thread
+//                                                      (io_uring has no opcode for it)
+//   kWriteBack of a writable file's range:             fdatasync (IORING_OP_FSYNC): every
+//                                                      write completed before it is durable
+// A copy becomes pieces of at most max_read_bytes each, kept at most queue_depth in flight; they
+// go through O_DIRECT where the file system supports it and the piece is aligned as direct I/O
+// needs (file offset, length and memory at the file's direct-I/O alignment), through the page
+// cache otherwise (the unaligned head and tail of a range, tmpfs). A completion thread reaps
+// completions, continues short reads and short writes and resubmits.
 //
-// Only kCopy is supported (a file-backed source, a memory destination). Errors name the file,
-// the offset and the cause (the OS error, or the file ending before its mapping does).
+// Errors name the file, the offset and the cause (the OS error; the file ending before the
+// range does; a write that made no progress).
 #pragma once
 
 #include <cstddef>
@@ -31,10 +39,60 @@ struct IoUringEngineOptions {
 struct IoUringEngineStats {
   std::uint64_t ops = 0;
   std::uint64_t bytes = 0;
-  std::uint64_t reads = 0;         // reads submitted (continuations of short reads included)
-  std::uint64_t direct_reads = 0;  // of which O_DIRECT
-  std::uint64_t short_reads = 0;   // continued
-  std::uint64_t errors = 0;        // reads that failed
+  std::uint64_t reads = 0;          // reads submitted (continuations of short reads included)
+  std::uint64_t direct_reads = 0;   // of which O_DIRECT
+  std::uint64_t short_reads = 0;    // continued
+  std::uint64_t writes = 0;         // writes submitted (continuations included)
+  std::uint64_t direct_writes = 0;  // of which O_DIRECT
+  std::uint64_t short_writes = 0;   // continued
+  std::uint64_t syncs = 0;          // fdatasyncs submitted
+  std::uint64_t file_copies = 0;    // copy_file_range calls
+  std::uint64_t errors = 0;         // pieces that failed
+};
+
+// How OpenFile opens a file.
+enum class FileAccess : std::uint8_t {
+  kRead,       // reads only; the file must be at least as long as the range
+  kReadWrite,  // reads and writes; writes past the end extend the file
+};
+
+struct FileOpenOptions {
+  FileAccess access = FileAccess::kRead;
+  // Length of the address range (the most of the file it reaches). 0: the file's size now
+  // (kRead) — with kReadWrite a length is required, since the file may still be empty.
+  std::uint64_t length = 0;
+};
+
+class IoUringEngine;
+
+// An address range standing for a file (IoUringEngine::OpenFile). Copies to and from
+// [base(), base() + length()) are file I/O on that engine; the range holds no memory, so
+// touching it directly faults. Closing (or destroying) it unregisters the file; operations in
+// flight finish. It must not outlive its engine. Move-only; not thread-safe itself.
+class TIERFLOW_EXPORT FileWindow {
+ public:
+  FileWindow() = default;
+  FileWindow(FileWindow&& o) noexcept;
+  FileWindow& operator=(FileWindow&& o) noexcept;
+  FileWindow(const FileWindow&) = delete;
+  FileWindow& operator=(const FileWindow&) = delete;
+  ~FileWindow();
+
+  std::byte* base() const { return base_; }
+  std::size_t length() const { return length_; }
+  const std::string& path() const { return path_; }
+  bool writable() const { return writable_; }
+  // The address of file offset `offset` (no check).
+  std::byte* at(std::uint64_t offset) const { return base_ + offset; }
+  void Close();
+
+ private:
+  friend class IoUringEngine;
+  IoUringEngine* engine_ = nullptr;
+  std::byte* base_ = nullptr;
+  std::size_t length_ = 0;
+  std::string path_;
+  bool writable_ = false;
 };
 
 // A read-only shared mapping of a whole file, released on destruction.
@@ -70,11 +128,21 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
   // Sources in [base, base+length) are read from `path` at offset (p - base). Errors: the file
   // cannot be opened, is shorter than `length`, or the range overlaps a registered one.
   Status RegisterFile(const std::string& path, const void* base, std::size_t length);
+  // Opens an existing file (creating it is the caller's decision: this never does) and reserves
+  // an address range for it (address space only, no memory). Errors: the file cannot be opened
+  // as asked (missing, a directory, no permission, read-only for kReadWrite), kRead of a range
+  // longer than the file, kReadWrite without a length. Thread-safe.
+  Result<FileWindow> OpenFile(const std::string& path, const FileOpenOptions& options = {});
   Status RegisterFile(const MappedFile& file);
   // Later copies from the range are refused; copies in flight finish.
   void UnregisterFile(const void* base);
   // Whether [p, p+n) lies inside one registered file (a planner asks before choosing us).
   bool Covers(const void* p, std::size_t n) const;
+  // Whether [p, p+n) lies inside one file opened for writing.
+  bool CoversWritable(const void* p, std::size_t n) const;
+  // The direct-I/O alignment of the file under p (offsets, lengths and memory), 0 when p is in
+  // no file or the file cannot be read or written with O_DIRECT (tmpfs, direct off).
+  std::size_t DirectAlignment(const void* p) const;
   bool ReadsSourceDirectly(const void* p, std::size_t n) const override { return Covers(p, n); }
 
   const EngineCapabilities& capabilities() const override;
@@ -88,6 +156,7 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
  private:
   struct Impl;
   explicit IoUringEngine(std::unique_ptr<Impl> impl);
+  Status AddFile(std::shared_ptr<void> file);
   std::unique_ptr<Impl> impl_;
 };
 

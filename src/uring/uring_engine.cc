@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -76,24 +77,42 @@ struct RegisteredFile {
   int fd = -1;               // buffered
   int direct_fd = -1;        // O_DIRECT, or -1 where the file system refuses it
   std::size_t align = 4096;  // direct I/O alignment of offsets, lengths and memory
+  bool writable = false;
+  void* reservation = nullptr;  // the address range OpenFile reserved, unmapped with the file
   ~RegisteredFile() {
     if (fd >= 0) close(fd);
     if (direct_fd >= 0) close(direct_fd);
+    if (reservation != nullptr) munmap(reservation, length);
   }
 };
 
-// One read: a part of an operation.
-struct Read {
+enum class PieceKind : std::uint8_t { kRead, kWrite, kSync };
+
+// One piece of an operation: a read or write of at most max_read_bytes (continued after short
+// transfers as the same piece), or a sync.
+struct Piece {
   OpRef state;
   std::shared_ptr<RegisteredFile> file;  // keeps the descriptors open while in flight
-  char* dst = nullptr;
+  char* mem = nullptr;                   // destination of a read, source of a write
   std::uint64_t offset = 0;
   std::uint32_t len = 0;
-  std::uint32_t done = 0;  // bytes read so far (short reads continue)
+  std::uint32_t done = 0;  // bytes transferred so far
   bool direct = false;
+  PieceKind kind = PieceKind::kRead;
+};
+
+// A file-to-file piece, run with copy_file_range on the copier thread.
+struct FileCopy {
+  OpRef state;
+  std::shared_ptr<RegisteredFile> src, dst;
+  std::uint64_t src_offset = 0, dst_offset = 0, len = 0;
 };
 
 constexpr std::uint64_t kWakeUp = 0;  // user_data of the NOP that stops the completion thread
+
+std::string Verb(PieceKind k) {
+  return k == PieceKind::kRead ? "reading" : k == PieceKind::kWrite ? "writing" : "syncing";
+}
 
 }  // namespace
 
@@ -105,16 +124,23 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
   mutable std::shared_mutex files_mu;
   std::map<std::uintptr_t, std::shared_ptr<RegisteredFile>> files;  // by base
 
-  mutable std::mutex sq_mu;   // the submission queue and `pending`
-  std::deque<Read*> pending;  // waiting for a free slot (queue_depth in flight at most)
-  unsigned in_flight = 0;     // under sq_mu
+  mutable std::mutex sq_mu;    // the submission queue and `pending`
+  std::deque<Piece*> pending;  // waiting for a free slot (queue_depth in flight at most)
+  unsigned in_flight = 0;      // under sq_mu
   std::atomic<bool> stopping{false};
   std::thread reaper;
 
-  // The engine's common counters (Engine::counters); its own ones below. A piece is a read
-  // of at most max_read_bytes (its continuations after short reads are the same piece).
+  std::mutex copy_mu;  // the copier's queue
+  std::condition_variable copy_cv;
+  std::deque<FileCopy*> copies;
+  bool copier_stop = false;
+  std::thread copier;
+
+  // The engine's common counters (Engine::counters); its own ones below.
   EngineCounters* counters = nullptr;
   std::atomic<std::uint64_t> reads{0}, direct_reads{0}, short_reads{0};
+  std::atomic<std::uint64_t> writes{0}, direct_writes{0}, short_writes{0}, syncs{0};
+  std::atomic<std::uint64_t> file_copies{0};
 
   std::shared_ptr<RegisteredFile> FileOf(std::uintptr_t p, std::size_t n) const {
     std::shared_lock lock(files_mu);
@@ -125,30 +151,49 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
     if (p < f.base || p - f.base > f.length || n > f.length - (p - f.base)) return nullptr;
     return it->second;
   }
+  std::shared_ptr<RegisteredFile> FileOf(const void* p, std::size_t n) const {
+    return FileOf(reinterpret_cast<std::uintptr_t>(p), n);
+  }
 
-  // Puts reads into the ring while slots are free. Caller holds sq_mu.
+  void Prepare(io_uring_sqe * sqe, Piece * r) {
+    const int fd = r->direct ? r->file->direct_fd : r->file->fd;
+    const std::uint64_t off = r->offset + r->done;
+    if (r->kind == PieceKind::kRead) {
+      io_uring_prep_read(sqe, fd, r->mem + r->done, r->len - r->done, off);
+      reads.fetch_add(1, std::memory_order_relaxed);
+      if (r->direct) direct_reads.fetch_add(1, std::memory_order_relaxed);
+    } else if (r->kind == PieceKind::kWrite) {
+      io_uring_prep_write(sqe, fd, r->mem + r->done, r->len - r->done, off);
+      writes.fetch_add(1, std::memory_order_relaxed);
+      if (r->direct) direct_writes.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      io_uring_prep_fsync(sqe, r->file->fd, IORING_FSYNC_DATASYNC);
+      syncs.fetch_add(1, std::memory_order_relaxed);
+    }
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(r));
+  }
+
+  // Puts pieces into the ring while slots are free. Caller holds sq_mu.
   void PumpLocked() {
     bool any = false;
     while (in_flight < opts.queue_depth && !pending.empty()) {
       io_uring_sqe* sqe = io_uring_get_sqe(&ring);
       if (sqe == nullptr) break;
-      Read* r = pending.front();
+      Piece* r = pending.front();
       pending.pop_front();
-      const int fd = r->direct ? r->file->direct_fd : r->file->fd;
-      io_uring_prep_read(sqe, fd, r->dst + r->done, r->len - r->done, r->offset + r->done);
-      io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(r));
+      Prepare(sqe, r);
       ++in_flight;
-      reads.fetch_add(1, std::memory_order_relaxed);
-      if (r->direct) direct_reads.fetch_add(1, std::memory_order_relaxed);
       any = true;
     }
     if (any) io_uring_submit(&ring);
   }
 
-  void Finish(Read * r, StatusCode code, std::string message) {
-    OpRef s = r->state;
-    const std::uint64_t done = r->done;
-    delete r;
+  void Requeue(Piece * r) {
+    std::lock_guard lock(sq_mu);
+    pending.push_back(r);
+  }
+
+  void Finish(OpRef s, std::uint64_t done, StatusCode code, std::string message) {
     counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
     counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
     if (code == StatusCode::kOk) {
@@ -159,32 +204,52 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
       s.FailPart(done, code, std::move(message));
     }
   }
+  void Finish(Piece * r, StatusCode code, std::string message) {
+    OpRef s = r->state;
+    const std::uint64_t done = r->done;
+    delete r;
+    Finish(s, done, code, std::move(message));
+  }
+
+  std::string Failure(const Piece* r, int err) const {
+    if (r->kind == PieceKind::kSync) {
+      return fmt::format("syncing {} (fdatasync) failed: {}", r->file->path, std::strerror(err));
+    }
+    return fmt::format("{} {} at offset {} ({} bytes) failed: {}", Verb(r->kind), r->file->path,
+                       r->offset + r->done, r->len - r->done, std::strerror(err));
+  }
+
+  // A transfer that moved nothing: a read at the end of the file, a write that made no progress.
+  std::string NoProgress(const Piece* r) const {
+    if (r->kind == PieceKind::kRead) {
+      return fmt::format(
+          "{} ends at offset {}, before the range read does: the file is shorter "
+          "than expected (truncated while in use?)",
+          r->file->path, r->offset + r->done);
+    }
+    return fmt::format(
+        "writing {} at offset {} made no progress ({} bytes left): is the disk "
+        "full?",
+        r->file->path, r->offset + r->done, r->len - r->done);
+  }
 
   // A completion: done, continued, retried without O_DIRECT, or failed.
-  void Complete(Read * r, int res) {
+  void Complete(Piece * r, int res) {
     if (res < 0) {
       if (r->direct && res == -EINVAL) {
         r->direct = false;  // the alignment the file system reported was not enough: buffered
-        std::lock_guard lock(sq_mu);
-        pending.push_back(r);
-        return;
+        return Requeue(r);
       }
-      return Finish(r, StatusCode::kIoError,
-                    fmt::format("reading {} at offset {} ({} bytes) failed: {}", r->file->path,
-                                r->offset + r->done, r->len - r->done, std::strerror(-res)));
+      return Finish(r, StatusCode::kIoError, Failure(r, -res));
     }
-    if (res == 0) {
-      return Finish(r, StatusCode::kIoError,
-                    fmt::format("{} ends at offset {}, before its mapping does ({} bytes): the "
-                                "file was truncated after it was registered",
-                                r->file->path, r->offset + r->done, r->file->length));
-    }
+    if (r->kind == PieceKind::kSync) return Finish(r, StatusCode::kOk, {});
+    if (res == 0) return Finish(r, StatusCode::kIoError, NoProgress(r));
     r->done += static_cast<std::uint32_t>(res);
     if (r->done < r->len) {
-      short_reads.fetch_add(1, std::memory_order_relaxed);
-      std::lock_guard lock(sq_mu);
-      pending.push_back(r);
-      return;
+      auto& counter = r->kind == PieceKind::kRead ? short_reads : short_writes;
+      counter.fetch_add(1, std::memory_order_relaxed);
+      r->direct = r->direct && r->done % r->file->align == 0;
+      return Requeue(r);
     }
     Finish(r, StatusCode::kOk, {});
   }
@@ -209,10 +274,126 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
         std::lock_guard lock(sq_mu);
         --in_flight;
       }
-      Complete(reinterpret_cast<Read*>(data), res);
+      Complete(reinterpret_cast<Piece*>(data), res);
       std::lock_guard lock(sq_mu);
       PumpLocked();
     }
+  }
+
+  // --- file to file --------------------------------------------------------------------------
+
+  void RunCopy(FileCopy * c) {
+    std::uint64_t done = 0;
+    std::string error;
+    while (done < c->len) {
+      loff_t in = static_cast<loff_t>(c->src_offset + done);
+      loff_t out = static_cast<loff_t>(c->dst_offset + done);
+      file_copies.fetch_add(1, std::memory_order_relaxed);
+      const ssize_t n = copy_file_range(c->src->fd, &in, c->dst->fd, &out, c->len - done, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error = fmt::format("copying {} at offset {} to {} at offset {} failed: {}", c->src->path,
+                            c->src_offset + done, c->dst->path, c->dst_offset + done,
+                            n == 0 ? "the source file ends there" : std::strerror(errno));
+        break;
+      }
+      done += static_cast<std::uint64_t>(n);
+    }
+    OpRef s = c->state;
+    delete c;
+    Finish(s, done, error.empty() ? StatusCode::kOk : StatusCode::kIoError, std::move(error));
+  }
+
+  void CopierLoop() {
+    std::unique_lock lock(copy_mu);
+    for (;;) {
+      copy_cv.wait(lock, [this] { return copier_stop || !copies.empty(); });
+      if (copies.empty()) return;  // stopping, and nothing left
+      FileCopy* c = copies.front();
+      copies.pop_front();
+      lock.unlock();
+      RunCopy(c);
+      lock.lock();
+    }
+  }
+
+  // --- splitting operations into pieces ------------------------------------------------------
+
+  // Direct I/O needs offset, length and memory aligned: the aligned middle goes direct when
+  // memory and offset share their misalignment; the head and tail go buffered.
+  void AddTransfer(OpRef state, const std::shared_ptr<RegisteredFile>& f, PieceKind kind,
+                   std::uint64_t offset, char* mem, std::size_t size, std::vector<Piece*>& out) {
+    const std::size_t a = f->align;
+    std::size_t head = size, middle = 0;
+    if (f->direct_fd >= 0 && (offset % a) == (reinterpret_cast<std::uintptr_t>(mem) % a)) {
+      head = std::min<std::size_t>(size, (a - offset % a) % a);
+      middle = (size - head) / a * a;
+    }
+    auto add = [&](std::uint64_t off, std::size_t len, bool direct) {
+      for (std::size_t done = 0; done < len; done += opts.max_read_bytes) {
+        auto* r = new Piece;
+        r->state = state;
+        r->file = f;
+        r->kind = kind;
+        r->offset = offset + off + done;
+        r->mem = mem + off + done;
+        r->len = static_cast<std::uint32_t>(std::min(opts.max_read_bytes, len - done));
+        r->direct = direct;
+        out.push_back(r);
+      }
+    };
+    if (head != 0) add(0, head, false);
+    if (middle != 0) add(head, middle, true);
+    if (head + middle < size) add(head + middle, size - head - middle, false);
+  }
+
+  void AddFileCopy(OpRef state, const std::shared_ptr<RegisteredFile>& src,
+                   const std::shared_ptr<RegisteredFile>& dst, const Operation& op,
+                   std::vector<FileCopy*>& out) {
+    const std::uint64_t so = reinterpret_cast<std::uintptr_t>(op.src) - src->base;
+    const std::uint64_t d = reinterpret_cast<std::uintptr_t>(op.dst) - dst->base;
+    for (std::uint64_t done = 0; done < op.size; done += opts.max_read_bytes) {
+      auto* c = new FileCopy{
+          state,     src,      dst,
+          so + done, d + done, std::min<std::uint64_t>(opts.max_read_bytes, op.size - done)};
+      out.push_back(c);
+    }
+  }
+
+  // Splits one operation. Errors: a file unregistered since validation.
+  Status Split(OpRef state, const Operation& op, std::vector<Piece*>& pieces,
+               std::vector<FileCopy*>& copies_out) {
+    std::shared_ptr<RegisteredFile> src = op.src ? FileOf(op.src, op.size) : nullptr;
+    std::shared_ptr<RegisteredFile> dst = op.dst ? FileOf(op.dst, op.size) : nullptr;
+    if (op.kind == OpKind::kWriteBack) {
+      if (dst == nullptr) return Gone();
+      auto* r = new Piece;
+      r->state = state;
+      r->file = dst;
+      r->kind = PieceKind::kSync;
+      pieces.push_back(r);
+      return Status::Ok();
+    }
+    if (src != nullptr && dst != nullptr) {
+      AddFileCopy(state, src, dst, op, copies_out);
+    } else if (src != nullptr) {
+      AddTransfer(state, src, PieceKind::kRead,
+                  reinterpret_cast<std::uintptr_t>(op.src) - src->base, static_cast<char*>(op.dst),
+                  op.size, pieces);
+    } else if (dst != nullptr) {
+      AddTransfer(state, dst, PieceKind::kWrite,
+                  reinterpret_cast<std::uintptr_t>(op.dst) - dst->base,
+                  static_cast<char*>(const_cast<void*>(op.src)), op.size, pieces);
+    } else {
+      return Gone();
+    }
+    return Status::Ok();
+  }
+
+  static Status Gone() {
+    return Status::Invalid(
+        "the file of this io_uring operation is no longer registered "
+        "(UnregisterFile or FileWindow::Close while submitting)");
   }
 };
 
@@ -237,7 +418,7 @@ Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngine
   }
   EngineCapabilities& c = impl->caps;
   c.name = "io_uring";
-  c.ops = OpBit(OpKind::kCopy);
+  c.ops = OpBit(OpKind::kCopy) | OpBit(OpKind::kWriteBack);
   c.max_op_bytes = std::uint64_t{1} << 40;
   c.max_batch = 4096;
   c.preferred_min_bytes = 64 * 1024;
@@ -247,6 +428,7 @@ Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngine
   std::unique_ptr<IoUringEngine> e(new IoUringEngine(std::move(impl)));
   Impl* raw = e->impl_.get();
   raw->reaper = std::thread([raw] { raw->ReaperLoop(); });
+  raw->copier = std::thread([raw] { raw->CopierLoop(); });
   return e;
 }
 
@@ -254,26 +436,49 @@ IoUringEngine::IoUringEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
   impl_->counters = &counters();
 }
 
+namespace {
+
+void CancelPiece(EngineCounters& counters, OpRef s, std::uint64_t done) {
+  counters.pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
+  counters.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  s.CompletePart(done, StatusCode::kCancelled,
+                 "the io_uring engine was destroyed before this piece was submitted");
+}
+
+}  // namespace
+
 IoUringEngine::~IoUringEngine() {
   Impl& m = *impl_;
   m.stopping.store(true);
-  // Reads not submitted yet are cancelled — also continuations of short reads and retries
-  // that the reaper queues while we wait. Reads in flight write into their destinations:
-  // wait for them, then stop the reaper.
+  {
+    // File copies not started are cancelled; the one running finishes.
+    std::unique_lock lock(m.copy_mu);
+    std::deque<FileCopy*> dropped;
+    dropped.swap(m.copies);
+    m.copier_stop = true;
+    lock.unlock();
+    m.copy_cv.notify_all();
+    for (FileCopy* c : dropped) {
+      OpRef s = c->state;
+      delete c;
+      CancelPiece(*m.counters, s, 0);
+    }
+  }
+  m.copier.join();
+  // Pieces not submitted yet are cancelled — also continuations and retries that the reaper
+  // queues while we wait. Pieces in flight use their memory: wait for them, then stop the
+  // reaper.
   auto cancel_pending = [&m] {
-    std::deque<Read*> dropped;
+    std::deque<Piece*> dropped;
     {
       std::lock_guard lock(m.sq_mu);
       dropped.swap(m.pending);
     }
-    for (Read* r : dropped) {
-      m.counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
-      m.counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    for (Piece* r : dropped) {
       OpRef s = r->state;
       const std::uint64_t done = r->done;
       delete r;
-      s.CompletePart(done, StatusCode::kCancelled,
-                     "the io_uring engine was destroyed before this read was submitted");
+      CancelPiece(*m.counters, s, done);
     }
   };
   for (;;) {
@@ -300,6 +505,67 @@ Status IoUringEngine::RegisterFile(const MappedFile& file) {
   return RegisterFile(file.path(), file.data(), file.size());
 }
 
+namespace {
+
+// Opens the buffered and (where the file system allows) the O_DIRECT descriptor and learns the
+// direct-I/O alignment.
+Status OpenDescriptors(RegisteredFile& f, bool direct) {
+  const int mode = f.writable ? O_RDWR : O_RDONLY;
+  f.fd = open(f.path.c_str(), mode | O_CLOEXEC);
+  if (f.fd < 0) {
+    const int err = errno;
+    std::string hint = err == EACCES || err == EROFS
+                           ? (f.writable ? ": it cannot be written (permissions or a read-only "
+                                           "file system): choose another destination"
+                                         : ": check its permissions")
+                       : err == ENOENT ? ": check the path"
+                                       : "";
+    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                  fmt::format("cannot open {}{}: {}{}", f.path, f.writable ? " for writing" : "",
+                              std::strerror(err), hint));
+  }
+  struct stat st {};
+  if (fstat(f.fd, &st) != 0) {
+    return Status::IoError(fmt::format("cannot examine {}: {}", f.path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    return Status::Invalid(fmt::format("{} is not a regular file or block device", f.path));
+  }
+  if (!direct) return Status::Ok();
+  f.direct_fd = open(f.path.c_str(), mode | O_CLOEXEC | O_DIRECT);  // tmpfs refuses
+  struct statx sx {};
+  if (f.direct_fd >= 0 && statx(f.fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+      (sx.stx_mask & STATX_DIOALIGN) != 0 && sx.stx_dio_offset_align != 0) {
+    f.align = std::max<std::size_t>(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+  }
+  return Status::Ok();
+}
+
+std::uint64_t FileSize(int fd) {
+  struct stat st {};
+  return fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+Status IoUringEngine::AddFile(std::shared_ptr<void> file) {
+  auto f = std::static_pointer_cast<RegisteredFile>(std::move(file));
+  std::unique_lock lock(impl_->files_mu);
+  auto next = impl_->files.lower_bound(f->base);
+  if (next != impl_->files.end() && next->first < f->base + f->length) {
+    return Status::Invalid(
+        fmt::format("{} overlaps the registered file {}", f->path, next->second->path));
+  }
+  if (next != impl_->files.begin()) {
+    const RegisteredFile& prev = *std::prev(next)->second;
+    if (prev.base + prev.length > f->base) {
+      return Status::Invalid(fmt::format("{} overlaps the registered file {}", f->path, prev.path));
+    }
+  }
+  impl_->files.emplace(f->base, std::move(f));
+  return Status::Ok();
+}
+
 Status IoUringEngine::RegisterFile(const std::string& path, const void* base, std::size_t length) {
   if (base == nullptr || length == 0) {
     return Status::Invalid("RegisterFile needs the mapping's address and a length above 0");
@@ -308,40 +574,50 @@ Status IoUringEngine::RegisterFile(const std::string& path, const void* base, st
   f->path = path;
   f->base = reinterpret_cast<std::uintptr_t>(base);
   f->length = length;
-  f->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd < 0)
-    return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  struct stat st {};
-  if (fstat(f->fd, &st) != 0)
-    return Status::IoError(fmt::format("cannot examine {}: {}", path, std::strerror(errno)));
-  if (static_cast<std::uint64_t>(st.st_size) < length) {
+  if (Status s = OpenDescriptors(*f, impl_->opts.direct); !s.ok()) return s;
+  if (const std::uint64_t size = FileSize(f->fd); size < length) {
+    return Status::Invalid(fmt::format(
+        "{} has {} bytes, fewer than the {} registered: a short column file?", path, size, length));
+  }
+  return AddFile(std::move(f));
+}
+
+Result<FileWindow> IoUringEngine::OpenFile(const std::string& path,
+                                           const FileOpenOptions& options) {
+  auto f = std::make_shared<RegisteredFile>();
+  f->path = path;
+  f->writable = options.access == FileAccess::kReadWrite;
+  if (Status s = OpenDescriptors(*f, impl_->opts.direct); !s.ok()) return s;
+  const std::uint64_t size = FileSize(f->fd);
+  std::uint64_t length = options.length;
+  if (length == 0 && f->writable) {
+    return Status::Invalid(fmt::format(
+        "opening {} for writing needs FileOpenOptions::length (how far writes may reach)", path));
+  }
+  if (length == 0) length = size;
+  if (length == 0) return Status::Invalid(fmt::format("{} is empty: nothing to read", path));
+  if (!f->writable && length > size) {
     return Status::Invalid(
-        fmt::format("{} has {} bytes, fewer than the {} registered: a short "
-                    "column file?",
-                    path, st.st_size, length));
+        fmt::format("{} has {} bytes, fewer than the {} asked for: a range "
+                    "beyond the end of the file",
+                    path, size, length));
   }
-  if (impl_->opts.direct) {
-    f->direct_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);  // tmpfs refuses
-    struct statx sx {};
-    if (f->direct_fd >= 0 && statx(f->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
-        (sx.stx_mask & STATX_DIOALIGN) != 0 && sx.stx_dio_offset_align != 0) {
-      f->align = std::max<std::size_t>(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
-    }
+  void* p = mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::OutOfMemory(fmt::format("cannot reserve {} bytes of address space for {}: {}",
+                                           length, path, std::strerror(errno)));
   }
-  std::unique_lock lock(impl_->files_mu);
-  auto next = impl_->files.lower_bound(f->base);
-  if (next != impl_->files.end() && next->first < f->base + length) {
-    return Status::Invalid(
-        fmt::format("{} overlaps the registered file {}", path, next->second->path));
-  }
-  if (next != impl_->files.begin()) {
-    const RegisteredFile& prev = *std::prev(next)->second;
-    if (prev.base + prev.length > f->base) {
-      return Status::Invalid(fmt::format("{} overlaps the registered file {}", path, prev.path));
-    }
-  }
-  impl_->files.emplace(f->base, std::move(f));
-  return Status::Ok();
+  f->reservation = p;
+  f->base = reinterpret_cast<std::uintptr_t>(p);
+  f->length = length;
+  if (Status s = AddFile(f); !s.ok()) return s;
+  FileWindow w;
+  w.engine_ = this;
+  w.base_ = static_cast<std::byte*>(p);
+  w.length_ = length;
+  w.path_ = path;
+  w.writable_ = f->writable;
+  return w;
 }
 
 void IoUringEngine::UnregisterFile(const void* base) {
@@ -350,7 +626,17 @@ void IoUringEngine::UnregisterFile(const void* base) {
 }
 
 bool IoUringEngine::Covers(const void* p, std::size_t n) const {
-  return impl_->FileOf(reinterpret_cast<std::uintptr_t>(p), n) != nullptr;
+  return impl_->FileOf(p, n) != nullptr;
+}
+
+bool IoUringEngine::CoversWritable(const void* p, std::size_t n) const {
+  std::shared_ptr<RegisteredFile> f = impl_->FileOf(p, n);
+  return f != nullptr && f->writable;
+}
+
+std::size_t IoUringEngine::DirectAlignment(const void* p) const {
+  std::shared_ptr<RegisteredFile> f = impl_->FileOf(p, 0);
+  return f != nullptr && f->direct_fd >= 0 ? f->align : 0;
 }
 
 const EngineCapabilities& IoUringEngine::capabilities() const { return impl_->caps; }
@@ -362,23 +648,44 @@ EngineQueue IoUringEngine::queue() const {
 
 IoUringEngineStats IoUringEngine::stats() const {
   const Impl& m = *impl_;
+  auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   IoUringEngineStats s;
-  s.ops = counters().ops_submitted.load(std::memory_order_relaxed);
-  s.bytes = counters().bytes_completed.load(std::memory_order_relaxed);
-  s.reads = m.reads.load(std::memory_order_relaxed);
-  s.direct_reads = m.direct_reads.load(std::memory_order_relaxed);
-  s.short_reads = m.short_reads.load(std::memory_order_relaxed);
-  s.errors = counters().pieces_failed.load(std::memory_order_relaxed);
+  s.ops = get(counters().ops_submitted);
+  s.bytes = get(counters().bytes_completed);
+  s.reads = get(m.reads);
+  s.direct_reads = get(m.direct_reads);
+  s.short_reads = get(m.short_reads);
+  s.writes = get(m.writes);
+  s.direct_writes = get(m.direct_writes);
+  s.short_writes = get(m.short_writes);
+  s.syncs = get(m.syncs);
+  s.file_copies = get(m.file_copies);
+  s.errors = get(counters().pieces_failed);
   return s;
 }
 
 Status IoUringEngine::CheckOperation(const Operation& op) const {
-  if (!Covers(op.src, op.size)) {
+  if (op.kind == OpKind::kWriteBack) {
+    if (CoversWritable(op.dst, op.size)) return Status::Ok();
     return Status::Invalid(fmt::format(
-        "io_uring copy source [{}, +{}) is not inside a file registered with this engine: "
-        "RegisterFile the file's mapping first (memory-to-memory copies belong to the CPU or DSA "
+        "io_uring write-back (fdatasync) of [{}, +{}): the range is not inside a file opened "
+        "for writing with this engine (OpenFile with FileAccess::kReadWrite)",
+        op.dst, op.size));
+  }
+  const bool src_file = Covers(op.src, op.size);
+  const bool dst_file = Covers(op.dst, op.size);
+  if (dst_file && !CoversWritable(op.dst, op.size)) {
+    return Status::Invalid(
+        fmt::format("io_uring copy destination [{}, +{}) is a file opened read-only: open it with "
+                    "FileAccess::kReadWrite to write it",
+                    op.dst, op.size));
+  }
+  if (!src_file && !dst_file) {
+    return Status::Invalid(fmt::format(
+        "io_uring copy [{}, +{}) -> [{}, +{}) touches no file registered with this engine: "
+        "RegisterFile/OpenFile the file first (memory-to-memory copies belong to the CPU or DSA "
         "engine)",
-        op.src, op.size));
+        op.src, op.size, op.dst, op.size));
   }
   return Status::Ok();
 }
@@ -389,46 +696,60 @@ Status IoUringEngine::Enqueue(std::span<const Operation> ops, Submission& submis
     return Status(StatusCode::kCancelled, "the io_uring engine is being destroyed");
   }
   OpRef state = submission.op();
-  std::vector<Read*> reads;
+  std::vector<Piece*> pieces;
+  std::vector<FileCopy*> copies;
   for (const Operation& op : ops) {
-    const auto p = reinterpret_cast<std::uintptr_t>(op.src);
-    std::shared_ptr<RegisteredFile> f = m.FileOf(p, op.size);
-    if (f == nullptr) {
-      for (Read* r : reads) delete r;
-      return Status::Invalid("io_uring copy source is no longer registered (UnregisterFile)");
+    if (Status s = m.Split(state, op, pieces, copies); !s.ok()) {
+      for (Piece* r : pieces) delete r;
+      for (FileCopy* c : copies) delete c;
+      return s;
     }
-    const std::uint64_t offset = p - f->base;
-    char* dst = static_cast<char*>(op.dst);
-    const std::size_t a = f->align;
-    // Direct I/O needs offset, length and memory aligned: the aligned middle goes direct when
-    // destination and offset share their misalignment; the head and tail go buffered.
-    std::size_t head = op.size, middle = 0;
-    if (f->direct_fd >= 0 && (offset % a) == (reinterpret_cast<std::uintptr_t>(dst) % a)) {
-      head = std::min<std::size_t>(op.size, (a - offset % a) % a);
-      middle = (op.size - head) / a * a;
-    }
-    auto add = [&](std::uint64_t off, std::size_t len, bool direct) {
-      for (std::size_t done = 0; done < len; done += m.opts.max_read_bytes) {
-        auto* r = new Read;
-        r->state = state;
-        r->file = f;
-        r->offset = offset + off + done;
-        r->dst = dst + off + done;
-        r->len = static_cast<std::uint32_t>(std::min(m.opts.max_read_bytes, len - done));
-        r->direct = direct;
-        reads.push_back(r);
-      }
-    };
-    if (head != 0) add(0, head, false);
-    if (middle != 0) add(head, middle, true);
-    if (head + middle < op.size) add(head + middle, op.size - head - middle, false);
   }
-  submission.AddParts(static_cast<std::uint32_t>(reads.size()));
-  m.counters->in_flight.fetch_add(reads.size(), std::memory_order_relaxed);
+  const std::size_t n = pieces.size() + copies.size();
+  submission.AddParts(static_cast<std::uint32_t>(n));
+  m.counters->in_flight.fetch_add(n, std::memory_order_relaxed);
+  if (!copies.empty()) {
+    {
+      std::lock_guard lock(m.copy_mu);
+      for (FileCopy* c : copies) m.copies.push_back(c);
+    }
+    m.copy_cv.notify_one();
+  }
   std::lock_guard lock(m.sq_mu);
-  for (Read* r : reads) m.pending.push_back(r);
+  for (Piece* r : pieces) m.pending.push_back(r);
   m.PumpLocked();
   return Status::Ok();
+}
+
+// --- FileWindow ------------------------------------------------------------------------------
+
+FileWindow::FileWindow(FileWindow&& o) noexcept
+    : engine_(std::exchange(o.engine_, nullptr)),
+      base_(std::exchange(o.base_, nullptr)),
+      length_(std::exchange(o.length_, 0)),
+      path_(std::move(o.path_)),
+      writable_(o.writable_) {}
+
+FileWindow& FileWindow::operator=(FileWindow&& o) noexcept {
+  if (this != &o) {
+    Close();
+    engine_ = std::exchange(o.engine_, nullptr);
+    base_ = std::exchange(o.base_, nullptr);
+    length_ = std::exchange(o.length_, 0);
+    path_ = std::move(o.path_);
+    writable_ = o.writable_;
+  }
+  return *this;
+}
+
+FileWindow::~FileWindow() { Close(); }
+
+// The reservation is unmapped when the last piece in flight lets go of the file.
+void FileWindow::Close() {
+  if (engine_ != nullptr) engine_->UnregisterFile(base_);
+  engine_ = nullptr;
+  base_ = nullptr;
+  length_ = 0;
 }
 
 }  // namespace tierflow
