@@ -11,38 +11,14 @@
 
 #include <fmt/format.h>
 
+#include "tierflow/size.h"
+
 namespace tierflow::bench {
 
 Result<std::size_t> ParseSize(std::string_view text) {
-  std::size_t i = 0;
-  unsigned long long value = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-    if (value > (~0ull) / 10) return Status::Invalid(fmt::format("size '{}' is too large", text));
-    value = value * 10 + static_cast<unsigned>(text[i] - '0');
-    ++i;
-  }
-  if (i == 0) {
-    return Status::Invalid(
-        fmt::format("size '{}' does not start with a number (e.g. 4KiB, 1MiB)", text));
-  }
-  std::string_view unit = text.substr(i);
-  unsigned shift = 0;
-  if (unit.empty() || unit == "B") {
-    shift = 0;
-  } else if (unit == "K" || unit == "KiB" || unit == "KB" || unit == "k") {
-    shift = 10;
-  } else if (unit == "M" || unit == "MiB" || unit == "MB") {
-    shift = 20;
-  } else if (unit == "G" || unit == "GiB" || unit == "GB") {
-    shift = 30;
-  } else {
-    return Status::Invalid(
-        fmt::format("size '{}': unknown unit '{}' (use B, KiB, MiB or GiB)", text, unit));
-  }
-  if (shift != 0 && value > ((~0ull) >> shift)) {
-    return Status::Invalid(fmt::format("size '{}' is too large", text));
-  }
-  return static_cast<std::size_t>(value << shift);
+  Result<std::uint64_t> v = tierflow::ParseSize(text);
+  if (!v.ok()) return v.status();
+  return static_cast<std::size_t>(*v);
 }
 
 Result<std::vector<std::size_t>> ParseSizeList(std::string_view text) {
@@ -59,12 +35,7 @@ Result<std::vector<std::size_t>> ParseSizeList(std::string_view text) {
   return out;
 }
 
-std::string FormatSize(std::size_t b) {
-  if (b >= (1u << 30) && b % (1u << 30) == 0) return fmt::format("{}GiB", b >> 30);
-  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{}MiB", b >> 20);
-  if (b >= (1u << 10) && b % (1u << 10) == 0) return fmt::format("{}KiB", b >> 10);
-  return fmt::format("{}B", b);
-}
+std::string FormatSize(std::size_t b) { return tierflow::FormatSize(b); }
 
 Summary Summarize(std::vector<double> v) {
   Summary s;

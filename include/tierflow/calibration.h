@@ -1,0 +1,80 @@
+// Calibration: what each data-movement mechanism achieves on this machine, per pair of tiers,
+// measured by tierflow itself. The pipe planner chooses mechanisms and staging from these
+// figures, not from constants; a pair with no figure is planned by preference and says so.
+//
+// Figures are cached in a JSON file (default $XDG_CACHE_HOME/tierflow/calibration.json, else
+// ~/.cache/tierflow/calibration.json) keyed by the machine they were measured on; a file from
+// another machine is not used. Refresh with Calibration::Measure (`tierflow pipes calibrate`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tierflow/export.h"
+#include "tierflow/locator.h"
+#include "tierflow/status.h"
+#include "tierflow/topology.h"
+
+namespace tierflow {
+
+class Engine;
+
+// One measured figure: `mechanism` moving data from `from` to `to`. Endpoints are spelled
+// "dram:0", "hbm:8", "cxl:2" (tier and node) or "file" (storage in the directory measured).
+struct CalibrationEntry {
+  Mechanism mechanism = Mechanism::kCpu;
+  std::string from, to;
+  double gbps = 0;        // bandwidth of large transfers, 10^9 bytes per second
+  double latency_us = 0;  // time of one small transfer (4 KiB), submission to completion
+};
+
+struct CalibrationOptions {
+  std::size_t bytes = std::size_t{64} << 20;  // moved per figure (more: steadier, slower)
+  std::string file_dir;                       // where file figures are measured; empty: TMPDIR
+  int repeats = 3;                            // the best of these is kept
+};
+
+class TIERFLOW_EXPORT Calibration {
+ public:
+  Calibration() = default;
+
+  // The figure for a mechanism between two endpoints; nullopt where none was measured.
+  std::optional<CalibrationEntry> Find(Mechanism m, const std::string& from,
+                                       const std::string& to) const;
+  void Set(const CalibrationEntry& e);  // replaces the figure for the same triple
+  const std::vector<CalibrationEntry>& entries() const { return entries_; }
+
+  // The machine the figures describe (host name, CPU model, memory nodes); figures measured
+  // elsewhere are refused by Load.
+  const std::string& machine() const { return machine_; }
+  const std::string& measured_at() const { return measured_at_; }  // ISO 8601, UTC
+  const std::string& source() const { return source_; }  // the file read, or "measured now"
+  bool empty() const { return entries_.empty(); }
+
+  // Measures the memory figures of `engines` (CPU, DSA) between the memory nodes of the running
+  // system, and io_uring reads, writes and copy_file_range in options.file_dir. Takes about a
+  // second per figure. Errors: the directory cannot be written, an engine fails.
+  static Result<Calibration> Measure(const std::vector<Engine*>& engines,
+                                     const CalibrationOptions& options = {});
+  // Reads a file written by Save. `any_machine`: accept figures of another machine (fixtures
+  // and planning for a machine you do not run on). Errors: unreadable, malformed (the message
+  // names the entry), another machine's figures without any_machine.
+  static Result<Calibration> Load(const std::string& path, bool any_machine = false);
+  // Writes atomically (a temporary file renamed over the old one). Errors: the directory.
+  Status Save(const std::string& path) const;
+  // The default cache path (see above).
+  static std::string DefaultPath();
+  // A description of the running machine, as machine() holds it.
+  static std::string ThisMachine();
+
+ private:
+  std::vector<CalibrationEntry> entries_;
+  std::string machine_, measured_at_, source_;
+};
+
+// The endpoint spelling of a memory node ("dram:0") as calibration entries use it.
+TIERFLOW_EXPORT std::string CalibrationEndpoint(TierKind tier, int node);
+
+}  // namespace tierflow

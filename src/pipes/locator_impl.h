@@ -1,0 +1,44 @@
+// What a Locator holds. Private to the pipes component.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tierflow/buffer.h"
+#include "tierflow/locator.h"
+#include "tierflow/uring_engine.h"
+
+namespace tierflow::detail {
+
+struct LocatorImpl {
+  LocatorKind kind = LocatorKind::kMemory;
+  std::string name;
+  std::uint64_t capacity = 0;
+  std::size_t alignment = 1;
+  TierKind tier = TierKind::kDram;
+  int node = -1;
+  std::uint32_t mechanisms = 0;
+  bool writable = true;
+  bool modelled = false;
+  Buffer buffer;              // memory and staging locators own theirs
+  std::byte* data = nullptr;  // memory: the first byte
+  // Files: a window over [0, file_offset + capacity) of the file, so that byte i of the
+  // locator is window.at(file_offset + i).
+  FileWindow window;
+  std::string path;
+  std::uint64_t file_offset = 0;
+  std::size_t direct_alignment = 0;  // 0: no O_DIRECT
+  std::vector<Locator> members;      // spill chains
+
+  // The address that stands for byte `offset` (memory, or the file window).
+  std::byte* At(std::uint64_t offset) const {
+    return kind == LocatorKind::kFile ? window.at(file_offset + offset) : data + offset;
+  }
+  bool is_file() const { return kind == LocatorKind::kFile; }
+  // Calibration endpoint: "dram:0", or "file".
+  std::string Endpoint() const;
+};
+
+}  // namespace tierflow::detail

@@ -1,0 +1,165 @@
+// Calibration::Measure: every figure is the best of a few timed transfers of the real engines.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "tierflow/buffer.h"
+#include "tierflow/calibration.h"
+#include "tierflow/engine.h"
+#include "tierflow/uring_engine.h"
+
+namespace tierflow {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds of the fastest of `repeats` runs of `run`; an error ends the measurement.
+Result<double> Best(int repeats, const std::function<Status()>& run) {
+  double best = 1e30;
+  for (int i = 0; i < std::max(1, repeats); ++i) {
+    const auto t0 = Clock::now();
+    if (Status s = run(); !s.ok()) return s;
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+Status CopyOnce(Engine& e, void* dst, const void* src, std::size_t n) {
+  Result<Handle> h = e.Submit(Operation::Copy(dst, src, n));
+  if (!h.ok()) return h.status();
+  return h->Wait();
+}
+
+// Bandwidth of `n` bytes and the mean latency of 4 KiB transfers, as an entry.
+Result<CalibrationEntry> Figure(Engine& e, Mechanism m, std::string from, std::string to, void* dst,
+                                const void* src, std::size_t n, int repeats) {
+  Result<double> big = Best(repeats, [&] { return CopyOnce(e, dst, src, n); });
+  if (!big.ok()) return big.status();
+  constexpr int kSmall = 64;
+  Result<double> small = Best(1, [&]() -> Status {
+    for (int i = 0; i < kSmall; ++i) {
+      if (Status s = CopyOnce(e, dst, src, 4096); !s.ok()) return s;
+    }
+    return Status::Ok();
+  });
+  if (!small.ok()) return small.status();
+  return CalibrationEntry{m, std::move(from), std::move(to), static_cast<double>(n) / *big / 1e9,
+                          *small / kSmall * 1e6};
+}
+
+Status MeasureMemory(Engine& e, Mechanism m, const CalibrationOptions& o, Calibration& c) {
+  for (int a : SystemMemoryNodes()) {
+    for (int b : SystemMemoryNodes()) {
+      Result<Buffer> src = Buffer::OnNode(a, o.bytes);
+      Result<Buffer> dst = Buffer::OnNode(b, o.bytes);
+      if (!src.ok()) return src.status();
+      if (!dst.ok()) return dst.status();
+      std::memset(src->data(), 1, o.bytes);
+      Result<CalibrationEntry> f = Figure(e, m, CalibrationEndpoint(TierKind::kDram, a),
+                                          CalibrationEndpoint(TierKind::kDram, b), dst->data(),
+                                          src->data(), o.bytes, o.repeats);
+      if (!f.ok()) return f.status();
+      c.Set(*f);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<FileWindow> NewFile(IoUringEngine& e, const std::string& path, std::size_t n) {
+  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::IoError(
+        fmt::format("calibration cannot create {}: {} (choose another "
+                    "directory)",
+                    path, std::strerror(errno)));
+  }
+  close(fd);
+  return e.OpenFile(path, {FileAccess::kReadWrite, n});
+}
+
+// io_uring writes and reads, and copy_file_range, in `dir`; the files are removed afterwards.
+Status MeasureFiles(IoUringEngine& e, const std::string& dir, const CalibrationOptions& o,
+                    Calibration& c) {
+  const int node = SystemMemoryNodes().empty() ? 0 : SystemMemoryNodes().front();
+  const std::string mem = CalibrationEndpoint(TierKind::kDram, node);
+  const std::string a = dir + fmt::format("/tierflow-calibrate-{}-a", getpid());
+  const std::string b = dir + fmt::format("/tierflow-calibrate-{}-b", getpid());
+  struct Cleanup {
+    std::string a, b;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove(a, ec);
+      std::filesystem::remove(b, ec);
+    }
+  } cleanup{a, b};
+  Result<Buffer> buf = Buffer::OnNode(node, o.bytes);
+  if (!buf.ok()) return buf.status();
+  std::memset(buf->data(), 7, o.bytes);
+  Result<FileWindow> fa = NewFile(e, a, o.bytes);
+  if (!fa.ok()) return fa.status();
+  Result<FileWindow> fb = NewFile(e, b, o.bytes);
+  if (!fb.ok()) return fb.status();
+  struct Case {
+    Mechanism m;
+    std::string from, to;
+    void* dst;
+    const void* src;
+  };
+  const Case cases[] = {{Mechanism::kUringWrite, mem, "file", fa->base(), buf->data()},
+                        {Mechanism::kUringRead, "file", mem, buf->data(), fa->base()},
+                        {Mechanism::kCopyFileRange, "file", "file", fb->base(), fa->base()}};
+  for (const Case& k : cases) {
+    Result<CalibrationEntry> f = Figure(e, k.m, k.from, k.to, k.dst, k.src, o.bytes, o.repeats);
+    if (!f.ok()) return f.status();
+    c.Set(*f);
+  }
+  return Status::Ok();
+}
+
+std::string NowIso() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Result<Calibration> Calibration::Measure(const std::vector<Engine*>& engines,
+                                         const CalibrationOptions& options) {
+  if (options.bytes < (1u << 20) || options.bytes % 4096 != 0) {
+    return Status::Invalid("calibration needs at least 1 MiB per figure, a multiple of 4 KiB");
+  }
+  Calibration c;
+  c.machine_ = ThisMachine();
+  c.measured_at_ = NowIso();
+  c.source_ = "measured " + c.measured_at_;
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = !options.file_dir.empty()        ? options.file_dir
+                          : tmp != nullptr && *tmp != '\0' ? tmp
+                                                           : "/tmp";
+  for (Engine* e : engines) {
+    Status s;
+    if (auto* uring = dynamic_cast<IoUringEngine*>(e)) {
+      s = MeasureFiles(*uring, dir, options, c);
+    } else if (e->capabilities().copies_memory) {
+      const bool dsa = e->capabilities().name.starts_with("dsa");
+      s = MeasureMemory(*e, dsa ? Mechanism::kDsa : Mechanism::kCpu, options, c);
+    }
+    if (!s.ok()) return s;
+  }
+  return c;
+}
+
+}  // namespace tierflow

@@ -1,0 +1,219 @@
+#include <poll.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pipes/pipe_core.h"
+#include "pipes/runtime_impl.h"
+#include "tierflow/size.h"
+
+namespace tierflow {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool NeedsSlots(const detail::PipeBlueprint& bp) {
+  for (const detail::Route& r : bp.routes) {
+    if (r.mechanisms.size() > 1 || r.may_bounce) return true;
+  }
+  return false;
+}
+
+int SlotNode(const detail::PipeBlueprint& bp) {
+  for (const detail::Route& r : bp.routes) {
+    if (r.staging_node >= 0) return r.staging_node;
+  }
+  return bp.routes.front().bounce_node;
+}
+
+}  // namespace
+
+// Staging slots, the eventfd, the pacer.
+Status Pipe::Core::Init() {
+  engine = std::make_unique<PipeEngine>(this);
+  event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd < 0) return Status::IoError("cannot create the pipe's eventfd");
+  const unsigned depth = bp.plan.queue_depth;
+  if (NeedsSlots(bp)) {
+    slot_bytes = (bp.plan.chunk_bytes + 2 * 4096 - 1) / 4096 * 4096;
+    const std::size_t need = slot_bytes * depth;
+    if (options.staging.valid()) {
+      if (options.staging.capacity() < need) {
+        return Status::Invalid(fmt::format(
+            "staging {} holds {} bytes; this pipe needs {} (queue depth {} x chunk {} + "
+            "alignment): declare more, or lower queue_depth or chunk_bytes",
+            options.staging.name(), options.staging.capacity(), need, depth, bp.plan.chunk_bytes));
+      }
+      staging = options.staging;
+    } else {
+      auto impl = std::make_shared<detail::LocatorImpl>();
+      impl->kind = LocatorKind::kStaging;
+      bool modelled = false;
+      PipeRuntime::Impl* r = rt;
+      Result<Buffer> b = r->Allocate(SlotNode(bp), need, &modelled);
+      if (!b.ok()) return b.status();
+      impl->buffer = std::move(*b);
+      impl->data = impl->buffer.data();
+      impl->capacity = need;
+      impl->node = SlotNode(bp);
+      impl->modelled = modelled;
+      impl->name = fmt::format("staging:dram:{}:{}", impl->node, FormatSize(need));
+      staging = Locator(std::move(impl));
+    }
+    bp.plan.staging_bytes = need;
+    for (unsigned i = 0; i < depth; ++i) free_slots.push_back(static_cast<int>(depth - 1 - i));
+  }
+  if (options.bandwidth_cap != 0) pacer = std::thread([this] { PacerLoop(); });
+  return Status::Ok();
+}
+
+Result<Pipe> PipeRuntime::Connect(const Locator& from, const Locator& to,
+                                  const PipeOptions& options) {
+  Result<detail::PipeBlueprint> bp = detail::PlanPipe(*impl_, from, to, options);
+  if (!bp.ok()) return bp.status();
+  auto core = std::make_shared<Pipe::Core>();
+  core->rt = impl_.get();
+  core->from = from;
+  core->to = to;
+  core->options = options;
+  core->bp = std::move(*bp);
+  if (Status s = core->Init(); !s.ok()) return s;
+  return Pipe(std::move(core));
+}
+
+Result<PipePlan> PipeRuntime::Plan(const Locator& from, const Locator& to,
+                                   const PipeOptions& options) const {
+  Result<detail::PipeBlueprint> bp = detail::PlanPipe(*impl_, from, to, options);
+  if (!bp.ok()) return bp.status();
+  return bp->plan;
+}
+
+Result<Handle> Pipe::Core::Submit(std::uint64_t so, std::uint64_t d, std::uint64_t len,
+                                  CompletionCallback cb, bool posted, std::uint64_t tag) {
+  if (len == 0) return Status::Invalid("a transfer of 0 bytes: give a length above 0");
+  if (so > from.capacity() || len > from.capacity() - so) {
+    return Status::Invalid(fmt::format("transfer [{}, +{}) is beyond the source {} ({} bytes)", so,
+                                       len, from.name(), from.capacity()));
+  }
+  if (d > to.capacity() || len > to.capacity() - d) {
+    return Status::Invalid(
+        fmt::format("transfer [{}, +{}) is beyond the destination {} ({} "
+                    "bytes)",
+                    d, len, to.name(), to.capacity()));
+  }
+  t_posted_set(posted, tag);
+  SubmitOptions o;
+  o.callback = std::move(cb);
+  auto* dst = reinterpret_cast<void*>(PipeEngine::kDstBase + d);
+  auto* src = reinterpret_cast<const void*>(PipeEngine::kSrcBase + so);
+  Result<Handle> h = engine->Submit(Operation::Copy(dst, src, len), std::move(o));
+  t_posted_set(false, 0);
+  return h;
+}
+
+// --- the public face -------------------------------------------------------------------------
+
+namespace {
+Status NoPipe() { return Status::Invalid("this Pipe refers to no pipe: PipeRuntime::Connect"); }
+const PipePlan kNoPlan;
+const Locator kNoLocator;
+}  // namespace
+
+Status Pipe::Transfer(std::uint64_t src_offset, std::uint64_t dst_offset, std::uint64_t length) {
+  Result<Handle> h = Submit(src_offset, dst_offset, length);
+  if (!h.ok()) return h.status();
+  return h->Wait();
+}
+
+Result<Handle> Pipe::Submit(std::uint64_t src_offset, std::uint64_t dst_offset,
+                            std::uint64_t length, CompletionCallback callback) {
+  if (!core_) return NoPipe();
+  return core_->Submit(src_offset, dst_offset, length, std::move(callback), false, 0);
+}
+
+Status Pipe::Post(std::uint64_t src_offset, std::uint64_t dst_offset, std::uint64_t length,
+                  std::uint64_t tag) {
+  if (!core_) return NoPipe();
+  return core_->Submit(src_offset, dst_offset, length, {}, true, tag).status();
+}
+
+std::size_t Pipe::Reap(std::span<PipeCompletion> out) {
+  if (!core_) return 0;
+  Core& c = *core_;
+  std::lock_guard lock(c.mu);
+  std::size_t n = 0;
+  while (n < out.size() && !c.completions.empty()) {
+    out[n++] = std::move(c.completions.front());
+    c.completions.pop_front();
+  }
+  c.posted_open -= n;
+  if (c.completions.empty()) {
+    std::uint64_t v;
+    [[maybe_unused]] ssize_t r = read(c.event_fd, &v, sizeof(v));
+  }
+  return n;
+}
+
+int Pipe::fd() const { return core_ ? core_->event_fd : -1; }
+
+std::size_t Pipe::posted() const {
+  if (!core_) return 0;
+  std::lock_guard lock(core_->mu);
+  return core_->posted_open;
+}
+
+Status Pipe::Drain() {
+  if (!core_) return NoPipe();
+  std::unique_lock lock(core_->mu);
+  core_->idle_cv.wait(lock, [this] { return core_->transfers_done == core_->transfers; });
+  return std::exchange(core_->drain_status, Status::Ok());
+}
+
+const PipePlan& Pipe::plan() const { return core_ ? core_->bp.plan : kNoPlan; }
+const Locator& Pipe::from() const { return core_ ? core_->from : kNoLocator; }
+const Locator& Pipe::to() const { return core_ ? core_->to : kNoLocator; }
+
+PipeState Pipe::state() const {
+  PipeState s;
+  if (!core_) return s;
+  Core& c = *core_;
+  std::lock_guard lock(c.mu);
+  s.transfers = c.transfers;
+  s.transfers_done = c.transfers_done;
+  s.bytes = c.bytes;
+  s.chunks = c.chunks;
+  s.in_flight = c.in_flight;
+  s.queued = c.queue.size();
+  s.queue_depth = c.bp.plan.queue_depth;
+  double busy = c.busy_seconds;
+  if (c.active_transfers > 0)
+    busy += std::chrono::duration<double>(Clock::now() - c.busy_since).count();
+  s.achieved_gbps = busy > 0 ? static_cast<double>(c.bytes) / busy / 1e9 : 0;
+  s.expected_gbps = c.bp.plan.expected_gbps;
+  s.fallbacks = c.fallbacks.load(std::memory_order_relaxed);
+  s.syncs = c.syncs.load(std::memory_order_relaxed);
+  s.errors = c.errors;
+  s.last_error = c.last_error;
+  return s;
+}
+
+std::string PipeState::ToJson() const {
+  nlohmann::json j{{"transfers", transfers},
+                   {"transfers_done", transfers_done},
+                   {"bytes", bytes},
+                   {"chunks", chunks},
+                   {"in_flight", in_flight},
+                   {"queued", queued},
+                   {"queue_depth", queue_depth},
+                   {"achieved_gbps", achieved_gbps},
+                   {"expected_gbps", expected_gbps},
+                   {"fallbacks", fallbacks},
+                   {"syncs", syncs},
+                   {"errors", errors},
+                   {"last_error", last_error}};
+  return j.dump();
+}
+
+}  // namespace tierflow

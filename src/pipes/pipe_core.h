@@ -1,0 +1,137 @@
+// The one core behind a pipe's three flavours: transfers cut into chunks, at most queue_depth
+// in flight, each chunk moved hop by hop through the planned engines (staging slots between
+// hops), the transfer's handle completed when its last chunk is. Private to the pipes component.
+#pragma once
+
+#include <sys/eventfd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "pipes/planner.h"
+#include "tierflow/engine_impl.h"
+#include "tierflow/pipe.h"
+
+namespace tierflow {
+
+namespace detail {
+
+struct Transfer;
+
+struct Chunk {
+  Pipe::Core* core = nullptr;
+  Transfer* transfer = nullptr;
+  const Route* route = nullptr;
+  std::byte* src = nullptr;  // addresses: memory, or a file window
+  std::byte* dst = nullptr;
+  std::size_t len = 0;
+  int slot = -1;  // staging slot held between hops
+  std::byte* mid = nullptr;
+  unsigned hop = 0;     // the hop running
+  bool bounce = false;  // a direct hop bounced through a slot for O_DIRECT alignment
+  std::vector<Mechanism> mechanisms;
+  std::vector<Engine*> engines;
+};
+
+struct Transfer {
+  OpRef op;
+  std::atomic<std::uint32_t> chunks_left{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::mutex mu;
+  Status status;  // the first failure
+  bool posted = false;
+  std::uint64_t tag = 0;
+  std::uint64_t seq = 0;
+  std::uint32_t parts = 0;  // chunks
+};
+
+}  // namespace detail
+
+// Marks the transfer the calling thread submits next as posted (Post/Reap) with `tag`.
+void t_posted_set(bool posted, std::uint64_t tag);
+
+// The engine a pipe's transfers are submitted to, so that their handles are ordinary Handles.
+// A transfer arrives as a kCopy whose addresses encode offsets: src = kSrcBase + source offset,
+// dst = kDstBase + destination offset (disjoint, canonical, never dereferenced).
+class PipeEngine final : public Engine {
+ public:
+  static constexpr std::uintptr_t kSrcBase = std::uintptr_t{1} << 44;
+  static constexpr std::uintptr_t kDstBase = std::uintptr_t{1} << 45;
+  explicit PipeEngine(Pipe::Core* core);
+  const EngineCapabilities& capabilities() const override { return caps_; }
+  EngineCounters& Counters() const { return counters(); }
+
+ protected:
+  Status Enqueue(std::span<const Operation> ops, Submission& submission) override;
+
+ private:
+  Pipe::Core* core_;
+  EngineCapabilities caps_;
+};
+
+struct [[gnu::visibility("hidden")]] Pipe::Core {
+  PipeRuntime::Impl* rt = nullptr;
+  Locator from, to;
+  detail::PipeBlueprint bp;
+  std::unique_ptr<PipeEngine> engine;
+
+  // Staging slots (2-hop routes and bounces): slot_count of slot_bytes each.
+  Locator staging;
+  std::size_t slot_bytes = 0;
+  std::vector<int> free_slots;
+
+  std::mutex mu;  // the queue, slots, counters below, completions
+  std::condition_variable idle_cv;
+  std::deque<detail::Chunk*> queue;
+  std::size_t in_flight = 0;
+  std::uint64_t transfers = 0, transfers_done = 0, bytes = 0, chunks = 0, errors = 0;
+  std::atomic<std::uint64_t> fallbacks{0};
+  std::atomic<std::uint64_t> syncs{0};
+  std::string last_error;
+  Status drain_status;
+  std::chrono::steady_clock::time_point busy_since;
+  double busy_seconds = 0;
+  std::size_t active_transfers = 0;
+
+  // Post/Reap.
+  int event_fd = -1;
+  std::deque<PipeCompletion> completions;
+  std::map<std::uint64_t, PipeCompletion> out_of_order;  // in_order_completions only
+  std::uint64_t next_post_seq = 0, next_deliver_seq = 0;
+  std::size_t posted_open = 0;
+
+  // Bandwidth cap.
+  std::chrono::steady_clock::time_point next_allowed{};
+  std::thread pacer;
+  std::condition_variable pacer_cv;
+  bool stopping = false;
+  std::chrono::steady_clock::time_point pacer_wake{};
+
+  PipeOptions options;
+
+  ~Core();
+  Status Init();
+  Result<Handle> Submit(std::uint64_t so, std::uint64_t d, std::uint64_t len, CompletionCallback cb,
+                        bool posted, std::uint64_t tag);
+  Status Split(detail::Transfer * t, std::uint64_t so, std::uint64_t d, std::uint64_t len,
+               std::vector<detail::Chunk*> & out) const;
+  void Enqueue(std::vector<detail::Chunk*> & chunks);
+  void Pump();
+  void StartChunk(detail::Chunk * c);
+  void SubmitHop(detail::Chunk * c);
+  void HopDone(detail::Chunk * c, const Completion& done);
+  void ChunkDone(detail::Chunk * c, Status status);
+  void TransferDone(detail::Transfer * t);
+  bool SyncDestination(detail::Transfer * t, std::uint64_t len);
+  void Deliver(const PipeCompletion& pc, std::uint64_t seq);
+  void PacerLoop();
+};
+
+}  // namespace tierflow

@@ -1,0 +1,40 @@
+// What a PipeRuntime holds. Private to the pipes component.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "tierflow/buffer.h"
+#include "tierflow/calibration.h"
+#include "tierflow/cpu_engine.h"
+#include "tierflow/dsa_engine.h"
+#include "tierflow/dsa_model.h"
+#include "tierflow/pipe_runtime.h"
+#include "tierflow/topology.h"
+#include "tierflow/uring_engine.h"
+
+namespace tierflow {
+
+struct [[gnu::visibility("hidden")]] PipeRuntime::Impl {
+  PipeRuntimeOptions options;
+  Topology topology;  // planned for
+  std::unique_ptr<CpuEngine> cpu;
+  std::shared_ptr<DsaDeviceModel> dsa_model;
+  std::unique_ptr<DsaEngine> dsa;
+  std::string dsa_note;  // why there is no DSA engine, or that it is a model
+  std::unique_ptr<IoUringEngine> uring;
+  mutable std::mutex calibration_mu;
+  Calibration calibration;
+  std::string calibration_note;
+
+  // Memory of `size` bytes on `node` of the planning topology: on that node when it is this
+  // machine's, on node 0 (modelled) when model_placement allows.
+  Result<Buffer> Allocate(int node, std::size_t size, bool* modelled) const;
+  Calibration CalibrationCopy() const {
+    std::lock_guard lock(calibration_mu);
+    return calibration;
+  }
+};
+
+}  // namespace tierflow
