@@ -206,6 +206,27 @@ std::string WritableDirectoryProblem(const std::string& dir) {
   return {};
 }
 
+namespace {
+
+// Why `v` cannot be written as a file (a directory, a missing directory, no permission), or
+// empty. Tried by creating and removing the file, which root's access() would not tell.
+std::string NewFileProblem(const std::string& v) {
+  if (v.empty()) return "an empty file name: give a path";
+  if (IsDirectory(v)) return fmt::format("{} is a directory: give a file name", Quote(v));
+  const std::size_t slash = v.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : v.substr(0, slash);
+  if (!IsDirectory(dir))
+    return fmt::format("the directory {} does not exist: create it first", Quote(dir));
+  const bool existed = access(v.c_str(), F_OK) == 0;
+  const int fd = open(v.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return fmt::format("cannot write {}: {}", Quote(v), std::strerror(errno));
+  close(fd);
+  if (!existed) unlink(v.c_str());
+  return {};
+}
+
+}  // namespace
+
 CLI::Validator NewPng() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -216,21 +237,13 @@ CLI::Validator NewPng() {
           return fmt::format("{}: the plot is a PNG image; give a file name ending in .png",
                              Quote(v));
         }
-        if (IsDirectory(v)) return fmt::format("{} is a directory: give a file name", Quote(v));
-        const std::size_t slash = v.rfind('/');
-        const std::string dir = slash == std::string::npos ? "."
-                                : slash == 0               ? "/"
-                                                           : v.substr(0, slash);
-        if (!IsDirectory(dir))
-          return fmt::format("the directory {} does not exist: create it first", Quote(dir));
-        const bool existed = access(v.c_str(), F_OK) == 0;
-        const int fd = open(v.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0) return fmt::format("cannot write {}: {}", Quote(v), std::strerror(errno));
-        close(fd);
-        if (!existed) unlink(v.c_str());
-        return {};
+        return NewFileProblem(v);
       },
       "FILE.png");
+}
+
+CLI::Validator WritableFile() {
+  return CLI::Validator([](std::string& v) -> std::string { return NewFileProblem(v); }, "FILE");
 }
 
 }  // namespace tierflow::tools

@@ -36,6 +36,9 @@ CLI::Validator ExistingDirectory();
 // it is not a directory (tried by creating and removing the file, which root's access() would
 // not tell).
 CLI::Validator NewPng();
+// A file to write (created or replaced): not a directory, in a directory that exists and
+// takes a new file.
+CLI::Validator WritableFile();
 
 // "a,b,,c" -> {"a", "b", "", "c"} (empty items kept, so that checks can refuse them).
 std::vector<std::string> SplitList(const std::string& text);

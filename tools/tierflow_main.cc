@@ -1,4 +1,5 @@
-// The tierflow command-line tool: `topology`, `bench copy|submit|cache|coherence`, `qdp`.
+// The tierflow command-line tool: `topology`, `bench copy|submit|cache|coherence`, `pipes
+// explain|copy|calibrate`, `qdp`.
 //
 // Every value is checked while the command line is parsed (tools/cli_checks.h), before any
 // command starts: a bad value ends the program at once with exit status 1 and a message that
@@ -22,8 +23,10 @@
 #include "bench/dsa_copy_bench.h"
 #include "bench/submit_bench.h"
 #include "tierflow/cpu_engine.h"
+#include "tierflow/size.h"
 #include "tools/alloc_counter.h"
 #include "tools/cli_checks.h"
+#include "tools/pipes_command.h"
 #include "tools/qdp_command.h"
 #include "tools/topology_command.h"
 
@@ -406,19 +409,97 @@ int RunQdp(QdpCli& c) {
   return s.ok() ? 0 : Fail(s);
 }
 
+// --- pipes -------------------------------------------------------------------------------
+
+struct PipesCli {
+  CLI::App* cmd = nullptr;
+  CLI::App* explain = nullptr;
+  CLI::App* copy = nullptr;
+  CLI::App* calibrate = nullptr;
+  tools::PipesCommandOptions o;
+  std::string chunk, cap, length, bytes;
+};
+
+const char* kLocatorHelp =
+    "dram[:NODE[:SIZE]], hbm[:NEAR_NODE[:SIZE]], cxl[:NODE[:SIZE]], node:N[:SIZE], "
+    "file:PATH[:OFFSET[:LENGTH]], spill:A,B,...";
+
+void AddPipeMachine(CLI::App* c, PipesCli& p) {
+  c->add_option("--topology-xml", p.o.topology_xml,
+                "Plan for the machine in this hwloc XML (its memory stands in here, modelled)")
+      ->check(tools::ReadableFile("hwloc XML topology"));
+  c->add_option("--calibration", p.o.calibration, "Calibration file (default: the cache path)")
+      ->check(tools::WritableFile());
+  c->add_flag("--any-machine", p.o.any_machine, "Use a calibration measured on another machine");
+  c->add_flag("--dsa-model", p.o.dsa_model, "Without DSA hardware, plan with the DSA model");
+}
+
+void AddPipeEnds(CLI::App* c, PipesCli& p) {
+  c->add_option("--from", p.o.from, std::string("Source locator: ") + kLocatorHelp)
+      ->required()
+      ->check(tools::NotEmpty("a locator"));
+  c->add_option("--to", p.o.to, "Destination locator (same spelling)")
+      ->required()
+      ->check(tools::NotEmpty("a locator"));
+  c->add_option("--queue-depth", p.o.queue_depth, "Chunks in flight (default: planner's)")
+      ->check(tools::UnsignedIn(1, 4096));
+  c->add_option("--chunk", p.chunk, "Chunk size (default: planner's)")
+      ->check(tools::SizeIn(4096, kGiB));
+  c->add_option("--mechanism", p.o.mechanism, "Override the mechanism")
+      ->check(tools::OneOf("mechanism",
+                           {"cpu", "dsa", "io_uring-read", "io_uring-write", "copy_file_range"}));
+  c->add_option("--bandwidth-cap", p.cap, "Bytes per second at most, e.g. 500MiB")
+      ->check(tools::SizeIn(1 << 20, kPiB));
+  c->add_flag("--force-staging", p.o.force_staging, "Stage through DRAM even where direct");
+  c->add_option("--length", p.length, "Bytes to move (default: the smaller capacity)")
+      ->check(tools::SizeIn(1, kPiB));
+  c->add_flag("--json", p.o.json, "Machine-readable output");
+}
+
+void AddPipes(CLI::App& app, PipesCli& p) {
+  p.cmd = app.add_subcommand("pipes", "Data pipes: plans, transfers, calibration");
+  p.explain = p.cmd->add_subcommand("explain", "The plan for a pipe, and why");
+  p.copy = p.cmd->add_subcommand("copy", "Move data through a pipe and show its state");
+  p.calibrate = p.cmd->add_subcommand("calibrate", "Measure the mechanisms the planner uses");
+  for (CLI::App* c : {p.explain, p.copy}) {
+    AddPipeMachine(c, p);
+    AddPipeEnds(c, p);
+  }
+  p.copy->add_flag("--overwrite", p.o.overwrite, "Replace a destination file that exists");
+  p.copy->add_flag("--sync", p.o.sync, "fdatasync a destination file before finishing");
+  p.calibrate->add_option("--dir", p.o.dir, "Directory for the file figures (default: TMPDIR)")
+      ->check(tools::ExistingDirectory());
+  p.calibrate->add_option("--bytes", p.bytes, "Bytes per figure (default 64MiB)")
+      ->check(tools::SizeIn(1 << 20, 16 * kGiB));
+  p.calibrate->add_option("--output", p.o.output, "Where to write (default: the cache path)")
+      ->check(tools::WritableFile());
+  p.calibrate->add_flag("--dsa-model", p.o.dsa_model, "Also measure the DSA model");
+}
+
+int RunPipes(PipesCli& p) {
+  if (!p.chunk.empty()) p.o.chunk_bytes = *tierflow::ParseSize(p.chunk);
+  if (!p.cap.empty()) p.o.bandwidth_cap = *tierflow::ParseSize(p.cap);
+  if (!p.length.empty()) p.o.length = *tierflow::ParseSize(p.length);
+  if (!p.bytes.empty()) p.o.bytes = *tierflow::ParseSize(p.bytes);
+  Status s = p.explain->parsed() ? tools::RunPipesExplain(p.o, std::cout)
+             : p.copy->parsed()  ? tools::RunPipesCopy(p.o, std::cout)
+                                 : tools::RunPipesCalibrate(p.o, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
 // --- the command words ------------------------------------------------------------------
 
 // CLI11 reports an unknown command word as "a subcommand is required"; name it instead.
-Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd) {
+Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd, const PipesCli& pipes) {
   if (app.get_subcommands().empty()) {
     std::vector<std::string> rest = app.remaining();
     if (!rest.empty()) {
       return Status::Invalid(
-          fmt::format("unknown command '{}': use topology, bench or qdp "
+          fmt::format("unknown command '{}': use topology, bench, pipes or qdp "
                       "(tierflow --help)",
                       rest.front()));
     }
-    return Status::Invalid("no command given: use topology, bench or qdp (tierflow --help)");
+    return Status::Invalid("no command given: use topology, bench, pipes or qdp (tierflow --help)");
   }
   if (bench_cmd.parsed() && bench_cmd.get_subcommands().empty()) {
     std::vector<std::string> rest = bench_cmd.remaining();
@@ -430,6 +511,10 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd) {
     }
     return Status::Invalid(
         "bench needs a benchmark: copy, submit, cache or coherence (tierflow bench --help)");
+  }
+  if (pipes.cmd->parsed() && pipes.cmd->get_subcommands().empty()) {
+    return Status::Invalid(
+        "pipes needs a command: explain, copy or calibrate (tierflow pipes --help)");
   }
   return Status::Ok();
 }
@@ -452,6 +537,8 @@ int main(int argc, char** argv) {
   AddCoherence(*bench_cmd, coherence);
   QdpCli qdp;
   AddQdp(app, qdp);
+  PipesCli pipes;
+  AddPipes(app, pipes);
   app.allow_extras();  // unknown command words: named by CheckCommandWords
   bench_cmd->allow_extras();
   try {
@@ -461,7 +548,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return UsageError(fmt::format("{} (see --help)", e.what()));
   }
-  if (Status s = CheckCommandWords(app, *bench_cmd); !s.ok()) return UsageError(s.message());
+  if (Status s = CheckCommandWords(app, *bench_cmd, pipes); !s.ok()) {
+    return UsageError(s.message());
+  }
   if (topology.cmd->parsed()) {
     Status s = tools::RunTopologyCommand(topology.o, std::cout);
     return s.ok() ? 0 : Fail(s);
@@ -477,5 +566,6 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : Fail(s);
   }
   if (coherence.cmd->parsed()) return RunCoherence(coherence);
+  if (pipes.cmd->parsed()) return RunPipes(pipes);
   return RunQdp(qdp);
 }

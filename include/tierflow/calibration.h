@@ -62,7 +62,8 @@ class TIERFLOW_EXPORT Calibration {
   // and planning for a machine you do not run on). Errors: unreadable, malformed (the message
   // names the entry), another machine's figures without any_machine.
   static Result<Calibration> Load(const std::string& path, bool any_machine = false);
-  // Writes atomically (a temporary file renamed over the old one). Errors: the directory.
+  // Writes atomically (a temporary file renamed over the old one). Errors: the directory does
+  // not exist or cannot be written.
   Status Save(const std::string& path) const;
   // The default cache path (see above).
   static std::string DefaultPath();

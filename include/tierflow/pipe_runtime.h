@@ -87,7 +87,8 @@ class TIERFLOW_EXPORT PipeRuntime {
   // The command-line spelling: "dram[:NODE[:SIZE]]", "hbm[:NEAR_NODE[:SIZE]]",
   // "cxl[:NODE[:SIZE]]", "node:N[:SIZE]", "file:PATH[:OFFSET[:LENGTH]]" (a destination file is
   // created: `mode` says how), and "spill:A,B,..." of those. `default_size` is the size of
-  // memory that names none (0: a size is required). Errors name the part that is wrong.
+  // memory, and the length of a file to be created, that names none (0: one is required).
+  // Errors name the part that is wrong.
   Result<Locator> Parse(std::string_view spec, FileMode file_mode, std::size_t default_size = 0);
 
   // --- pipes (pipe.h) ---

@@ -113,8 +113,6 @@ Status Calibration::Save(const std::string& path) const {
                             {"latency_us", e.latency_us}});
   }
   std::error_code ec;
-  const std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);

@@ -37,7 +37,8 @@ const char* kSpellings =
     "file:PATH[:OFFSET[:LENGTH]] or spill:A,B,...";
 
 // "file:PATH[:OFFSET[:LENGTH]]": the last one or two parts are numbers when they parse as sizes.
-Result<Locator> ParseFile(PipeRuntime& rt, std::string_view spec, FileMode mode) {
+Result<Locator> ParseFile(PipeRuntime& rt, std::string_view spec, FileMode mode,
+                          std::size_t default_size) {
   std::vector<std::string_view> parts = Split(spec.substr(5), ':');
   std::uint64_t nums[2] = {0, 0};
   int found = 0;
@@ -53,7 +54,9 @@ Result<Locator> ParseFile(PipeRuntime& rt, std::string_view spec, FileMode mode)
   if (path.empty())
     return Status::Invalid(fmt::format("locator '{}': no path; {}", spec, kSpellings));
   const std::uint64_t offset = found == 2 ? nums[1] : found == 1 ? nums[0] : 0;
-  const std::uint64_t length = found == 2 ? nums[0] : 0;
+  std::uint64_t length = found == 2 ? nums[0] : 0;
+  const bool creates = mode == FileMode::kCreate || mode == FileMode::kReplace;
+  if (length == 0 && creates) length = default_size;
   return rt.File(path, offset, length, mode);
 }
 
@@ -95,7 +98,7 @@ Result<Locator> ParseMemory(PipeRuntime& rt, std::string_view spec, std::size_t 
 
 Result<Locator> PipeRuntime::Parse(std::string_view spec, FileMode file_mode,
                                    std::size_t default_size) {
-  if (spec.starts_with("file:")) return ParseFile(*this, spec, file_mode);
+  if (spec.starts_with("file:")) return ParseFile(*this, spec, file_mode, default_size);
   if (spec.starts_with("spill:")) {
     std::vector<Locator> members;
     for (std::string_view part : Split(spec.substr(6), ',')) {

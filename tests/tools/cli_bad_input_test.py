@@ -27,6 +27,9 @@ BASE = {
     ("bench", "cache"): ["--samples", "3", "--entries", "64"],
     ("qdp",): ["--rows", "4096", "--chunk-rows", "512", "--iterations", "1", "--warmup", "0",
                "--configs", "all_dram"],
+    ("pipes", "explain"): ["--from", "dram:0:1MiB", "--to", "dram:0:1MiB"],
+    ("pipes", "copy"): ["--from", "dram:0:1MiB", "--to", "dram:0:1MiB"],
+    ("pipes", "calibrate"): ["--bytes", "1MiB", "--output", "/tmp/tierflow-bad-input-cal.json"],
 }
 
 HUGE = ["99999999999999999999999", "18446744073709551615", "9223372036854775808"]
@@ -102,6 +105,25 @@ CASES = {
         "--read-size": SIZE_BAD + ["1000", "2GiB"],
         "--plot": PLOT_BAD,
     },
+    ("pipes", "explain"): {
+        "--queue-depth": INT_BAD + ["0", "4097"],
+        "--chunk": SIZE_BAD + ["1000", "2GiB"],
+        "--mechanism": WORD_BAD + ["gpu", "io_uring-read"],
+        "--bandwidth-cap": SIZE_BAD + ["1000"],
+        "--length": SIZE_BAD + ["2MiB"],
+        "--topology-xml": FILE_IN_BAD,
+        "--calibration": ["/tmp", "/nonexistent-tierflow/x/c.json", "/etc/hostname", ""],
+    },
+    ("pipes", "copy"): {
+        "--length": SIZE_BAD + ["2MiB"],
+        "--chunk": SIZE_BAD,
+        "--mechanism": WORD_BAD + ["copy_file_range"],
+    },
+    ("pipes", "calibrate"): {
+        "--dir": DIR_BAD + ["/proc"],
+        "--bytes": SIZE_BAD + ["1000", "17GiB"],
+        "--output": ["/tmp", "/nonexistent-tierflow/x/c.json", "/proc/c.json", ""],
+    },
 }
 
 # Whole command lines that are wrong as such, and the word the error must name.
@@ -120,6 +142,19 @@ COMMAND_LINES = [
     (["qdp", "--reuse-data"] + BASE[("qdp",)], "--data-dir"),
     (["qdp", "--groups", "1024", "--threads-scan-b", "1024"] + BASE[("qdp",)], "1024"),
     (["bench", "copy", "--experiments", "cpu"] + BASE[("bench", "copy")], "--experiments"),
+    (["pipes"], "pipes"),
+    (["pipes", "explain", "--to", "dram:0:1MiB"], "--from"),
+    (["pipes", "explain", "--from", "ram:0", "--to", "dram:0:1MiB"], "--from"),
+    (["pipes", "explain", "--from", "dram:0:1MiB", "--to", "hbm:0"], "--to"),
+    (["pipes", "explain", "--from", "dram:0:1MiB", "--to", "node:77"], "--to"),
+    (["pipes", "explain", "--from", "dram:0:12XB", "--to", "dram:0"], "--from"),
+    (["pipes", "explain", "--from", MISSING, "--to", "dram:0"], "--from"),
+    (["pipes", "explain", "--from", "file:" + MISSING, "--to", "dram:0"], MISSING),
+    (["pipes", "explain", "--from", "file:/etc/hostname:0:999999", "--to", "dram:0"], "beyond"),
+    (["pipes", "explain", "--from", "file:/etc/hostname", "--to", "dram:0", "--mechanism", "cpu"],
+     "cpu"),
+    (["pipes", "copy", "--from", "dram:0:1MiB", "--to", "file:/etc/hostname"], "/etc/hostname"),
+    (["pipes", "copy", "--from", "dram:0:1MiB", "--to", "file:/proc"], "/proc"),
 ]
 
 # Environment variables tierflow reads, with values that are wrong.

@@ -78,6 +78,62 @@ class Topology(unittest.TestCase):
         self.assertIn("no such directory", p.stderr)
 
 
+class Pipes(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory(dir="/var/tmp")
+        self.cal = os.path.join(self.dir.name, "cal.json")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_explain_json_contract_on_a_fixture(self):
+        src = os.path.join(self.dir.name, "in")
+        with open(src, "wb") as f:
+            f.write(os.urandom(1 << 20))
+        doc = json.loads(run("pipes", "explain", "--from", "file:" + src, "--to", "hbm:0:1GiB",
+                             "--topology-xml", os.path.join(FIXTURES, "xeon-max-9468-snc4-flat.xml"),
+                             "--calibration", os.path.join(FIXTURES, "calibration-xeon-max.json"),
+                             "--any-machine", "--json").stdout)
+        self.assertEqual([h["mechanism"] for h in doc["hops"]], ["io_uring-read", "cpu"])
+        for h in doc["hops"]:
+            for key in ("mechanism", "from", "to", "expected_gbps"):
+                self.assertIn(key, h)
+        self.assertEqual(doc["hops"][0]["to"], "staging:dram:0")
+        self.assertTrue(any(r["mechanism"] == "io_uring-read" and "3.10 GB/s" in r["reason"]
+                            for r in doc["rejected"]), doc["rejected"])
+        for r in doc["rejected"]:
+            self.assertTrue(r["reason"])
+        self.assertTrue(any("modelled" in n for n in doc["notes"]))
+
+    def test_explain_leaves_no_file_behind(self):
+        out = os.path.join(self.dir.name, "new")
+        text = run("pipes", "explain", "--from", "dram:0:4MiB", "--to", "file:" + out,
+                   "--calibration", self.cal).stdout
+        self.assertIn("io_uring-write", text)
+        self.assertIn("no calibration at", text)
+        self.assertFalse(os.path.exists(out))
+
+    def test_calibrate_then_copy_uses_the_figures(self):
+        run("pipes", "calibrate", "--dir", self.dir.name, "--bytes", "8MiB", "--output", self.cal)
+        doc = json.load(open(self.cal))
+        mechanisms = {e["mechanism"] for e in doc["entries"]}
+        self.assertTrue({"cpu", "io_uring-read", "io_uring-write", "copy_file_range"} <= mechanisms)
+        self.assertTrue(all(e["gbps"] > 0 for e in doc["entries"]))
+        out = os.path.join(self.dir.name, "out")
+        state = json.loads(run("pipes", "copy", "--from", "dram:0:8MiB", "--to", "file:" + out,
+                               "--calibration", self.cal, "--sync", "--json").stdout)
+        self.assertEqual(state["bytes"], 8 << 20)
+        self.assertEqual(state["syncs"], 1)
+        self.assertGreater(state["expected_gbps"], 0)
+        self.assertEqual(os.path.getsize(out), 8 << 20)
+        again = run("pipes", "copy", "--from", "dram:0:8MiB", "--to", "file:" + out, ok=False)
+        self.assertEqual(again.returncode, 1)
+        self.assertIn("--overwrite", again.stderr)
+        run("pipes", "copy", "--from", "file:" + out, "--to", "file:" + out + ".2",
+            "--calibration", self.cal)
+        self.assertEqual(open(out, "rb").read(), open(out + ".2", "rb").read())
+
+
 class BenchCopy(unittest.TestCase):
     def test_json_contract(self):
         doc = json.loads(run("bench", "copy", "--engine", "cpu", "--sizes", "64KiB,1MiB", "--threads", "2",
