@@ -11,7 +11,7 @@ import re
 import sys
 
 # Private headers the applications may include (docs/architecture.md explains why).
-APP_PRIVATE = {"bench": {"kernels", "dsa"}, "tools": {"bench", "qdp"}, "qdp": set()}
+APP_PRIVATE = {"bench": {"kernels", "dsa"}, "tools": {"bench", "qdp", "sort"}, "qdp": set(), "sort": set()}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
 

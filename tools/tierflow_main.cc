@@ -28,6 +28,7 @@
 #include "tools/cli_checks.h"
 #include "tools/pipes_command.h"
 #include "tools/qdp_command.h"
+#include "tools/sort_command.h"
 #include "tools/topology_command.h"
 
 namespace {
@@ -487,6 +488,59 @@ int RunPipes(PipesCli& p) {
   return s.ok() ? 0 : Fail(s);
 }
 
+// --- sort --------------------------------------------------------------------------------
+
+struct SortCli {
+  CLI::App* cmd = nullptr;
+  tools::SortCommandOptions o;
+  std::string generate, memory;
+  bool no_progress = false;
+};
+
+void AddSort(CLI::App& app, SortCli& s) {
+  s.cmd = app.add_subcommand("sort", "External merge sort on data pipes, against the I/O floor");
+  s.cmd->add_option("--generate", s.generate, "Generate this many bytes of seeded input first")
+      ->check(tools::SizeIn(4096, std::uint64_t{1} << 44));
+  s.cmd->add_option("--input", s.o.input, "Sort this file (never modified)")
+      ->check(tools::ReadableFile("input file"));
+  s.cmd->add_option("--output", s.o.output, "The sorted file (default: DIR/sorted.FORMAT)")
+      ->check(tools::WritableFile());
+  s.cmd
+      ->add_option("--dir", s.o.dir,
+                   "Directory of input, runs and output (default: a new one under TMPDIR, "
+                   "removed afterwards unless --keep)")
+      ->check(tools::ExistingDirectory());
+  s.cmd->add_option("--format", s.o.format, "u64 (16-byte records) or gensort (100-byte)")
+      ->check(tools::OneOf("format", {"u64", "gensort"}));
+  s.cmd->add_option("--memory", s.memory, "Memory the sort may hold, page cache included")
+      ->check(tools::SizeIn(16u << 20, std::uint64_t{1} << 44));
+  s.cmd->add_option("--threads", s.o.threads, "Threads (default: the CPUs)")
+      ->check(tools::IntegerIn(1, 64));
+  s.cmd->add_option("--seed", s.o.seed, "Seed of --generate")
+      ->check(tools::UnsignedIn(0, ~std::uint64_t{0}));
+  s.cmd->add_flag("--verify", s.o.verify, "Checksum every record of input and output");
+  s.cmd->add_flag("--no-floor", s.o.no_floor, "Skip measuring the I/O floor");
+  s.cmd->add_flag("--overwrite", s.o.overwrite, "Replace an existing output");
+  s.cmd->add_flag("--keep", s.o.keep, "Keep the temporary directory");
+  s.cmd->add_flag("--compare-duckdb", s.o.compare_duckdb, "Sort the same records in DuckDB");
+  s.cmd->add_flag("--json", s.o.json, "Machine-readable output");
+  s.cmd->add_flag("--no-progress", s.no_progress, "No progress bar");
+  s.cmd->add_option("--plot", s.o.plot, "Write a PNG of the phases")->check(tools::NewPng());
+}
+
+int RunSort(SortCli& s) {
+  if (!s.generate.empty()) s.o.generate = *tierflow::ParseSize(s.generate);
+  if (!s.memory.empty()) s.o.memory = *tierflow::ParseSize(s.memory);
+  s.o.progress = !s.no_progress;
+  if (s.o.generate != 0 && !s.o.input.empty()) {
+    return UsageError(
+        "--generate and --input exclude each other: generate into --dir, or sort "
+        "an existing file");
+  }
+  Status st = tools::RunSortCommand(s.o, std::cout);
+  return st.ok() ? 0 : Fail(st);
+}
+
 // --- the command words ------------------------------------------------------------------
 
 // CLI11 reports an unknown command word as "a subcommand is required"; name it instead.
@@ -495,11 +549,12 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd, const PipesCli& pip
     std::vector<std::string> rest = app.remaining();
     if (!rest.empty()) {
       return Status::Invalid(
-          fmt::format("unknown command '{}': use topology, bench, pipes or qdp "
+          fmt::format("unknown command '{}': use topology, bench, pipes, sort or qdp "
                       "(tierflow --help)",
                       rest.front()));
     }
-    return Status::Invalid("no command given: use topology, bench, pipes or qdp (tierflow --help)");
+    return Status::Invalid(
+        "no command given: use topology, bench, pipes, sort or qdp (tierflow --help)");
   }
   if (bench_cmd.parsed() && bench_cmd.get_subcommands().empty()) {
     std::vector<std::string> rest = bench_cmd.remaining();
@@ -539,6 +594,8 @@ int main(int argc, char** argv) {
   AddQdp(app, qdp);
   PipesCli pipes;
   AddPipes(app, pipes);
+  SortCli sort;
+  AddSort(app, sort);
   app.allow_extras();  // unknown command words: named by CheckCommandWords
   bench_cmd->allow_extras();
   try {
@@ -567,5 +624,6 @@ int main(int argc, char** argv) {
   }
   if (coherence.cmd->parsed()) return RunCoherence(coherence);
   if (pipes.cmd->parsed()) return RunPipes(pipes);
+  if (sort.cmd->parsed()) return RunSort(sort);
   return RunQdp(qdp);
 }

@@ -14,9 +14,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-bool NeedsSlots(const detail::PipeBlueprint& bp) {
+bool NeedsSlots(const detail::PipeBlueprint& bp, bool staged_only) {
   for (const detail::Route& r : bp.routes) {
-    if (r.mechanisms.size() > 1 || r.may_bounce) return true;
+    if (r.mechanisms.size() > 1 || (!staged_only && r.may_bounce)) return true;
   }
   return false;
 }
@@ -30,40 +30,48 @@ int SlotNode(const detail::PipeBlueprint& bp) {
 
 }  // namespace
 
-// Staging slots, the eventfd, the pacer.
+// The staging memory: slot_bytes for each of the queue_depth slots.
+Status Pipe::Core::AllocateStaging() {
+  const std::size_t need = slot_bytes * bp.plan.queue_depth;
+  if (options.staging.valid()) {
+    if (options.staging.capacity() < need) {
+      return Status::Invalid(
+          fmt::format("staging {} holds {} bytes; this pipe needs {} (queue depth {} x chunk {} + "
+                      "alignment): declare more, or lower queue_depth or chunk_bytes",
+                      options.staging.name(), options.staging.capacity(), need, bp.plan.queue_depth,
+                      bp.plan.chunk_bytes));
+    }
+    staging = options.staging;
+    return Status::Ok();
+  }
+  auto impl = std::make_shared<detail::LocatorImpl>();
+  impl->kind = LocatorKind::kStaging;
+  Result<Buffer> b = rt->Allocate(SlotNode(bp), need, &impl->modelled);
+  if (!b.ok()) return b.status();
+  impl->buffer = std::move(*b);
+  impl->data = impl->buffer.data();
+  impl->capacity = need;
+  impl->node = SlotNode(bp);
+  impl->name = fmt::format("staging:dram:{}:{}", impl->node, FormatSize(need));
+  staging = Locator(std::move(impl));
+  return Status::Ok();
+}
+
+// Staged plans get their staging memory now; pipes that may only bounce misaligned chunks get
+// it when the first one does (most never do). Then the eventfd and the pacer.
 Status Pipe::Core::Init() {
   engine = std::make_unique<PipeEngine>(this);
   event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) return Status::IoError("cannot create the pipe's eventfd");
   const unsigned depth = bp.plan.queue_depth;
-  if (NeedsSlots(bp)) {
+  if (NeedsSlots(bp, false)) {
     slot_bytes = (bp.plan.chunk_bytes + 2 * 4096 - 1) / 4096 * 4096;
-    const std::size_t need = slot_bytes * depth;
-    if (options.staging.valid()) {
-      if (options.staging.capacity() < need) {
-        return Status::Invalid(fmt::format(
-            "staging {} holds {} bytes; this pipe needs {} (queue depth {} x chunk {} + "
-            "alignment): declare more, or lower queue_depth or chunk_bytes",
-            options.staging.name(), options.staging.capacity(), need, depth, bp.plan.chunk_bytes));
-      }
-      staging = options.staging;
-    } else {
-      auto impl = std::make_shared<detail::LocatorImpl>();
-      impl->kind = LocatorKind::kStaging;
-      bool modelled = false;
-      PipeRuntime::Impl* r = rt;
-      Result<Buffer> b = r->Allocate(SlotNode(bp), need, &modelled);
-      if (!b.ok()) return b.status();
-      impl->buffer = std::move(*b);
-      impl->data = impl->buffer.data();
-      impl->capacity = need;
-      impl->node = SlotNode(bp);
-      impl->modelled = modelled;
-      impl->name = fmt::format("staging:dram:{}:{}", impl->node, FormatSize(need));
-      staging = Locator(std::move(impl));
-    }
-    bp.plan.staging_bytes = need;
     for (unsigned i = 0; i < depth; ++i) free_slots.push_back(static_cast<int>(depth - 1 - i));
+  }
+  if (NeedsSlots(bp, true)) {
+    if (Status s = AllocateStaging(); !s.ok()) return s;
+    staging_ready.store(true);
+    bp.plan.staging_bytes = slot_bytes * depth;
   }
   if (options.bandwidth_cap != 0) pacer = std::thread([this] { PacerLoop(); });
   return Status::Ok();

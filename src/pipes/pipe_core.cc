@@ -176,6 +176,12 @@ void Pipe::Core::StartChunk(Chunk* c) {
   const Route& r = *c->route;
   c->mechanisms = r.mechanisms;
   c->engines = r.engines;
+  if (c->slot >= 0 && !staging_ready.load(std::memory_order_acquire)) {
+    std::lock_guard lock(staging_mu);
+    Status s = staging_ready.load() ? Status::Ok() : AllocateStaging();
+    if (!s.ok()) return ChunkDone(c, s);
+    staging_ready.store(true, std::memory_order_release);
+  }
   if (c->slot >= 0) {
     std::byte* slot = staging.data() + static_cast<std::size_t>(c->slot) * slot_bytes;
     const std::byte* file_side = r.src->is_file() ? c->src : c->dst;

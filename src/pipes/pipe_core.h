@@ -118,6 +118,9 @@ struct [[gnu::visibility("hidden")]] Pipe::Core {
 
   ~Core();
   Status Init();
+  Status AllocateStaging();
+  std::mutex staging_mu;  // the lazy allocation of bounce memory
+  std::atomic<bool> staging_ready{false};
   Result<Handle> Submit(std::uint64_t so, std::uint64_t d, std::uint64_t len, CompletionCallback cb,
                         bool posted, std::uint64_t tag);
   Status Split(detail::Transfer * t, std::uint64_t so, std::uint64_t d, std::uint64_t len,

@@ -1,0 +1,55 @@
+// What the stages of a sort share. Private to the application.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sort/format.h"
+#include "sort/sort.h"
+#include "tierflow/pipe_runtime.h"
+
+namespace tierflow::extsort {
+
+struct Context {
+  Config config;
+  Report report;
+  std::unique_ptr<PipeRuntime> rt;
+  Locator arena;  // all the memory the sort uses (besides the program itself)
+  std::size_t record = 16;
+  std::uint64_t records = 0;
+  std::string partial;  // the output while it is written
+  Locator runs_file;    // written by FormRuns, read by Merge
+  std::uint64_t run_bytes = 0, runs = 0;
+  // Progress: the phase and its bytes.
+  std::atomic<const char*> phase{"starting"};
+  std::atomic<std::uint64_t> done{0}, total{0};
+
+  void Phase(const char* name, std::uint64_t bytes) {
+    done.store(0);
+    total.store(bytes);
+    phase.store(name);
+  }
+};
+
+// Options of the pipes between files and the arena: large chunks, a deep queue.
+PipeOptions FilePipeOptions();
+
+double MsSince(std::chrono::steady_clock::time_point t0);
+
+// The stages (each says what it does in its file).
+Status Generate(Context& c);
+Status MeasureFloor(Context& c);
+Status FormRuns(Context& c);
+Status Merge(Context& c);
+Status Verify(Context& c);
+
+}  // namespace tierflow::extsort
+
+namespace tierflow::extsort {
+// Runs fn(begin, end) over [0, n) split among `threads` threads (the caller is one of them).
+void ParallelFor(int threads, std::uint64_t n,
+                 const std::function<void(std::uint64_t, std::uint64_t)>& fn);
+}  // namespace tierflow::extsort

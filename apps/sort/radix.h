@@ -1,0 +1,19 @@
+// In-memory sorts of a run: LSD radix sorts on the integer keys (11-bit digits, one histogram
+// pass for all digits, digits every record shares skipped).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sort/format.h"
+
+namespace tierflow::extsort {
+
+// Bytes of scratch memory SortRun needs for `count` records.
+std::size_t SortScratchBytes(Format f, std::uint64_t count);
+
+// Sorts `count` records at `data` by key (stable); `scratch` holds SortScratchBytes. Returns
+// where the sorted records are: `data` or `scratch`.
+std::byte* SortRun(Format f, std::byte* data, std::byte* scratch, std::uint64_t count);
+
+}  // namespace tierflow::extsort

@@ -1,0 +1,189 @@
+#include "tools/sort_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/python.h"
+#include "sort/sort.h"
+#include "tierflow/size.h"
+
+namespace tierflow::tools {
+
+namespace {
+
+// The working directory: the user's, or a new one under TMPDIR removed afterwards.
+struct WorkDir {
+  std::string path;
+  bool remove = false;
+  ~WorkDir() {
+    std::error_code ec;
+    if (remove) std::filesystem::remove_all(path, ec);
+  }
+};
+
+Status MakeWorkDir(const SortCommandOptions& o, WorkDir& w) {
+  if (!o.dir.empty()) {
+    w.path = o.dir;
+    return Status::Ok();
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tierflow-sort-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return Status::IoError(
+        fmt::format("cannot make a directory under {}: {} (set TMPDIR or give "
+                    "--dir)",
+                    pattern.substr(0, pattern.rfind('/')), std::strerror(errno)));
+  }
+  w.path = pattern;
+  w.remove = !o.keep;
+  return Status::Ok();
+}
+
+void Progress(const std::string& phase, std::uint64_t done, std::uint64_t total) {
+  const double f = total == 0 ? 0 : std::min(1.0, static_cast<double>(done) / total);
+  const int width = 30, filled = static_cast<int>(f * width);
+  std::fprintf(stderr, "\r%-8s [%s%s] %5.1f%%  %s / %s   ", phase.c_str(),
+               std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), f * 100,
+               FormatSize(done / (1 << 20) << 20).c_str(),
+               FormatSize(total / (1 << 20) << 20).c_str());
+}
+
+Result<extsort::Config> MakeConfig(const SortCommandOptions& o, const std::string& dir) {
+  extsort::Config c;
+  Result<extsort::Format> f = extsort::ParseFormat(o.format);
+  if (!f.ok()) return Status(f.status().code(), "--format: " + f.status().message());
+  c.format = *f;
+  if (o.generate == 0 && o.input.empty()) {
+    return Status::Invalid("nothing to sort: give --generate SIZE or --input FILE");
+  }
+  const std::string ext = o.format == "u64" ? ".u64" : ".gensort";
+  c.generate_bytes = o.generate;
+  c.input = !o.input.empty() ? o.input : dir + "/input" + ext;
+  c.output = !o.output.empty() ? o.output : dir + "/sorted" + ext;
+  c.runs = dir + "/" + std::filesystem::path(c.output).filename().string() + ".tierflow-runs-" +
+           std::to_string(getpid());
+  c.memory_bytes = o.memory;
+  c.threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  c.seed = o.seed;
+  c.verify = o.verify;
+  c.measure_floor = !o.no_floor;
+  c.overwrite = o.overwrite;
+  if (o.progress && !o.json && isatty(STDERR_FILENO)) c.progress = Progress;
+  return c;
+}
+
+nlohmann::json ToJson(const extsort::Report& r) {
+  nlohmann::json j{{"records", r.records},
+                   {"bytes", r.bytes},
+                   {"sort_ms", r.sort_ms},
+                   {"floor_ms", r.floor_ms},
+                   {"vs_floor", r.floor_ms > 0 ? nlohmann::json(r.sort_ms / r.floor_ms) : nullptr},
+                   {"verified", r.verified},
+                   {"temp_peak_bytes", r.temp_peak_bytes},
+                   {"rss_peak_bytes", r.rss_peak_bytes},
+                   {"memory_bytes", r.memory_bytes},
+                   {"runs", r.runs},
+                   {"run_bytes", r.run_bytes},
+                   {"generate_ms", r.generate_ms},
+                   {"verify_ms", r.verify_ms}};
+  for (const auto& [key, phases] :
+       {std::pair{"floor_phases", &r.floor_phases}, std::pair{"sort_phases", &r.sort_phases}}) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const extsort::PhaseTime& p : *phases) a.push_back({{"name", p.name}, {"ms", p.ms}});
+    j[key] = a;
+  }
+  if (!r.stale_removed.empty()) j["stale_removed"] = r.stale_removed;
+  return j;
+}
+
+Status CompareDuckDb(const extsort::Config& c, const std::string& dir, nlohmann::json& j) {
+  Result<std::string> out =
+      bench::RunPythonScript("sort_duckdb.py",
+                             {c.input, c.output, std::string(extsort::FormatName(c.format)),
+                              std::to_string(c.memory_bytes), std::to_string(c.threads), dir},
+                             "duckdb and numpy");
+  if (!out.ok()) return out.status();
+  nlohmann::json d = nlohmann::json::parse(*out, nullptr, false);
+  if (d.is_discarded()) return Status::IoError("sort_duckdb.py printed no JSON: " + *out);
+  j["duckdb_sort_ms"] = d["sort_ms"];
+  j["duckdb_load_ms"] = d["load_ms"];
+  j["duckdb_agrees"] = d["agrees"];
+  j["duckdb_temp_peak_bytes"] = d["temp_peak_bytes"];
+  j["duckdb_version"] = d["version"];
+  j["duckdb_vs_tierflow"] = d["sort_ms"].get<double>() / j["sort_ms"].get<double>();
+  if (!d["agrees"].get<bool>()) {
+    return Status::IoError("DuckDB's sorted order differs from tierflow's output");
+  }
+  return Status::Ok();
+}
+
+void Table(const nlohmann::json& j, std::ostream& out) {
+  out << fmt::format("sorted {} records ({}) in {:.0f} ms with {} of memory\n",
+                     j["records"].get<std::uint64_t>(), FormatSize(j["bytes"].get<std::uint64_t>()),
+                     j["sort_ms"].get<double>(),
+                     FormatSize(j["memory_bytes"].get<std::uint64_t>()));
+  for (const auto& p : j["sort_phases"])
+    out << fmt::format("  {:<13} {:>9.0f} ms\n", p["name"].get<std::string>(),
+                       p["ms"].get<double>());
+  if (j["floor_ms"].get<double>() > 0) {
+    out << fmt::format(
+        "I/O floor (two passes, same files, measured first): {:.0f} ms; sort / "
+        "floor = {:.2f}\n",
+        j["floor_ms"].get<double>(), j["vs_floor"].get<double>());
+    for (const auto& p : j["floor_phases"])
+      out << fmt::format("  {:<13} {:>9.0f} ms\n", p["name"].get<std::string>(),
+                         p["ms"].get<double>());
+  }
+  out << fmt::format(
+      "runs: {} of {}; temporary space at its peak: {}; peak resident memory: {} "
+      "({:.2f}x --memory)\n",
+      j["runs"].get<std::uint64_t>(), FormatSize(j["run_bytes"].get<std::uint64_t>()),
+      FormatSize(j["temp_peak_bytes"].get<std::uint64_t>()),
+      FormatSize(j["rss_peak_bytes"].get<std::uint64_t>() >> 20 << 20),
+      j["rss_peak_bytes"].get<double>() / j["memory_bytes"].get<double>());
+  out << (j["verified"].get<bool>() ? "verified: key order, record count and checksum\n"
+                                    : "verified: key order and record count (--verify adds the "
+                                      "checksum of every record)\n");
+  if (j.contains("duckdb_sort_ms")) {
+    out << fmt::format(
+        "DuckDB {} sorted the same records in {:.0f} ms (load {:.0f} ms apart): "
+        "{:.2f}x tierflow's time; agrees: {}\n",
+        j["duckdb_version"].get<std::string>(), j["duckdb_sort_ms"].get<double>(),
+        j["duckdb_load_ms"].get<double>(), j["duckdb_vs_tierflow"].get<double>(),
+        j["duckdb_agrees"].get<bool>() ? "yes" : "NO");
+  }
+}
+
+}  // namespace
+
+Status RunSortCommand(const SortCommandOptions& o, std::ostream& out) {
+  WorkDir dir;
+  if (Status s = MakeWorkDir(o, dir); !s.ok()) return s;
+  Result<extsort::Config> c = MakeConfig(o, dir.path);
+  if (!c.ok()) return c.status();
+  Result<extsort::Report> r = extsort::Run(*c);
+  if (c->progress) std::fprintf(stderr, "\r%80s\r", "");
+  if (!r.ok()) return r.status();
+  nlohmann::json j = ToJson(*r);
+  if (o.compare_duckdb) {
+    if (Status s = CompareDuckDb(*c, dir.path, j); !s.ok()) return s;
+  }
+  if (!o.plot.empty()) {
+    if (Status s = bench::Plot("plot_sort.py", j, o.plot); !s.ok()) return s;
+  }
+  if (o.json) {
+    out << j.dump(2) << "\n";
+  } else {
+    Table(j, out);
+  }
+  return Status::Ok();
+}
+
+}  // namespace tierflow::tools
