@@ -242,6 +242,15 @@ CLI::Validator NewPng() {
       "FILE.png");
 }
 
+CLI::Validator WritableDirectory() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (!IsDirectory(v)) return fmt::format("{} is not an existing directory", Quote(v));
+        return WritableDirectoryProblem(v);
+      },
+      "DIR");
+}
+
 CLI::Validator WritableFile() {
   return CLI::Validator([](std::string& v) -> std::string { return NewFileProblem(v); }, "FILE");
 }

@@ -39,6 +39,8 @@ CLI::Validator NewPng();
 // A file to write (created or replaced): not a directory, in a directory that exists and
 // takes a new file.
 CLI::Validator WritableFile();
+// An existing directory that takes new files.
+CLI::Validator WritableDirectory();
 
 // "a,b,,c" -> {"a", "b", "", "c"} (empty items kept, so that checks can refuse them).
 std::vector<std::string> SplitList(const std::string& text);

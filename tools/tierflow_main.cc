@@ -21,6 +21,7 @@
 #include "bench/coherence_bench.h"
 #include "bench/copy_bench.h"
 #include "bench/dsa_copy_bench.h"
+#include "bench/pipes_bench.h"
 #include "bench/submit_bench.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/size.h"
@@ -410,6 +411,42 @@ int RunQdp(QdpCli& c) {
   return s.ok() ? 0 : Fail(s);
 }
 
+// --- bench pipes -------------------------------------------------------------------------
+
+struct PipesBenchCli {
+  CLI::App* cmd = nullptr;
+  bench::PipesBenchConfig cfg;
+  std::string size, chunk;
+};
+
+void AddPipesBench(CLI::App& bench_cmd, PipesBenchCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "pipes", "A pipe against the same reads with liburing; pollable against future flavour");
+  c.cmd->add_option("--size", c.size, "File size (default 1GiB)")
+      ->check(tools::SizeIn(1 << 20, 64 * kGiB));
+  c.cmd->add_option("--dir", c.cfg.dir, "Directory of the file (default: TMPDIR)")
+      ->check(tools::WritableDirectory());
+  c.cmd->add_option("--reps", c.cfg.reps, "Alternations (default 5)")
+      ->check(tools::IntegerIn(1, 100));
+  c.cmd->add_option("--transfers", c.cfg.transfers, "Small transfers per flavour (default 20000)")
+      ->check(tools::IntegerIn(10, 10000000));
+  c.cmd->add_option("--queue-depth", c.cfg.queue_depth, "Reads in flight (default 16)")
+      ->check(tools::UnsignedIn(1, 4096));
+  c.cmd->add_option("--chunk", c.chunk, "Read size (default 2MiB)")
+      ->check(tools::SizeIn(4096, kGiB));
+  c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
+}
+
+int RunPipesBenchCli(PipesBenchCli& c) {
+  if (!c.size.empty()) c.cfg.size = *tierflow::ParseSize(c.size);
+  if (!c.chunk.empty()) c.cfg.chunk = *tierflow::ParseSize(c.chunk);
+  if (c.cfg.chunk % 4096 != 0 || c.cfg.size % 4096 != 0) {
+    return UsageError("--chunk and --size: give multiples of 4KiB (O_DIRECT)");
+  }
+  Status s = bench::RunPipesBench(c.cfg, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
 // --- pipes -------------------------------------------------------------------------------
 
 struct PipesCli {
@@ -469,7 +506,7 @@ void AddPipes(CLI::App& app, PipesCli& p) {
   p.copy->add_flag("--overwrite", p.o.overwrite, "Replace a destination file that exists");
   p.copy->add_flag("--sync", p.o.sync, "fdatasync a destination file before finishing");
   p.calibrate->add_option("--dir", p.o.dir, "Directory for the file figures (default: TMPDIR)")
-      ->check(tools::ExistingDirectory());
+      ->check(tools::WritableDirectory());
   p.calibrate->add_option("--bytes", p.bytes, "Bytes per figure (default 64MiB)")
       ->check(tools::SizeIn(1 << 20, 16 * kGiB));
   p.calibrate->add_option("--output", p.o.output, "Where to write (default: the cache path)")
@@ -509,7 +546,7 @@ void AddSort(CLI::App& app, SortCli& s) {
       ->add_option("--dir", s.o.dir,
                    "Directory of input, runs and output (default: a new one under TMPDIR, "
                    "removed afterwards unless --keep)")
-      ->check(tools::ExistingDirectory());
+      ->check(tools::WritableDirectory());
   s.cmd->add_option("--format", s.o.format, "u64 (16-byte records) or gensort (100-byte)")
       ->check(tools::OneOf("format", {"u64", "gensort"}));
   s.cmd->add_option("--memory", s.memory, "Memory the sort may hold, page cache included")
@@ -561,11 +598,12 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd, const PipesCli& pip
     if (!rest.empty()) {
       return Status::Invalid(
           fmt::format("unknown benchmark '{}': use bench copy, bench submit, "
-                      "bench cache or bench coherence (tierflow bench --help)",
+                      "bench cache, bench coherence or bench pipes (tierflow bench --help)",
                       rest.front()));
     }
     return Status::Invalid(
-        "bench needs a benchmark: copy, submit, cache or coherence (tierflow bench --help)");
+        "bench needs a benchmark: copy, submit, cache, coherence or pipes (tierflow bench "
+        "--help)");
   }
   if (pipes.cmd->parsed() && pipes.cmd->get_subcommands().empty()) {
     return Status::Invalid(
@@ -590,6 +628,8 @@ int main(int argc, char** argv) {
   AddCache(*bench_cmd, cache);
   CoherenceCli coherence;
   AddCoherence(*bench_cmd, coherence);
+  PipesBenchCli pipes_bench;
+  AddPipesBench(*bench_cmd, pipes_bench);
   QdpCli qdp;
   AddQdp(app, qdp);
   PipesCli pipes;
@@ -623,6 +663,7 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : Fail(s);
   }
   if (coherence.cmd->parsed()) return RunCoherence(coherence);
+  if (pipes_bench.cmd->parsed()) return RunPipesBenchCli(pipes_bench);
   if (pipes.cmd->parsed()) return RunPipes(pipes);
   if (sort.cmd->parsed()) return RunSort(sort);
   return RunQdp(qdp);

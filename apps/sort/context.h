@@ -21,16 +21,19 @@ struct Context {
   std::size_t record = 16;
   std::uint64_t records = 0;
   std::string partial;  // the output while it is written
+  Locator input;        // opened once, for reading only
   Locator runs_file;    // written by FormRuns, read by Merge
   std::uint64_t run_bytes = 0, runs = 0;
   // Progress: the phase and its bytes.
   std::atomic<const char*> phase{"starting"};
   std::atomic<std::uint64_t> done{0}, total{0};
 
+  // Starts a phase; the progress callback hears of it at once (then from its thread).
   void Phase(const char* name, std::uint64_t bytes) {
     done.store(0);
     total.store(bytes);
     phase.store(name);
+    if (config.progress) config.progress(name, 0, bytes);
   }
 };
 

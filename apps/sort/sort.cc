@@ -130,6 +130,9 @@ Status Stages(Context& c) {
   if (c.config.generate_bytes > 0) {
     if (Status s = Generate(c); !s.ok()) return s;
   }
+  Result<Locator> input = c.rt->File(c.config.input, 0, c.records * c.record, FileMode::kRead);
+  if (!input.ok()) return input.status();
+  c.input = *input;
   if (c.config.measure_floor) {
     if (Status s = MeasureFloor(c); !s.ok()) return s;
   }

@@ -28,7 +28,8 @@ struct Config {
   bool verify = false;  // checksum input and output (sum of per-record CRC-32)
   bool measure_floor = true;
   bool overwrite = false;  // replace an existing output
-  // Called from a helper thread with (phase, done, total) about ten times a second.
+  // Called with (phase, done, total) when a phase starts (on the sorting thread) and then about
+  // ten times a second (from a helper thread).
   std::function<void(const std::string&, std::uint64_t, std::uint64_t)> progress;
 };
 
@@ -48,7 +49,7 @@ struct Report {
   std::uint64_t input_checksum = 0, output_checksum = 0;
   std::uint64_t runs = 0;
   std::uint64_t run_bytes = 0;
-  std::uint64_t temp_peak_bytes = 0;  // disk space of the runs file at its largest
+  std::uint64_t temp_peak_bytes = 0;  // bytes of temporary files at their largest (the runs)
   std::uint64_t rss_peak_bytes = 0;   // the process's peak resident memory
   std::uint64_t memory_bytes = 0;
   std::string stale_removed;  // leftovers of killed runs that were removed

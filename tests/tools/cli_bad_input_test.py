@@ -30,6 +30,8 @@ BASE = {
     ("pipes", "explain"): ["--from", "dram:0:1MiB", "--to", "dram:0:1MiB"],
     ("pipes", "copy"): ["--from", "dram:0:1MiB", "--to", "dram:0:1MiB"],
     ("pipes", "calibrate"): ["--bytes", "1MiB", "--output", "/tmp/tierflow-bad-input-cal.json"],
+    ("sort",): ["--generate", "1MiB", "--memory", "32MiB", "--no-floor"],
+    ("bench", "pipes"): ["--size", "1MiB", "--reps", "1", "--transfers", "10"],
 }
 
 HUGE = ["99999999999999999999999", "18446744073709551615", "9223372036854775808"]
@@ -119,6 +121,24 @@ CASES = {
         "--chunk": SIZE_BAD,
         "--mechanism": WORD_BAD + ["copy_file_range"],
     },
+    ("sort",): {
+        "--generate": SIZE_BAD + ["100", "17TiB"],
+        "--memory": SIZE_BAD + ["1MiB", "20MiB"],
+        "--threads": INT_BAD + ["0", "65"],
+        "--format": WORD_BAD + ["csv"],
+        "--dir": DIR_BAD + ["/proc"],
+        "--output": ["/tmp", "/nonexistent-tierflow/x/out", "/proc/out", ""],
+        "--seed": NEGATIVE + NOT_NUMBERS + ["1.5"],
+        "--plot": PLOT_BAD,
+    },
+    ("bench", "pipes"): {
+        "--size": SIZE_BAD + ["1000", "65GiB", "1048577"],
+        "--dir": DIR_BAD + ["/proc"],
+        "--reps": INT_BAD + ["0", "101"],
+        "--transfers": INT_BAD + ["0", "9"],
+        "--queue-depth": INT_BAD + ["0", "4097"],
+        "--chunk": SIZE_BAD + ["1000", "4097"],
+    },
     ("pipes", "calibrate"): {
         "--dir": DIR_BAD + ["/proc"],
         "--bytes": SIZE_BAD + ["1000", "17GiB"],
@@ -154,6 +174,10 @@ COMMAND_LINES = [
     (["pipes", "explain", "--from", "file:/etc/hostname", "--to", "dram:0", "--mechanism", "cpu"],
      "cpu"),
     (["pipes", "copy", "--from", "dram:0:1MiB", "--to", "file:/etc/hostname"], "/etc/hostname"),
+    (["sort"], "--generate"),
+    (["sort", "--generate", "1MiB", "--input", "/etc/hostname"], "--input"),
+    (["sort", "--input", "/etc/hostname", "--memory", "32MiB"], "/etc/hostname"),
+    (["sort", "--input", MISSING], "--input"),
     (["pipes", "copy", "--from", "dram:0:1MiB", "--to", "file:/proc"], "/proc"),
 ]
 

@@ -1,0 +1,177 @@
+// The external sort (apps/sort) built against the shared library: both formats sorted and
+// verified over memory sizes and threads; nothing lost on bad input, a full disk or a read
+// error; temporary files gone on every exit.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sort/format.h"
+#include "sort/sort.h"
+#include "testing/temp_dir.h"
+
+namespace tierflow::extsort {
+namespace {
+
+using testing::SmallFileSystem;
+using testing::TempDir;
+
+Config Basic(const TempDir& dir, Format f, std::uint64_t generate, std::uint64_t memory) {
+  Config c;
+  c.format = f;
+  c.input = dir.File("in");
+  c.generate_bytes = generate;
+  c.output = dir.File("out");
+  c.runs = dir.File("out.tierflow-runs-" + std::to_string(getpid()));
+  c.memory_bytes = memory;
+  c.verify = true;
+  c.measure_floor = false;
+  return c;
+}
+
+// Only the input and the output are left in the directory.
+std::vector<std::string> Files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool Sorted(Format f, const std::vector<unsigned char>& data) {
+  const std::size_t r = RecordBytes(f);
+  for (std::size_t i = r; i < data.size(); i += r) {
+    const auto* p = reinterpret_cast<const std::byte*>(data.data());
+    if (KeyOf(f, p + i) < KeyOf(f, p + i - r)) return false;
+  }
+  return true;
+}
+
+struct Case {
+  Format format;
+  std::uint64_t bytes, memory;
+  int threads;
+};
+
+TEST(Sort, SortsAndVerifiesBothFormats) {
+  for (Case k :
+       {Case{Format::kU64, 48u << 20, 32u << 20, 2}, Case{Format::kU64, 5000 * 16, 32u << 20, 1},
+        Case{Format::kU64, (8u << 20) + 16 * 7, 40u << 20, 3},
+        Case{Format::kGensort, 20u << 20, 40u << 20, 2},
+        Case{Format::kGensort, 100, 32u << 20, 2}}) {
+    TempDir dir;
+    Config c = Basic(dir, k.format, k.bytes, k.memory);
+    c.threads = k.threads;
+    c.measure_floor = k.bytes > (1u << 20);
+    Result<Report> r = extsort::Run(c);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->verified);
+    EXPECT_EQ(r->input_checksum, r->output_checksum);
+    EXPECT_EQ(r->records, k.bytes / RecordBytes(k.format));
+    EXPECT_LE(r->temp_peak_bytes, (k.bytes + 4095) / 4096 * 4096 + 4096);
+    if (c.measure_floor) {
+      EXPECT_GT(r->floor_ms, 0);
+    }
+    std::vector<unsigned char> out = dir.Read(c.output);
+    ASSERT_EQ(out.size(), r->bytes);
+    EXPECT_TRUE(Sorted(k.format, out));
+    EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"in", "out"}))
+        << "runs and partial gone";
+  }
+}
+
+TEST(Sort, ManyRunsInLittleMemory) {
+  TempDir dir;
+  Config c = Basic(dir, Format::kU64, 96u << 20, 48u << 20);
+  Result<Report> r = extsort::Run(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GE(r->runs, 20u);
+  EXPECT_TRUE(r->verified);
+  EXPECT_LE(r->rss_peak_bytes, (48u << 20) * 4) << "sanity only: the benchmark holds the target";
+}
+
+TEST(Sort, BadInputLosesNothing) {
+  TempDir dir;
+  Config c = Basic(dir, Format::kU64, 1u << 20, 32u << 20);
+  ASSERT_TRUE(extsort::Run(c).ok());
+  const std::vector<unsigned char> in = dir.Read(c.input), out = dir.Read(c.output);
+  // The output exists: refused, nothing touched.
+  Config again = c;
+  again.generate_bytes = 0;
+  Status exists = extsort::Run(again).status();
+  EXPECT_NE(exists.message().find("exists"), std::string::npos) << exists.ToString();
+  // Generating over the existing input: refused.
+  Config regen = c;
+  regen.output = dir.File("out2");
+  Status over = extsort::Run(regen).status();
+  EXPECT_NE(over.message().find("generating would overwrite"), std::string::npos)
+      << over.ToString();
+  // Not whole records.
+  const std::string odd = dir.Write("odd", std::vector<unsigned char>(1000, 1));
+  Config bad = Basic(dir, Format::kU64, 0, 32u << 20);
+  bad.input = odd;
+  bad.output = dir.File("out3");
+  Status whole = extsort::Run(bad).status();
+  EXPECT_NE(whole.message().find("not a whole number"), std::string::npos) << whole.ToString();
+  // Too little memory for two passes: the message gives what would work.
+  Config tiny = Basic(dir, Format::kU64, 0, 17u << 20);
+  tiny.input = c.input;
+  tiny.output = dir.File("out4");
+  tiny.threads = 64;
+  Status small = extsort::Run(tiny).status();
+  EXPECT_NE(small.message().find("give at least"), std::string::npos) << small.ToString();
+  EXPECT_EQ(dir.Read(c.input), in);
+  EXPECT_EQ(dir.Read(c.output), out);
+  EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"in", "odd", "out"}));
+}
+
+TEST(Sort, AFullDiskEndsWithAnErrorNamingTheFile) {
+  SmallFileSystem fs(6u << 20);
+  if (!fs.mounted()) GTEST_SKIP() << "mounting a small tmpfs needs root (CAP_SYS_ADMIN)";
+  TempDir dir;
+  Config c = Basic(dir, Format::kU64, 4u << 20, 32u << 20);
+  c.output = fs.File("out");  // 4 MiB fit; the runs (4 MiB) beside them do not
+  c.runs = fs.File("out.tierflow-runs-" + std::to_string(getpid()));
+  Result<Report> r = extsort::Run(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_TRUE(r.status().message().find(fs.File("")) != std::string::npos) << r.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(c.output)) << "no truncated 'sorted' output";
+  EXPECT_TRUE(std::filesystem::is_empty(fs.File(""))) << "runs and partial removed";
+}
+
+TEST(Sort, AReadErrorEndsWithAnErrorNamingTheInput) {
+  TempDir dir;
+  Config c = Basic(dir, Format::kU64, 8u << 20, 32u << 20);
+  // The input shrinks behind the sort's back as the first pass starts.
+  c.progress = [&c](const std::string& phase, std::uint64_t, std::uint64_t) {
+    if (phase == "runs") std::filesystem::resize_file(c.input, 1u << 20);
+  };
+  Result<Report> r = extsort::Run(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(c.input), std::string::npos) << r.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(c.output));
+  EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"in"}));
+}
+
+TEST(Sort, StaleFilesOfKilledRunsAreRemoved) {
+  TempDir dir;
+  // A PID that cannot be running: above the kernel's pid_max.
+  const std::string stale = dir.File("out.tierflow-partial-99999999");
+  dir.Write("out.tierflow-partial-99999999", std::vector<unsigned char>(10, 0));
+  dir.Write("out.tierflow-runs-99999999", std::vector<unsigned char>(10, 0));
+  const std::string mine = "keep.tierflow-runs-" + std::to_string(getpid());  // alive: kept
+  dir.Write(mine, std::vector<unsigned char>(10, 0));
+  Config c = Basic(dir, Format::kU64, 1u << 20, 32u << 20);
+  Result<Report> r = extsort::Run(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(r->stale_removed.find("out.tierflow-partial-99999999"), std::string::npos);
+  EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"in", mine, "out"}));
+}
+
+}  // namespace
+}  // namespace tierflow::extsort
