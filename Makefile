@@ -19,10 +19,12 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: the tiers, then query-driven prefetching from storage (2^27 rows of two uint64
-# columns) refereed by DuckDB, with its plot.
+# columns) refereed by DuckDB, with its plot; then an external sort on data pipes (1 GiB of
+# 16-byte records in 256 MiB) against its I/O floor and DuckDB.
 demo: build
 	$(BUILD)/tierflow topology
 	$(BUILD)/tierflow qdp --compare-duckdb --plot $(BUILD)/qdp.png
+	$(BUILD)/tierflow sort --generate 1GiB --memory 256MiB --verify --compare-duckdb --plot $(BUILD)/sort.png
 
 test: build
 	$(MAKE) --no-print-directory test-format test-unit test-asan test-tsan test-clang test-arm64 test-install

@@ -77,7 +77,7 @@ struct PipeRejection {
   std::string reason;
 };
 
-struct PipePlan {
+struct TIERFLOW_EXPORT PipePlan {
   std::string from, to;       // the locators' names
   std::vector<PipeHop> hops;  // in order; one hop for a direct path
   std::vector<PipeRejection> rejected;
@@ -96,7 +96,7 @@ struct PipePlan {
 };
 
 // What a pipe has done (visible state).
-struct PipeState {
+struct TIERFLOW_EXPORT PipeState {
   std::uint64_t transfers = 0;       // submitted
   std::uint64_t transfers_done = 0;  // completed (failed ones included)
   std::uint64_t bytes = 0;           // moved by completed transfers

@@ -322,6 +322,30 @@ TEST(Pipes, CxlFixtureAndForcedStaging) {
   EXPECT_GT(staged->plan().staging_bytes, 0u);
 }
 
+TEST(Pipes, DsaModelAsAMechanism) {
+  PipeRuntimeOptions o;
+  o.dsa_model = true;
+  auto rt = Runtime(o);
+  Result<Locator> a = rt->Memory(TierKind::kDram, 0, 6 << 20);
+  Result<Locator> b = rt->Memory(TierKind::kDram, 0, 6 << 20);
+  auto data = RandomBytes(6 << 20, 12);
+  std::memcpy(a->data(), data.data(), data.size());
+  PipeOptions po;
+  po.mechanism = Mechanism::kDsa;
+  Result<Pipe> p = rt->Connect(*a, *b, po);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->plan().hops.size(), 1u);
+  EXPECT_EQ(p->plan().hops[0].mechanism, Mechanism::kDsa);
+  EXPECT_TRUE(p->plan().hops[0].model);
+  EXPECT_TRUE(Contains(p->plan().ToText(), "software device model"));
+  ASSERT_TRUE(p->Transfer(0, 0, 6 << 20).ok());
+  EXPECT_EQ(std::memcmp(b->data(), data.data(), data.size()), 0);
+  // Without the override the CPU comes first: the model is last by preference.
+  Result<PipePlan> plain = rt->Plan(*a, *b);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->hops[0].mechanism, Mechanism::kCpu);
+}
+
 TEST(Pipes, BadLocatorsAreRefusedWhenDeclared) {
   TempDir dir;
   auto rt = Runtime();
