@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sort/format.h"
 #include "sort/sort.h"
@@ -24,6 +25,9 @@ struct Context {
   Locator input;        // opened once, for reading only
   Locator runs_file;    // written by FormRuns, read by Merge
   std::uint64_t run_bytes = 0, runs = 0;
+  // Every kSampleEvery-th key of each sorted run (FormRuns), to split the merge among threads.
+  static constexpr std::uint64_t kSampleEvery = 1024;
+  std::vector<std::vector<Key>> samples;
   // Progress: the phase and its bytes.
   std::atomic<const char*> phase{"starting"};
   std::atomic<std::uint64_t> done{0}, total{0};

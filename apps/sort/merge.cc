@@ -1,7 +1,12 @@
-// Merge, the second pass: one loser tree over all runs. Each run has two read-ahead buffers (one
-// consumed while the next block is read through a pipe); the output has two write-behind buffers
-// (one filled while the other is written through a pipe). The merge checks as it goes that keys
-// never decrease and that every record comes out once.
+// Merge, the second pass. The key space is cut into one part per thread at splitters taken from
+// the runs' samples; each part is a loser tree over its key range of every run, written to its
+// own range of the output (the parts' sizes are known once the splitters are placed in the
+// runs). In a part each run has two read-ahead buffers (one consumed while the next block is
+// read through a pipe); the output has two write-behind buffers, placed so that memory and file
+// offsets share their alignment (O_DIRECT). The merge checks as it goes that keys never
+// decrease and that every record comes out once.
+#include <algorithm>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -14,8 +19,17 @@ namespace tierflow::extsort {
 
 namespace {
 
+// One part: for each run the byte range [begin, end) of the runs file it merges, where its
+// buffers are in the arena, and where its output starts.
+struct Part {
+  std::vector<std::uint64_t> begin, end;
+  std::uint64_t arena_offset = 0, arena_bytes = 0;
+  std::uint64_t out_offset = 0, records = 0;
+};
+
 struct Source {
-  std::uint64_t next = 0, end = 0;  // file offsets of the next block to read and of the run's end
+  std::uint64_t next = 0, end = 0;  // file offsets of the next block to read and of the range's end
+  std::uint64_t skip = 0;           // bytes before the range in the first block
   std::uint64_t buf[2] = {0, 0};    // arena offsets of the two buffers
   std::uint64_t len[2] = {0, 0};
   Handle h[2];
@@ -26,7 +40,15 @@ struct Source {
 
 class Merger {
  public:
-  Merger(Context& c, Pipe in, Pipe out, MergePlan m) : c_(c), in_(in), out_(out), m_(m) {}
+  Merger(Context& c, Pipe in, Pipe out, const Part& part)
+      : c_(c),
+        in_(in),
+        out_(out),
+        part_(part),
+        m_(PlanMerge(c.config.format, part.arena_bytes, c.runs)),
+        out_base_(part.arena_offset + part.out_offset % 4096),
+        buffers_base_(part.arena_offset + 8192 + 2 * m_.write_bytes),
+        out_offset_(part.out_offset) {}
   Status Run();
 
  private:
@@ -53,14 +75,18 @@ class Merger {
     keys_[s] = (static_cast<unsigned __int128>(k.hi) << 16) | k.lo;
   }
 
+  std::uint64_t OutBuffer(int k) const { return out_base_ + k * m_.write_bytes; }
+
   Context& c_;
   Pipe in_, out_;
+  const Part& part_;
   MergePlan m_;
+  std::uint64_t out_base_, buffers_base_;
   std::vector<Source> src_;
   std::vector<unsigned __int128> keys_;
   std::vector<std::uint8_t> done_;
   std::vector<std::uint32_t> tree_;
-  // Output: two buffers at arena offsets 0 and write_bytes.
+  // Output: two buffers (OutBuffer), filled in turn.
   int out_cur_ = 0;
   std::uint64_t out_fill_ = 0, out_offset_ = 0;
   Handle out_h_[2];
@@ -81,26 +107,33 @@ Status Merger::Refill(std::size_t s, int b) {
 
 Status Merger::Start() {
   const std::size_t k = c_.runs;
-  const std::uint64_t total = c_.records * c_.record;
+  const std::uint64_t block = BlockBytes(c_.config.format);
   src_.resize(k);
   for (std::size_t s = 0; s < k; ++s) {
     Source& r = src_[s];
-    r.next = s * c_.run_bytes;
-    r.end = std::min(total, r.next + c_.run_bytes);
-    r.buf[0] = 2 * m_.write_bytes + 2 * s * m_.read_bytes;
+    r.next = part_.begin[s] / block * block;  // reads start aligned; the head is skipped
+    r.skip = part_.begin[s] - r.next;
+    r.end = part_.end[s];
+    r.buf[0] = buffers_base_ + 2 * s * m_.read_bytes;
     r.buf[1] = r.buf[0] + m_.read_bytes;
+    if (part_.begin[s] == r.end) continue;  // no records of this run in this key range
     if (Status st = Refill(s, 0); !st.ok()) return st;
     if (Status st = Refill(s, 1); !st.ok()) return st;
   }
-  for (std::size_t s = 0; s < k; ++s) {
-    Source& r = src_[s];
-    if (Status st = r.h[0].Wait(); !st.ok()) return st;
-    r.p = c_.arena.data() + r.buf[0];
-    r.e = r.p + r.len[0];
-  }
   keys_.assign(k, 0);
   done_.assign(k, 0);
-  for (std::size_t s = 0; s < k; ++s) SetKey(s);
+  for (std::size_t s = 0; s < k; ++s) {
+    Source& r = src_[s];
+    if (part_.begin[s] == part_.end[s]) {
+      done_[s] = 1;
+      keys_[s] = ~static_cast<unsigned __int128>(0);
+      continue;
+    }
+    if (Status st = r.h[0].Wait(); !st.ok()) return st;
+    r.p = c_.arena.data() + r.buf[0] + r.skip;
+    r.e = c_.arena.data() + r.buf[0] + r.len[0];
+    SetKey(s);
+  }
   Build();
   return Status::Ok();
 }
@@ -148,7 +181,7 @@ Status Merger::Advance(std::size_t s) {
 Status Merger::Flush() {
   if (out_fill_ == 0) return Status::Ok();
   Result<Handle> h =
-      out_.Submit(out_cur_ * m_.write_bytes, out_offset_, out_fill_,
+      out_.Submit(OutBuffer(out_cur_), out_offset_, out_fill_,
                   [this, n = out_fill_](const Completion&) { c_.done.fetch_add(n); });
   if (!h.ok()) return h.status();
   out_h_[out_cur_] = std::move(*h);
@@ -170,25 +203,108 @@ Status Merger::Emit(std::size_t s) {
   }
   last_ = k;
   ++emitted_;
-  std::memcpy(c_.arena.data() + out_cur_ * m_.write_bytes + out_fill_, r, c_.record);
+  std::memcpy(c_.arena.data() + OutBuffer(out_cur_) + out_fill_, r, c_.record);
   out_fill_ += c_.record;
   return out_fill_ + c_.record > m_.write_bytes ? Flush() : Status::Ok();
 }
 
 Status Merger::Run() {
   if (Status s = Start(); !s.ok()) return s;
-  while (emitted_ < c_.records) {
+  while (emitted_ < part_.records) {
     const std::uint32_t w = tree_[0];
     if (done_[w]) {
       return Status::IoError(fmt::format("the runs hold {} records, {} expected: {} changed?",
-                                         emitted_, c_.records, c_.config.runs));
+                                         emitted_, part_.records, c_.config.runs));
     }
     if (Status s = Emit(w); !s.ok()) return s;
     if (Status s = Advance(w); !s.ok()) return s;
     Adjust(w);
   }
   if (Status s = Flush(); !s.ok()) return s;
-  return out_.Drain();
+  for (Handle& h : out_h_) {
+    if (h.valid()) {
+      if (Status s = h.Wait(); !s.ok()) return s;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+// The key `threads - 1` splitters cut the samples of all runs into equal parts at.
+std::vector<Key> Splitters(const Context& c, int threads) {
+  std::vector<Key> all;
+  for (const std::vector<Key>& keys : c.samples) all.insert(all.end(), keys.begin(), keys.end());
+  std::sort(all.begin(), all.end());
+  std::vector<Key> out;
+  for (int t = 1; t < threads && !all.empty(); ++t) out.push_back(all[all.size() * t / threads]);
+  return out;
+}
+
+// The file offset of run `s`'s first record with a key not below `key`: between two samples,
+// found by reading that stretch of the run into the arena.
+Result<std::uint64_t> Place(Context& c, Pipe& in, std::size_t s, const Key& key) {
+  const std::vector<Key>& keys = c.samples[s];
+  const std::uint64_t run = s * c.run_bytes;
+  const std::uint64_t n = std::min(c.run_bytes, c.records * c.record - run) / c.record;
+  const auto j =
+      static_cast<std::uint64_t>(std::lower_bound(keys.begin(), keys.end(), key) - keys.begin());
+  if (j == 0) return run;
+  const std::uint64_t first = (j - 1) * Context::kSampleEvery;
+  const std::uint64_t count = std::min(n, j * Context::kSampleEvery) - first;
+  if (Status st = in.Transfer(run + first * c.record, 0, count * c.record); !st.ok()) return st;
+  std::uint64_t lo = 0, hi = count;  // the first record in [lo, hi) whose key is not below
+  while (lo < hi) {
+    const std::uint64_t mid = (lo + hi) / 2;
+    if (KeyOf(c.config.format, c.arena.data() + mid * c.record) < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return run + (first + lo) * c.record;
+}
+
+Result<std::vector<Part>> MakeParts(Context& c, Pipe& in) {
+  const int threads = std::max(1, std::min<int>(c.config.threads, static_cast<int>(c.records)));
+  const std::vector<Key> split = Splitters(c, threads);
+  std::vector<Part> parts(split.size() + 1);
+  const std::uint64_t bytes = MergePartBytes(c.arena.capacity(), static_cast<int>(parts.size()));
+  std::uint64_t out = 0;
+  for (std::size_t t = 0; t < parts.size(); ++t) {
+    Part& p = parts[t];
+    p.arena_offset = t * (bytes + 8192);
+    p.arena_bytes = bytes;
+    p.out_offset = out;
+    for (std::size_t s = 0; s < c.runs; ++s) {
+      const std::uint64_t run_end = std::min((s + 1) * c.run_bytes, c.records * c.record);
+      p.begin.push_back(t == 0 ? s * c.run_bytes : parts[t - 1].end[s]);
+      Result<std::uint64_t> e =
+          t + 1 == parts.size() ? Result<std::uint64_t>(run_end) : Place(c, in, s, split[t]);
+      if (!e.ok()) return e.status();
+      p.end.push_back(*e);
+      p.records += (*e - p.begin.back()) / c.record;
+    }
+    out += p.records * c.record;
+  }
+  return parts;
+}
+
+Status MergeParts(Context& c, Pipe& in, Pipe& out) {
+  Result<std::vector<Part>> parts = MakeParts(c, in);
+  if (!parts.ok()) return parts.status();
+  std::vector<Status> results(parts->size());
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < parts->size(); ++t) {
+    pool.emplace_back([&, t] { results[t] = Merger(c, in, out, (*parts)[t]).Run(); });
+  }
+  results[0] = Merger(c, in, out, (*parts)[0]).Run();
+  for (std::thread& t : pool) t.join();
+  for (const Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -203,8 +319,7 @@ Status Merge(Context& c) {
   Result<Pipe> op = c.rt->Connect(c.arena, *out, FilePipeOptions());
   if (!in.ok()) return in.status();
   if (!op.ok()) return op.status();
-  Merger m(c, *in, *op, PlanMerge(c.config.format, c.arena.capacity(), c.runs));
-  Status s = m.Run();
+  Status s = MergeParts(c, *in, *op);
   const Status read = in->Drain(), written = op->Drain();
   c.runs_file = Locator();
   return !s.ok() ? s : !read.ok() ? read : written;

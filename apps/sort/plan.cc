@@ -52,13 +52,20 @@ MergePlan PlanMerge(Format f, std::uint64_t arena, std::uint64_t runs) {
   return m;
 }
 
+std::uint64_t MergePartBytes(std::uint64_t arena, int threads) {
+  // Each part keeps 8 KiB aside to shift its output buffers to its output's alignment.
+  const std::uint64_t part = arena / static_cast<std::uint64_t>(threads) / 4096 * 4096;
+  return part > 8192 ? part - 8192 : 0;
+}
+
 namespace {
 bool Fits(Format f, std::uint64_t memory, int threads, std::uint64_t input) {
   const std::uint64_t arena = ArenaBytes(memory);
   if (arena == 0) return false;
   const RunPlan r = PlanRuns(f, arena, threads, input);
   if (4ull * threads * r.buffer_bytes > arena) return false;
-  return PlanMerge(f, arena, r.runs).read_bytes >= std::max(kMinRead, BlockBytes(f));
+  return PlanMerge(f, MergePartBytes(arena, threads), r.runs).read_bytes >=
+         std::max(kMinRead, BlockBytes(f));
 }
 }  // namespace
 

@@ -28,6 +28,8 @@ struct MergePlan {
   std::uint64_t write_bytes = 0;  // each of the two write-behind buffers
 };
 MergePlan PlanMerge(Format f, std::uint64_t arena, std::uint64_t runs);
+// The arena of each of the merge's `threads` parts (each merges one key range of every run).
+std::uint64_t MergePartBytes(std::uint64_t arena, int threads);
 
 // Errors: memory too small for this input in two passes (the message gives the least that
 // works), or for the threads at all.

@@ -49,10 +49,13 @@ Entry* RadixSort(Entry* a, Entry* b, std::uint64_t n) {
   return a;
 }
 
+// The index entries follow the gathered records, aligned for Entry.
+std::size_t EntriesOffset(std::uint64_t count) { return (count * 100 + 15) / 16 * 16; }
+
 }  // namespace
 
 std::size_t SortScratchBytes(Format f, std::uint64_t count) {
-  return f == Format::kU64 ? count * 16 : count * (100 + 2 * sizeof(Entry));
+  return f == Format::kU64 ? count * 16 : EntriesOffset(count) + count * 2 * sizeof(Entry);
 }
 
 std::byte* SortRun(Format f, std::byte* data, std::byte* scratch, std::uint64_t count) {
@@ -61,7 +64,7 @@ std::byte* SortRun(Format f, std::byte* data, std::byte* scratch, std::uint64_t 
     return reinterpret_cast<std::byte*>(RadixSort<0>(a, reinterpret_cast<Entry*>(scratch), count));
   }
   // Gensort: sort (key bytes 0-7, index | key bytes 8-9) entries, then gather the records.
-  auto* e = reinterpret_cast<Entry*>(scratch + count * 100);
+  auto* e = reinterpret_cast<Entry*>(scratch + EntriesOffset(count));
   for (std::uint64_t i = 0; i < count; ++i) {
     const Key k = KeyOf(f, data + i * 100);
     e[i].key = k.hi;

@@ -40,6 +40,13 @@ struct RunPass {
                       [this, n = Bytes(run)](const Completion&) { c.done.fetch_add(n); });
   }
   Status Work(int t);
+  void Sample(std::uint64_t run, const std::byte* sorted) {
+    std::vector<Key>& keys = c.samples[run];
+    const std::uint64_t n = Bytes(run) / c.record;
+    for (std::uint64_t i = 0; i < n; i += Context::kSampleEvery) {
+      keys.push_back(KeyOf(c.config.format, sorted + i * c.record));
+    }
+  }
 };
 
 // The two buffers of a thread that hold neither the run `d` nor the write `w` in flight.
@@ -72,6 +79,7 @@ Status RunPass::Work(int t) {
     std::byte* sorted =
         SortRun(c.config.format, data, c.arena.data() + Buffer(t, s), Bytes(run) / c.record);
     const int r = sorted == data ? d : s;
+    Sample(run, sorted);
     if (write.valid()) {
       if (Status st = write.Wait(); !st.ok()) return st;
     }
@@ -103,6 +111,7 @@ Status FormRuns(Context& c) {
   c.runs = pass.plan.runs;
   c.report.runs = c.runs;
   c.report.run_bytes = c.run_bytes;
+  c.samples.assign(c.runs, {});
   Result<Locator> runs = c.rt->File(c.config.runs, 0, bytes, FileMode::kCreate);
   if (!runs.ok()) return runs.status();
   TrackTempFile(c.config.runs);

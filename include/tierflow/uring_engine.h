@@ -141,7 +141,9 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
   // Whether [p, p+n) lies inside one file opened for writing.
   bool CoversWritable(const void* p, std::size_t n) const;
   // The direct-I/O alignment of the file under p (offsets, lengths and memory), 0 when p is in
-  // no file or the file cannot be read or written with O_DIRECT (tmpfs, direct off).
+  // no file or the file cannot be read or written with O_DIRECT (tmpfs, direct off). For a file
+  // opened for writing at least the page size: direct writes never share a page with buffered
+  // ones.
   std::size_t DirectAlignment(const void* p) const;
   bool ReadsSourceDirectly(const void* p, std::size_t n) const override { return Covers(p, n); }
 

@@ -217,7 +217,30 @@ void Pipe::Core::HopDone(Chunk* c, const Completion& done) {
   ChunkDone(c, Status::Ok());
 }
 
+namespace {
+
+// Marks a completion path as running in the core for its lifetime (see active_paths).
+class PathGuard {
+ public:
+  explicit PathGuard(Pipe::Core& core) : core_(core) {
+    std::lock_guard lock(core_.mu);
+    ++core_.active_paths;
+  }
+  ~PathGuard() {
+    std::lock_guard lock(core_.mu);
+    if (--core_.active_paths == 0) core_.idle_cv.notify_all();
+  }
+  PathGuard(const PathGuard&) = delete;
+  PathGuard& operator=(const PathGuard&) = delete;
+
+ private:
+  Pipe::Core& core_;
+};
+
+}  // namespace
+
 void Pipe::Core::ChunkDone(Chunk* c, Status status) {
+  PathGuard guard(*this);
   detail::Transfer* t = c->transfer;
   const std::uint64_t len = c->len;
   {
@@ -255,6 +278,7 @@ bool Pipe::Core::SyncDestination(detail::Transfer* t, std::uint64_t len) {
   syncs.fetch_add(ops.size(), std::memory_order_relaxed);
   SubmitOptions so;
   so.callback = [this, t, len](const Completion& done) {
+    PathGuard guard(*this);
     if (!done.status.ok()) {
       std::lock_guard lock(t->mu);
       t->status = done.status;
@@ -334,7 +358,7 @@ void Pipe::Core::PacerLoop() {
 Pipe::Core::~Core() {
   {
     std::unique_lock lock(mu);
-    idle_cv.wait(lock, [this] { return transfers_done == transfers; });
+    idle_cv.wait(lock, [this] { return transfers_done == transfers && active_paths == 0; });
     stopping = true;
   }
   pacer_cv.notify_all();

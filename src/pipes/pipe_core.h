@@ -99,6 +99,9 @@ struct [[gnu::visibility("hidden")]] Pipe::Core {
   std::chrono::steady_clock::time_point busy_since;
   double busy_seconds = 0;
   std::size_t active_transfers = 0;
+  // Completion paths running inside the core: the destructor waits for them too, since a
+  // transfer counts as done (and its owner may destroy the pipe) before its path returns.
+  std::size_t active_paths = 0;
 
   // Post/Reap.
   int event_fd = -1;

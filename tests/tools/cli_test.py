@@ -154,6 +154,7 @@ class Sort(unittest.TestCase):
         self.assertTrue(doc["duckdb_agrees"])
         self.assertAlmostEqual(doc["vs_floor"], doc["sort_ms"] / doc["floor_ms"], places=6)
         self.assertLessEqual(doc["temp_peak_bytes"], doc["bytes"])
+        self.assertLessEqual(doc["rss_peak_bytes"], 1.1 * doc["memory_bytes"])
         self.assertEqual(sorted(os.listdir(self.d)), ["input.u64", "sorted.u64"])
 
     def test_gensort_table_and_plot(self):
@@ -178,14 +179,14 @@ class Sort(unittest.TestCase):
         import random
         import signal
         import time
-        run("sort", "--generate", "48MiB", "--memory", "32MiB", "--dir", self.d, "--no-floor")
+        run("sort", "--generate", "48MiB", "--memory", "48MiB", "--dir", self.d, "--no-floor")
         src = os.path.join(self.d, "input.u64")
         digest = hashlib.sha256(open(src, "rb").read()).hexdigest()
         out = os.path.join(self.d, "out")
         rng = random.Random(7)
         for _ in range(6):
             p = subprocess.Popen([TIERFLOW, "sort", "--input", src, "--output", out, "--memory",
-                                  "32MiB", "--dir", self.d, "--no-progress"],
+                                  "48MiB", "--dir", self.d, "--no-progress"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rng.uniform(0.0, 1.2))
             p.send_signal(signal.SIGKILL)
@@ -193,7 +194,7 @@ class Sort(unittest.TestCase):
             if os.path.exists(out):  # it finished before the kill: a complete, verified output
                 os.remove(out)
             self.assertEqual(hashlib.sha256(open(src, "rb").read()).hexdigest(), digest)
-        run("sort", "--input", src, "--output", out, "--memory", "32MiB", "--dir", self.d,
+        run("sort", "--input", src, "--output", out, "--memory", "48MiB", "--dir", self.d,
             "--verify", "--no-floor")
         self.assertEqual(sorted(os.listdir(self.d)), ["input.u64", "out", "sorted.u64"],
                          "stale runs and partial outputs of killed runs are removed")
