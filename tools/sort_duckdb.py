@@ -55,15 +55,21 @@ def load(con, path, fmt, chunk=1 << 24):
             part = {"k": np.asarray(recs["k"][i:i + chunk]), "p": np.asarray(recs["p"][i:i + chunk])}
             con.execute("INSERT INTO t SELECT k, p FROM part")
         return "k", "p"
-    con.execute("CREATE TABLE t (k UBIGINT, k2 USMALLINT, p UBIGINT)")
+    # The whole 100-byte record: the key as k (bytes 0-7, big-endian) and k2 (bytes 8-9), the
+    # other 90 bytes as eleven UBIGINTs and a USMALLINT, so that DuckDB moves what tierflow moves.
+    rest = ", ".join(f"r{i} UBIGINT" for i in range(11))
+    con.execute(f"CREATE TABLE t (k UBIGINT, k2 USMALLINT, {rest}, r11 USMALLINT)")
     raw = np.memmap(path, dtype=np.uint8, mode="r").reshape(-1, 100)
     for i in range(0, len(raw), chunk // 8):
         r = np.asarray(raw[i:i + chunk // 8])
         part = {"k": r[:, :8].copy().view(">u8").reshape(-1).astype("<u8"),
-                "k2": ((r[:, 8].astype("<u2") << 8) | r[:, 9]).astype("<u2"),
-                "p": r[:, 10:18].copy().view("<u8").reshape(-1)}
-        con.execute("INSERT INTO t SELECT k, k2, p FROM part")
-    return "k, k2", "p"
+                "k2": ((r[:, 8].astype("<u2") << 8) | r[:, 9]).astype("<u2")}
+        words = r[:, 10:98].copy().view("<u8")
+        for j in range(11):
+            part[f"r{j}"] = np.ascontiguousarray(words[:, j])
+        part["r11"] = r[:, 98:100].copy().view("<u2").reshape(-1)
+        con.execute("INSERT INTO t SELECT * FROM part")  # columns in the table's order
+    return "k, k2", None
 
 
 def agrees(con, output, fmt, chunk=1 << 24):
