@@ -54,8 +54,9 @@ class TIERFLOW_EXPORT Calibration {
   bool empty() const { return entries_.empty(); }
 
   // Measures the memory figures of `engines` (CPU, DSA) between the memory nodes of the running
-  // system, and io_uring reads, writes and copy_file_range in options.file_dir. Takes about a
-  // second per figure. Errors: the directory cannot be written, an engine fails.
+  // system, and io_uring reads, writes and copy_file_range in options.file_dir: `repeats` moves
+  // of `bytes` each per figure (about a second in all on one node with the defaults). Errors:
+  // the directory cannot be written, an engine fails.
   static Result<Calibration> Measure(const std::vector<Engine*>& engines,
                                      const CalibrationOptions& options = {});
   // Reads a file written by Save. `any_machine`: accept figures of another machine (fixtures

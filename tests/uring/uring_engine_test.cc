@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "testing/random_bytes.h"
+#include "testing/uring.h"
 
 namespace tierflow {
 namespace {
@@ -49,14 +50,9 @@ bool DirectIoWorks(const std::string& path) {
 }
 
 std::unique_ptr<IoUringEngine> Make(IoUringEngineOptions o = {}) {
-  Result<std::unique_ptr<IoUringEngine>> e = IoUringEngine::Create(o);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  return e.ok() ? std::move(e).value() : nullptr;
+  return testing::MakeUringEngine(o);
 }
-
-struct FreeDeleter {
-  void operator()(unsigned char* p) const { std::free(p); }
-};
+using testing::FreeDeleter;
 
 TEST(IoUringEngine, CopiesAnyRangeOutOfAMappedFile) {
   const std::size_t n = (5 << 20) + 123;

@@ -15,28 +15,19 @@
 
 #include "testing/random_bytes.h"
 #include "testing/temp_dir.h"
+#include "testing/uring.h"
 #include "tierflow/uring_engine.h"
 
 namespace tierflow {
 namespace {
 
+using testing::MakeUringEngine;
+using testing::PageAligned;
 using testing::RandomBytes;
 using testing::SmallFileSystem;
 using testing::TempDir;
 
-std::unique_ptr<IoUringEngine> Make(IoUringEngineOptions o = {}) {
-  Result<std::unique_ptr<IoUringEngine>> e = IoUringEngine::Create(o);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  return e.ok() ? std::move(e).value() : nullptr;
-}
-
-struct FreeDeleter {
-  void operator()(unsigned char* p) const { std::free(p); }
-};
-using Aligned = std::unique_ptr<unsigned char, FreeDeleter>;
-Aligned AlignedBytes(std::size_t n) {
-  return Aligned(static_cast<unsigned char*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096)));
-}
+std::unique_ptr<IoUringEngine> Make(IoUringEngineOptions o = {}) { return MakeUringEngine(o); }
 
 std::string NewFile(const TempDir& dir, const std::string& name) {
   return dir.Write(name, std::vector<unsigned char>{});
@@ -53,7 +44,7 @@ TEST(IoUringWrite, WritesAnyRangeDirectWhereAlignedAndExtendsTheFile) {
   ASSERT_TRUE(dir.ok());
   const std::size_t n = (3 << 20) + 777;
   auto data = RandomBytes(n, 7);
-  Aligned src = AlignedBytes(n);
+  testing::AlignedBytes src = PageAligned(n);
   std::memcpy(src.get(), data.data(), n);
   IoUringEngineOptions o;
   o.max_read_bytes = 256 << 10;
@@ -79,7 +70,7 @@ TEST(IoUringWrite, WritesAnyRangeDirectWhereAlignedAndExtendsTheFile) {
     EXPECT_LT(s.direct_writes, s.writes) << "the unaligned head and tail are buffered";
   }
   // The same engine reads it back through the window.
-  Aligned again = AlignedBytes(n);
+  testing::AlignedBytes again = PageAligned(n);
   ASSERT_TRUE(RunOp(*e, Operation::Copy(again.get(), w->at(0), n)).ok());
   EXPECT_EQ(std::memcmp(again.get(), data.data(), n), 0);
 }
@@ -89,7 +80,7 @@ TEST(IoUringWrite, SyncIsAWriteBackOfTheFile) {
   auto e = Make();
   Result<FileWindow> w = e->OpenFile(NewFile(dir, "durable"), {FileAccess::kReadWrite, 1 << 20});
   ASSERT_TRUE(w.ok());
-  Aligned src = AlignedBytes(1 << 20);
+  testing::AlignedBytes src = PageAligned(1 << 20);
   std::memset(src.get(), 0x5a, 1 << 20);
   ASSERT_TRUE(RunOp(*e, Operation::Copy(w->base(), src.get(), 1 << 20)).ok());
   ASSERT_TRUE(RunOp(*e, Operation::WriteBack(w->base(), 1 << 20)).ok());
