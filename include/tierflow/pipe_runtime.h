@@ -1,12 +1,12 @@
 // The pipe runtime: the machine as pipes see it (a topology, engines, a calibration) and the
 // place where locators are declared and pipes connected (Data Pipes, Vogel et al.).
 //
-//   PipeRuntime rt = *PipeRuntime::Create();
-//   Locator in  = *rt.File("/data/input", 0, 0, FileMode::kRead);
-//   Locator buf = *rt.Memory(TierKind::kDram, 0, 64 << 20);
-//   Pipe up = *rt.Connect(in, buf);          // planned and checked here
+//   std::unique_ptr<PipeRuntime> rt = *PipeRuntime::Create();
+//   Locator in  = *rt->File("/data/input", 0, 0, FileMode::kRead);
+//   Locator buf = *rt->Memory(TierKind::kDram, 0, 64 << 20);
+//   Pipe up = *rt->Connect(in, buf);         // planned and checked here
 //   std::cout << up.Explain().ToText();      // which mechanism, why, what it should achieve
-//   up.Transfer(0, 0, 64 << 20);             // flavour (a); Submit and Post/Reap: pipe.h
+//   Status s = up.Transfer(0, 0, 64 << 20);  // flavour (a); Submit and Post/Reap: pipe.h
 //
 // Thread-safety: declaring locators and connecting pipes are thread-safe; the runtime must
 // outlive its locators' transfers and its pipes.
