@@ -11,6 +11,7 @@
 
 #include "bench/python.h"
 #include "sort/sort.h"
+#include "sort/temp_files.h"
 #include "tierflow/size.h"
 
 namespace tierflow::tools {
@@ -67,8 +68,8 @@ Result<extsort::Config> MakeConfig(const SortCommandOptions& o, const std::strin
   c.generate_bytes = o.generate;
   c.input = !o.input.empty() ? o.input : dir + "/input" + ext;
   c.output = !o.output.empty() ? o.output : dir + "/sorted" + ext;
-  c.runs = dir + "/" + std::filesystem::path(c.output).filename().string() + ".tierflow-runs-" +
-           std::to_string(getpid());
+  c.runs =
+      extsort::TempName(dir + "/" + std::filesystem::path(c.output).filename().string(), "runs");
   c.memory_bytes = o.memory;
   c.threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
   c.seed = o.seed;

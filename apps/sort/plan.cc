@@ -81,10 +81,4 @@ Status CheckMemory(const Config& c, std::uint64_t input) {
       FormatSize((need + kMiB - 1) / kMiB * kMiB)));
 }
 
-std::uint64_t MinimumMemory(Format f, int threads) {
-  std::uint64_t need = 32 * kMiB;
-  while (!Fits(f, need, threads, BlockBytes(f) * threads)) need += need / 8;
-  return need;
-}
-
 }  // namespace tierflow::extsort

@@ -60,7 +60,4 @@ struct Report {
 // file. On any error the runs and the partial output are removed and the input is untouched.
 Result<Report> Run(const Config& config);
 
-// Memory a configuration needs at the least (for the CLI's check).
-std::uint64_t MinimumMemory(Format f, int threads);
-
 }  // namespace tierflow::extsort

@@ -33,15 +33,17 @@ std::string TierList(const Topology& t) {
   return out;
 }
 
-Result<Locator> MakeMemory(const PipeRuntime::Impl& m, const NumaNode& node, std::size_t size,
-                           LocatorKind kind, const char* prefix) {
+}  // namespace
+
+Result<Locator> PipeRuntime::Impl::MakeMemory(const NumaNode& node, std::size_t size,
+                                              LocatorKind kind, const char* prefix) const {
   if (size == 0) {
     return Status::Invalid(fmt::format("{} memory of 0 bytes: give a size (e.g. {}:{}:64MiB)",
                                        TierKindName(node.kind), TierKindName(node.kind),
                                        node.os_index));
   }
   auto impl = std::make_shared<LocatorImpl>();
-  Result<Buffer> b = m.Allocate(node.os_index, size, &impl->modelled);
+  Result<Buffer> b = Allocate(node.os_index, size, &impl->modelled);
   if (!b.ok()) return b.status();
   impl->kind = kind;
   impl->buffer = std::move(*b);
@@ -50,18 +52,16 @@ Result<Locator> MakeMemory(const PipeRuntime::Impl& m, const NumaNode& node, std
   impl->alignment = 4096;
   impl->tier = node.kind;
   impl->node = node.os_index;
-  impl->mechanisms = MemoryMechanisms(m);
+  impl->mechanisms = MemoryMechanisms(*this);
   impl->name =
       fmt::format("{}{}:{}:{}", prefix, TierKindName(node.kind), node.os_index, FormatSize(size));
   return Locator(std::move(impl));
 }
 
-}  // namespace
-
 Result<Locator> PipeRuntime::Node(int node, std::size_t size) {
   Result<const NumaNode*> n = impl_->topology.FindNode(node);
   if (!n.ok()) return n.status();
-  return MakeMemory(*impl_, **n, size, LocatorKind::kMemory, "");
+  return impl_->MakeMemory(**n, size, LocatorKind::kMemory, "");
 }
 
 namespace {
@@ -81,13 +81,13 @@ Result<const NumaNode*> TierNode(const Topology& t, TierKind tier, int near_node
 Result<Locator> PipeRuntime::Memory(TierKind tier, int near_node, std::size_t size) {
   Result<const NumaNode*> n = TierNode(impl_->topology, tier, near_node);
   if (!n.ok()) return n.status();
-  return MakeMemory(*impl_, **n, size, LocatorKind::kMemory, "");
+  return impl_->MakeMemory(**n, size, LocatorKind::kMemory, "");
 }
 
 Result<Locator> PipeRuntime::Staging(TierKind tier, int near_node, std::size_t size) {
   Result<const NumaNode*> n = TierNode(impl_->topology, tier, near_node);
   if (!n.ok()) return n.status();
-  return MakeMemory(*impl_, **n, size, LocatorKind::kStaging, "staging:");
+  return impl_->MakeMemory(**n, size, LocatorKind::kStaging, "staging:");
 }
 
 Result<Locator> PipeRuntime::Borrow(void* data, std::size_t size, int node) {

@@ -41,4 +41,12 @@ struct LocatorImpl {
   std::string Endpoint() const;
 };
 
+// The leaves of a locator: a spill chain's members, or the locator itself.
+inline std::vector<const LocatorImpl*> Leaves(const Locator& l) {
+  if (l.kind() != LocatorKind::kSpill) return {l.impl()};
+  std::vector<const LocatorImpl*> out;
+  for (const Locator& m : l.members()) out.push_back(m.impl());
+  return out;
+}
+
 }  // namespace tierflow::detail

@@ -44,16 +44,11 @@ Status Pipe::Core::AllocateStaging() {
     staging = options.staging;
     return Status::Ok();
   }
-  auto impl = std::make_shared<detail::LocatorImpl>();
-  impl->kind = LocatorKind::kStaging;
-  Result<Buffer> b = rt->Allocate(SlotNode(bp), need, &impl->modelled);
-  if (!b.ok()) return b.status();
-  impl->buffer = std::move(*b);
-  impl->data = impl->buffer.data();
-  impl->capacity = need;
-  impl->node = SlotNode(bp);
-  impl->name = fmt::format("staging:dram:{}:{}", impl->node, FormatSize(need));
-  staging = Locator(std::move(impl));
+  Result<const NumaNode*> node = rt->topology.FindNode(SlotNode(bp));
+  if (!node.ok()) return node.status();
+  Result<Locator> s = rt->MakeMemory(**node, need, LocatorKind::kStaging, "staging:");
+  if (!s.ok()) return s.status();
+  staging = *s;
   return Status::Ok();
 }
 

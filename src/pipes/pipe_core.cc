@@ -23,13 +23,6 @@ thread_local std::uint64_t t_tag = 0;
 thread_local Pipe::Core* t_pumping = nullptr;
 thread_local bool t_pump_again = false;
 
-std::vector<const detail::LocatorImpl*> LeavesOf(const Locator& l) {
-  if (l.kind() != LocatorKind::kSpill) return {l.impl()};
-  std::vector<const detail::LocatorImpl*> out;
-  for (const Locator& m : l.members()) out.push_back(m.impl());
-  return out;
-}
-
 // The member holding byte `offset` of a (possibly spill) locator, and the offset inside it.
 std::pair<std::size_t, std::uint64_t> MemberAt(const std::vector<const detail::LocatorImpl*>& ls,
                                                std::uint64_t offset) {
@@ -64,10 +57,7 @@ Status PipeEngine::Enqueue(std::span<const Operation> ops, Submission& submissio
   std::vector<Chunk*> chunks;
   const std::uint64_t so = reinterpret_cast<std::uintptr_t>(op.src) - kSrcBase;
   const std::uint64_t d = reinterpret_cast<std::uintptr_t>(op.dst) - kDstBase;
-  if (Status s = core_->Split(t, so, d, op.size, chunks); !s.ok()) {
-    delete t;
-    return s;
-  }
+  core_->Split(t, so, d, op.size, chunks);
   t->parts = static_cast<std::uint32_t>(chunks.size());
   t->chunks_left.store(t->parts);
   submission.AddParts(t->parts);
@@ -84,10 +74,10 @@ Status PipeEngine::Enqueue(std::span<const Operation> ops, Submission& submissio
   return Status::Ok();
 }
 
-Status Pipe::Core::Split(detail::Transfer* t, std::uint64_t so, std::uint64_t d, std::uint64_t len,
-                         std::vector<Chunk*>& out) const {
-  const auto srcs = LeavesOf(from);
-  const auto dsts = LeavesOf(to);
+void Pipe::Core::Split(detail::Transfer* t, std::uint64_t so, std::uint64_t d, std::uint64_t len,
+                       std::vector<Chunk*>& out) const {
+  const auto srcs = detail::Leaves(from);
+  const auto dsts = detail::Leaves(to);
   const std::size_t chunk = bp.plan.chunk_bytes;
   for (std::uint64_t pos = 0; pos < len;) {
     auto [i, si] = MemberAt(srcs, so + pos);
@@ -104,7 +94,6 @@ Status Pipe::Core::Split(detail::Transfer* t, std::uint64_t so, std::uint64_t d,
     out.push_back(c);
     pos += n;
   }
-  return Status::Ok();
 }
 
 void Pipe::Core::Enqueue(std::vector<Chunk*>& chunks) {
@@ -271,7 +260,7 @@ void Pipe::Core::ChunkDone(Chunk* c, Status status) {
 // False when there is nothing to sync or the sync could not be submitted (then recorded).
 bool Pipe::Core::SyncDestination(detail::Transfer* t, std::uint64_t len) {
   std::vector<Operation> ops;
-  for (const detail::LocatorImpl* l : LeavesOf(to)) {
+  for (const detail::LocatorImpl* l : detail::Leaves(to)) {
     if (l->is_file()) ops.push_back(Operation::WriteBack(l->window.base(), 1));
   }
   if (ops.empty()) return false;

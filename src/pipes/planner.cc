@@ -138,8 +138,6 @@ std::vector<Candidate> Candidates(const PairContext& p, bool force_staging) {
   return out;
 }
 
-}  // namespace
-
 // Reasons for the mechanisms that cannot serve a pair at all.
 std::vector<PipeRejection> Unreachable(const PipeRuntime::Impl& rt, const LocatorImpl& s,
                                        const LocatorImpl& d) {
@@ -163,8 +161,6 @@ std::vector<PipeRejection> Unreachable(const PipeRuntime::Impl& rt, const Locato
   return out;
 }
 
-namespace {
-
 bool Better(const Candidate& a, const Candidate& b) {
   if (a.calibrated && b.calibrated) return a.gbps > b.gbps * 1.0001;
   return false;  // uncalibrated: keep the earlier (preferred) one
@@ -179,8 +175,6 @@ std::string WhyLost(const Candidate& lost, const Candidate& won) {
       "before staged; DSA hardware, then CPU, then the DSA model)",
       won.label);
 }
-
-}  // namespace
 
 // Chooses among the candidates of one pair. Errors: none left after the override.
 Result<Candidate> Choose(std::vector<Candidate> all, const PipeOptions& o,
@@ -209,19 +203,6 @@ Result<Candidate> Choose(std::vector<Candidate> all, const PipeOptions& o,
     if (i != best) rejected.push_back({ok[i].label, WhyLost(ok[i], ok[best])});
   }
   return ok[best];
-}
-
-}  // namespace tierflow::detail
-
-namespace tierflow::detail {
-
-namespace {
-
-std::vector<const LocatorImpl*> Leaves(const Locator& l) {
-  if (l.kind() != LocatorKind::kSpill) return {l.impl()};
-  std::vector<const LocatorImpl*> out;
-  for (const Locator& m : l.members()) out.push_back(m.impl());
-  return out;
 }
 
 Status CheckEnds(const Locator& from, const Locator& to, const PipeOptions& o) {

@@ -31,6 +31,9 @@ struct [[gnu::visibility("hidden")]] PipeRuntime::Impl {
   // Memory of `size` bytes on `node` of the planning topology: on that node when it is this
   // machine's, on node 0 (modelled) when model_placement allows.
   Result<Buffer> Allocate(int node, std::size_t size, bool* modelled) const;
+  // A memory or staging locator of `size` bytes on `node`, named prefix + "dram:0:64MiB".
+  Result<Locator> MakeMemory(const NumaNode& node, std::size_t size, LocatorKind kind,
+                             const char* prefix) const;
   Calibration CalibrationCopy() const {
     std::lock_guard lock(calibration_mu);
     return calibration;
