@@ -182,7 +182,9 @@ Status Merger::Flush() {
   if (out_fill_ == 0) return Status::Ok();
   Result<Handle> h =
       out_.Submit(OutBuffer(out_cur_), out_offset_, out_fill_,
-                  [this, n = out_fill_](const Completion&) { c_.done.fetch_add(n); });
+                  // The context, not this merger: a merger that fails returns while its writes
+                  // are in flight, and Merge drains them after the merger is gone.
+                  [&done = c_.done, n = out_fill_](const Completion&) { done.fetch_add(n); });
   if (!h.ok()) return h.status();
   out_h_[out_cur_] = std::move(*h);
   out_offset_ += out_fill_;
