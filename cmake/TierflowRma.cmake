@@ -1,0 +1,77 @@
+# libtierflow_rma: one interposition library per MPI found (Open MPI and MPICH, Debian's
+# packages, side by side). Each MPI's compiler wrapper says where its headers and library are;
+# the same sources are compiled against each. An MPI that is not installed is skipped with a
+# message, so the rest of tierflow builds without any.
+option(TIERFLOW_BUILD_RMA "Build libtierflow_rma for each MPI found" ON)
+
+# Status is compiled in again: the library is preloaded into programs that do not link tierflow.
+add_library(tierflow_rma_core STATIC src/rma/shared_segment.cc src/rma/window_sync.cc
+            src/common/status.cc)
+target_include_directories(tierflow_rma_core PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
+
+set(TIERFLOW_RMA_MPI_SOURCES src/rma/mpi/registry.cc src/rma/mpi/create.cc src/rma/mpi/sync.cc
+    src/rma/mpi/transfer.cc src/rma/mpi/datatype.cc)
+set(TIERFLOW_RMA_MPIS)
+
+# tierflow_find_mpi(NAME WRAPPER SHOW_FLAG LAUNCHER): NAME_INCLUDE_DIRS, NAME_LINK_DIRS,
+# NAME_LIBS and NAME_LAUNCHER from the wrapper's command line.
+function(tierflow_find_mpi name wrapper show launcher)
+  find_program(${name}_WRAPPER ${wrapper})
+  find_program(${name}_LAUNCHER ${launcher})
+  if(NOT ${name}_WRAPPER OR NOT ${name}_LAUNCHER)
+    message(STATUS "tierflow_rma: ${wrapper} or ${launcher} not found: no library for ${name}")
+    return()
+  endif()
+  execute_process(COMMAND ${${name}_WRAPPER} ${show} OUTPUT_VARIABLE line
+                  OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(STATUS "tierflow_rma: ${wrapper} ${show} failed: no library for ${name}")
+    return()
+  endif()
+  separate_arguments(words UNIX_COMMAND "${line}")
+  set(inc)
+  set(dirs)
+  set(libs)
+  foreach(w ${words})
+    if(w MATCHES "^-I(.+)")
+      list(APPEND inc ${CMAKE_MATCH_1})
+    elseif(w MATCHES "^-L(.+)")
+      list(APPEND dirs ${CMAKE_MATCH_1})
+    elseif(w MATCHES "^-l(.+)")
+      list(APPEND libs ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
+  set(${name}_INCLUDE_DIRS ${inc} PARENT_SCOPE)
+  set(${name}_LINK_DIRS ${dirs} PARENT_SCOPE)
+  set(${name}_LIBS ${libs} PARENT_SCOPE)
+  set(TIERFLOW_RMA_MPIS ${TIERFLOW_RMA_MPIS} ${name} PARENT_SCOPE)
+endfunction()
+
+if(TIERFLOW_BUILD_RMA)
+  tierflow_find_mpi(openmpi mpicc.openmpi --showme mpirun.openmpi)
+  tierflow_find_mpi(mpich mpicc.mpich -show mpiexec.mpich)
+endif()
+
+# tierflow_mpi_target(TARGET MPI): compiles and links TARGET against that MPI.
+function(tierflow_mpi_target target mpi)
+  target_include_directories(${target} SYSTEM PRIVATE ${${mpi}_INCLUDE_DIRS})
+  # The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
+  target_compile_definitions(${target} PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+  target_link_directories(${target} PRIVATE ${${mpi}_LINK_DIRS})
+  target_link_libraries(${target} PRIVATE ${${mpi}_LIBS})
+endfunction()
+
+foreach(mpi ${TIERFLOW_RMA_MPIS})
+  add_library(tierflow_rma_${mpi} SHARED ${TIERFLOW_RMA_MPI_SOURCES})
+  tierflow_mpi_target(tierflow_rma_${mpi} ${mpi})
+  target_link_libraries(tierflow_rma_${mpi} PRIVATE tierflow_rma_core fmt::fmt)
+  set_target_properties(tierflow_rma_${mpi} PROPERTIES
+    VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+    LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
+  # Only the MPI_* entry points are visible: the library's own symbols must not interpose on
+  # a program's (or libtierflow's) when it is preloaded.
+  target_link_options(tierflow_rma_${mpi} PRIVATE
+                      -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
+  install(TARGETS tierflow_rma_${mpi} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endforeach()

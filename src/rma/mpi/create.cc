@@ -1,0 +1,351 @@
+// Window creation and destruction: MPI_Win_allocate, MPI_Win_create, MPI_Alloc_mem,
+// MPI_Free_mem, MPI_Win_free and the attributes a window reports.
+#include <sched.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "rma/mpi/window.h"
+
+namespace tierflow::rma {
+
+namespace {
+
+// Memory MPI_Alloc_mem handed out: shared segments, by address.
+std::mutex g_alloc_mu;
+std::map<std::uintptr_t, SharedSegment> g_alloc;
+
+// What each rank tells the others about its window memory.
+struct Offer {
+  SegmentName segment;       // where its memory lives (pid 0: not in a shared segment)
+  std::uint64_t offset = 0;  // of its window in that segment
+  std::uint64_t size = 0;
+  std::uint64_t address = 0;  // in its own process
+  std::int32_t pid = 0;
+  std::uint32_t disp_unit = 1;
+};
+
+void PassThroughReason(MPI_Comm comm, const char* call, const std::string& why);
+
+bool AllTrue(MPI_Comm comm, bool mine) {
+  int in = mine ? 1 : 0, out = 0;
+  PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm);
+  return out != 0;
+}
+
+// Whether every rank of `comm` runs on this node (an intercommunicator never is accelerated).
+bool OneNode(MPI_Comm comm) {
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return false;
+  MPI_Comm node;
+  if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+    return false;
+  }
+  int node_size = 0, size = 0;
+  PMPI_Comm_size(node, &node_size);
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_free(&node);
+  return AllTrue(comm, node_size == size);
+}
+
+// Short spins where every rank has a CPU of its own would waste nothing; with more ranks than
+// CPUs a spinning waiter holds the CPU the rank it waits for needs.
+int SpinRounds(int ranks) {
+  cpu_set_t set;
+  int cpus = 1;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
+  return ranks > cpus ? 64 : 20000;
+}
+
+// A segment made by rank 0 of `comm` and mapped by all: memfd first, the named fallback when
+// some rank cannot open the memfd through /proc.
+Result<SharedSegment> MakeShared(MPI_Comm comm, int me, std::size_t bytes) {
+  for (bool named : {false, true}) {
+    Result<SharedSegment> s = Status::NotFound("not opened");
+    SegmentName name;
+    if (me == 0) {
+      s = SharedSegment::Create(bytes, named);
+      if (s.ok()) name = s->name();
+    }
+    PMPI_Bcast(&name, sizeof(name), MPI_BYTE, 0, comm);
+    if (me != 0 && name.pid != 0) s = SharedSegment::Open(name);
+    const bool ok = AllTrue(comm, name.pid != 0 && s.ok());
+    if (ok) {
+      if (me == 0) s->MarkMapped();
+      return s;
+    }
+    if (name.pid == 0) return Status::OutOfMemory("rank 0 could not create the window's memory");
+  }
+  return Status::Unsupported(
+      "the ranks cannot map each other's shared memory (/proc/PID/fd "
+      "and /dev/shm both refused)");
+}
+
+std::size_t PageRound(std::uint64_t n) {
+  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  return (n + page - 1) / page * page;
+}
+
+// The window's state and its synchronisation words (a segment of their own); nullptr, on
+// every rank alike, when the ranks cannot share memory.
+std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size) {
+  auto w = std::make_unique<Window>();
+  PMPI_Comm_rank(comm, &w->me);
+  PMPI_Comm_size(comm, &w->ranks);
+  Result<SharedSegment> control = MakeShared(comm, w->me, WindowSync::Bytes(w->ranks));
+  if (!control.ok()) {
+    PassThroughReason(comm, "window", control.status().message());
+    return nullptr;
+  }
+  w->control = std::move(*control);
+  w->sync = std::make_unique<WindowSync>(w->control.data(), w->ranks, w->me, SpinRounds(w->ranks));
+  PMPI_Comm_dup(comm, &w->comm);
+  PMPI_Comm_group(comm, &w->group);
+  w->flavor = flavor;
+  w->model = MPI_WIN_UNIFIED;
+  w->seen.assign(w->ranks, 0);
+  w->lock.assign(w->ranks, 0);
+  w->attr_disp_unit = disp_unit;
+  w->attr_size = size;
+  return w;
+}
+
+void DropWindow(std::unique_ptr<Window> w) {
+  if (w->group != MPI_GROUP_NULL) PMPI_Group_free(&w->group);
+  if (w->comm != MPI_COMM_NULL) PMPI_Comm_free(&w->comm);
+}
+
+// The sizes, displacement units, processes and addresses of every rank.
+std::vector<Offer> Exchange(const Window& w, const Offer& mine) {
+  std::vector<Offer> all(w.ranks);
+  PMPI_Allgather(&mine, sizeof(Offer), MPI_BYTE, all.data(), sizeof(Offer), MPI_BYTE, w.comm);
+  return all;
+}
+
+void Describe(Window& w, const std::vector<Offer>& all) {
+  for (const Offer& o : all) {
+    w.size.push_back(o.size);
+    w.disp_unit.push_back(o.disp_unit);
+    w.pid.push_back(o.pid);
+    w.address.push_back(o.address);
+  }
+}
+
+// The MPI's window over `base`; then the window is found by every RMA call.
+int Finish(std::unique_ptr<Window> w, void* base, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
+  RankInfo& mine = w->sync->info(w->me);
+  mine.pid = getpid();
+  mine.disp_unit = static_cast<std::uint32_t>(w->attr_disp_unit);
+  mine.size = static_cast<std::uint64_t>(w->attr_size);
+  mine.address = reinterpret_cast<std::uint64_t>(base);
+  const int rc = PMPI_Win_create(base, w->attr_size, w->attr_disp_unit, info, comm, win);
+  if (rc != MPI_SUCCESS) {
+    DropWindow(std::move(w));
+    return rc;
+  }
+  w->win = *win;
+  w->attr_base = base;
+  if (Verbose()) {
+    Say(w->me,
+        fmt::format("window of {} ranks accelerated: {}, {}", w->ranks,
+                    w->reach == Reach::kMapped ? "shared memory" : "process_vm copies",
+                    w->flavor == MPI_WIN_FLAVOR_ALLOCATE ? "MPI_Win_allocate" : "MPI_Win_create"));
+  }
+  if (!AddWindow(w.get())) {
+    DropWindow(std::move(w));
+    return MPI_SUCCESS;
+  }
+  w.release();
+  return MPI_SUCCESS;
+}
+
+void PassThroughReason(MPI_Comm comm, const char* call, const std::string& why) {
+  if (!Verbose()) return;
+  int me = 0;
+  PMPI_Comm_rank(comm, &me);
+  Say(me, fmt::format("{}: left to the MPI underneath: {}", call, why));
+}
+
+// The Alloc_mem segment holding [p, p+n), with p's offset in it; pid 0 when there is none.
+std::pair<SegmentName, std::uint64_t> AllocatedSegment(const void* p, std::uint64_t n) {
+  std::lock_guard lock(g_alloc_mu);
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = g_alloc.upper_bound(a);
+  if (it == g_alloc.begin()) return {};
+  --it;
+  if (a + n > it->first + it->second.size()) return {};
+  return {it->second.name(), a - it->first};
+}
+
+}  // namespace
+
+}  // namespace tierflow::rma
+
+using namespace tierflow;
+using namespace tierflow::rma;
+
+extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                                void* baseptr, MPI_Win* win) {
+  if (size < 0 || disp_unit <= 0 || comm == MPI_COMM_NULL || !OneNode(comm)) {
+    return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+  }
+  std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size);
+  if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+  Offer mine;
+  mine.size = static_cast<std::uint64_t>(size);
+  mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
+  mine.pid = getpid();
+  const std::vector<Offer> all = Exchange(*w, mine);
+  std::vector<std::uint64_t> offset(w->ranks);
+  std::uint64_t total = 0;
+  for (int r = 0; r < w->ranks; ++r) {
+    offset[r] = total;
+    total += PageRound(all[r].size);
+  }
+  Result<SharedSegment> memory = MakeShared(w->comm, w->me, total);
+  if (!memory.ok()) {
+    PassThroughReason(comm, "MPI_Win_allocate", memory.status().message());
+    DropWindow(std::move(w));
+    return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+  }
+  w->memory.push_back(std::move(*memory));
+  for (int r = 0; r < w->ranks; ++r) w->base.push_back(w->memory[0].data() + offset[r]);
+  Describe(*w, all);
+  void* base = w->base[w->me];
+  *static_cast<void**>(baseptr) = base;
+  return Finish(std::move(w), base, info, comm, win);
+}
+
+namespace {
+
+// Maps every rank's MPI_Alloc_mem segment; false (on every rank alike) when one cannot be.
+bool MapAllocated(Window& w, const std::vector<Offer>& all) {
+  bool ok = true;
+  w.base.assign(w.ranks, nullptr);
+  for (int r = 0; r < w.ranks && ok; ++r) {
+    if (r == w.me || all[r].size == 0) {
+      w.base[r] = reinterpret_cast<std::byte*>(all[r].address);
+      continue;
+    }
+    Result<SharedSegment> s = SharedSegment::Open(all[r].segment);
+    ok = s.ok();
+    if (ok) {
+      w.base[r] = s->data() + all[r].offset;
+      w.memory.push_back(std::move(*s));
+    }
+  }
+  return AllTrue(w.comm, ok);
+}
+
+// Whether this rank may copy into and out of every other rank's window with process_vm_*.
+bool CanReachAll(const Window& w, const std::vector<Offer>& all) {
+  bool ok = true;
+  for (int r = 0; r < w.ranks && ok; ++r) {
+    if (r != w.me && all[r].size > 0) {
+      ok = CanReadProcess(all[r].pid, reinterpret_cast<const void*>(all[r].address));
+    }
+  }
+  return AllTrue(w.comm, ok);
+}
+
+}  // namespace
+
+extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info,
+                              MPI_Comm comm, MPI_Win* win) {
+  if (size < 0 || disp_unit <= 0 || comm == MPI_COMM_NULL || !OneNode(comm)) {
+    return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+  }
+  std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size);
+  if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+  Offer mine;
+  std::tie(mine.segment, mine.offset) = AllocatedSegment(base, static_cast<std::uint64_t>(size));
+  mine.size = static_cast<std::uint64_t>(size);
+  mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
+  mine.pid = getpid();
+  mine.address = reinterpret_cast<std::uint64_t>(base);
+  const std::vector<Offer> all = Exchange(*w, mine);
+  bool allocated = true;
+  for (const Offer& o : all) allocated = allocated && (o.size == 0 || o.segment.pid != 0);
+  Describe(*w, all);
+  if (allocated && MapAllocated(*w, all)) return Finish(std::move(w), base, info, comm, win);
+  w->memory.clear();
+  w->base.clear();
+  if (CanReachAll(*w, all)) {
+    w->reach = Reach::kProcessVm;
+    return Finish(std::move(w), base, info, comm, win);
+  }
+  PassThroughReason(comm, "MPI_Win_create",
+                    "the window memory is not from MPI_Alloc_mem on every rank and the kernel "
+                    "refuses process_vm_readv between the ranks (ptrace rules: Yama "
+                    "ptrace_scope, another user); allocate it with MPI_Alloc_mem or use "
+                    "MPI_Win_allocate");
+  DropWindow(std::move(w));
+  return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+}
+
+extern "C" int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
+  if (size < 0) return PMPI_Alloc_mem(size, info, baseptr);
+  Result<SharedSegment> s = SharedSegment::Create(static_cast<std::size_t>(size));
+  if (!s.ok()) return PMPI_Alloc_mem(size, info, baseptr);
+  void* p = s->data();
+  {
+    std::lock_guard lock(g_alloc_mu);
+    g_alloc.emplace(reinterpret_cast<std::uintptr_t>(p), std::move(*s));
+  }
+  *static_cast<void**>(baseptr) = p;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Free_mem(void* base) {
+  {
+    std::lock_guard lock(g_alloc_mu);
+    auto it = g_alloc.find(reinterpret_cast<std::uintptr_t>(base));
+    if (it != g_alloc.end()) {
+      g_alloc.erase(it);
+      return MPI_SUCCESS;
+    }
+  }
+  return PMPI_Free_mem(base);
+}
+
+extern "C" int MPI_Win_free(MPI_Win* win) {
+  Window* w = win != nullptr ? FindWindow(*win) : nullptr;
+  if (w == nullptr) return PMPI_Win_free(win);
+  if (w->started || w->posted || w->locks_held > 0 || w->lock_all) {
+    return Fail(*w, Misuse::kEpochOpen,
+                "MPI_Win_free with an epoch open (start, post, lock or lock_all)");
+  }
+  // Nobody may touch this rank's memory or words once it unmaps them.
+  PMPI_Barrier(w->comm);
+  RemoveWindow(*win);
+  const int rc = PMPI_Win_free(win);
+  DropWindow(std::unique_ptr<Window>(w));
+  return rc;
+}
+
+extern "C" int MPI_Win_get_attr(MPI_Win win, int keyval, void* value, int* flag) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_get_attr(win, keyval, value, flag);
+  void* out = nullptr;
+  if (keyval == MPI_WIN_BASE) {
+    out = w->attr_base;
+  } else if (keyval == MPI_WIN_SIZE) {
+    out = &w->attr_size;
+  } else if (keyval == MPI_WIN_DISP_UNIT) {
+    out = &w->attr_disp_unit;
+  } else if (keyval == MPI_WIN_CREATE_FLAVOR) {
+    out = &w->flavor;
+  } else if (keyval == MPI_WIN_MODEL) {
+    out = &w->model;
+  } else {
+    return PMPI_Win_get_attr(win, keyval, value, flag);
+  }
+  *static_cast<void**>(value) = out;
+  *flag = 1;
+  return MPI_SUCCESS;
+}

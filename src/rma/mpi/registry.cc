@@ -1,0 +1,150 @@
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "rma/mpi/window.h"
+
+namespace tierflow::rma {
+
+namespace {
+
+// Open addressing over the handle's bits (a pointer in Open MPI, an int in MPICH). Lookups are
+// lock-free: they run on every RMA call. Writers (window creation and free) take the mutex.
+constexpr std::size_t kSlots = 4096;
+struct Entry {
+  std::atomic<std::uint64_t> key{0};
+  std::atomic<Window*> window{nullptr};
+};
+std::array<Entry, kSlots> g_table;
+std::mutex g_table_mu;
+
+std::uint64_t KeyOf(MPI_Win win) {
+  std::uint64_t k = 0;
+  static_assert(sizeof(win) <= sizeof(k));
+  std::memcpy(&k, &win, sizeof(win));
+  return k;
+}
+
+std::size_t Home(std::uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 52; }
+
+struct MisuseText {
+  int error_class;
+  const char* text;
+};
+
+// Index = Misuse. The fix is part of each message: MPI prints it on MPI_ERRORS_ARE_FATAL.
+const MisuseText kTexts[] = {
+    {MPI_ERR_RMA_SYNC,
+     "tierflow-rma: RMA call outside an access epoch to that target: open one first with "
+     "MPI_Win_fence, MPI_Win_start (the target must post), MPI_Win_lock or MPI_Win_lock_all"},
+    {MPI_ERR_RANK,
+     "tierflow-rma: target rank not in the window's communicator or not in the group given to "
+     "MPI_Win_start/MPI_Win_post: use a rank of that group"},
+    {MPI_ERR_RMA_RANGE,
+     "tierflow-rma: the access reaches beyond the target's window (displacement x disp_unit + "
+     "extent > size): check the displacement, count and datatype"},
+    {MPI_ERR_RMA_SYNC,
+     "tierflow-rma: an epoch is still open on this window: close it (MPI_Win_complete, "
+     "MPI_Win_wait, MPI_Win_unlock, a fence with MPI_MODE_NOSUCCEED) before this call"},
+    {MPI_ERR_RMA_SYNC,
+     "tierflow-rma: no matching synchronisation call: MPI_Win_complete needs MPI_Win_start, "
+     "MPI_Win_wait/test need MPI_Win_post, MPI_Win_unlock/flush need MPI_Win_lock of that rank"},
+    {MPI_ERR_TYPE,
+     "tierflow-rma: the datatype cannot be used here (uncommitted, or not built from one "
+     "predefined type for an accumulate): commit it or use a predefined type"},
+    {MPI_ERR_OTHER, "tierflow-rma: a rank of this window exited while this rank waited for it"},
+    {MPI_ERR_LOCKTYPE,
+     "tierflow-rma: the lock type is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE"},
+};
+static_assert(sizeof(kTexts) / sizeof(kTexts[0]) == static_cast<int>(Misuse::kCount));
+
+std::once_flag g_codes_once;
+int g_codes[static_cast<int>(Misuse::kCount)];
+
+void MakeCodes() {
+  for (int i = 0; i < static_cast<int>(Misuse::kCount); ++i) {
+    g_codes[i] = kTexts[i].error_class;  // if adding fails, the class itself still says enough
+    int code;
+    if (PMPI_Add_error_code(kTexts[i].error_class, &code) == MPI_SUCCESS &&
+        PMPI_Add_error_string(code, kTexts[i].text) == MPI_SUCCESS) {
+      g_codes[i] = code;
+    }
+  }
+}
+
+}  // namespace
+
+Window* FindWindow(MPI_Win win) {
+  if (win == MPI_WIN_NULL) return nullptr;
+  const std::uint64_t key = KeyOf(win);
+  for (std::size_t i = Home(key), probes = 0; probes < kSlots; i = (i + 1) % kSlots, ++probes) {
+    const std::uint64_t k = g_table[i].key.load(std::memory_order_acquire);
+    if (k == key) return g_table[i].window.load(std::memory_order_acquire);
+    if (k == 0) return nullptr;
+  }
+  return nullptr;
+}
+
+bool AddWindow(Window* w) {
+  std::lock_guard lock(g_table_mu);
+  std::call_once(g_codes_once, MakeCodes);
+  const std::uint64_t key = KeyOf(w->win);
+  // The slot of this handle if it was used before, else the first freed slot of the chain,
+  // else the empty slot that ends it: chains of other handles stay unbroken.
+  Entry* use = nullptr;
+  for (std::size_t i = Home(key), probes = 0; probes < kSlots; i = (i + 1) % kSlots, ++probes) {
+    const std::uint64_t k = g_table[i].key.load();
+    if (k == key) {
+      use = &g_table[i];
+      break;
+    }
+    if (k == 0) {
+      if (use == nullptr) use = &g_table[i];
+      break;
+    }
+    if (use == nullptr && g_table[i].window.load() == nullptr) use = &g_table[i];
+  }
+  if (use == nullptr) return false;
+  use->window.store(w, std::memory_order_release);
+  use->key.store(key, std::memory_order_release);
+  return true;
+}
+
+void RemoveWindow(MPI_Win win) {
+  std::lock_guard lock(g_table_mu);
+  const std::uint64_t key = KeyOf(win);
+  for (std::size_t i = Home(key), probes = 0; probes < kSlots; i = (i + 1) % kSlots, ++probes) {
+    if (g_table[i].key.load() == key) {
+      g_table[i].window.store(nullptr, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+int Fail(const Window& w, Misuse what, const std::string& detail) {
+  std::call_once(g_codes_once, MakeCodes);
+  if (Verbose()) Say(w.me, detail);
+  const int code = g_codes[static_cast<int>(what)];
+  PMPI_Win_call_errhandler(w.win, code);
+  return code;
+}
+
+bool Verbose() {
+  static const bool verbose = [] {
+    const char* v = std::getenv("TIERFLOW_RMA_VERBOSE");
+    return v != nullptr && std::strcmp(v, "0") != 0 && v[0] != '\0';
+  }();
+  return verbose;
+}
+
+void Say(int rank, const std::string& line) {
+  std::fprintf(stderr, "tierflow-rma[%d]: %s\n", rank, line.c_str());
+}
+
+}  // namespace tierflow::rma

@@ -1,0 +1,254 @@
+// Synchronisation: GATS (post/start/complete/wait/test), fence, passive target (lock,
+// lock_all, flush, sync). Every call on an accelerated window stays here; the MPI underneath
+// never sees an epoch of it.
+#include <atomic>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "rma/mpi/window.h"
+
+namespace tierflow::rma {
+
+namespace {
+
+constexpr std::uint8_t kUnlocked = 0, kShared = 1, kExclusive = 2, kNoCheck = 3;
+
+// The window ranks of `group`'s members, or an error naming the first that is not in the window.
+int Translate(Window& w, MPI_Group group, std::vector<int>& out, const char* call) {
+  int n = 0;
+  if (group == MPI_GROUP_NULL || PMPI_Group_size(group, &n) != MPI_SUCCESS) {
+    return Fail(w, Misuse::kNotInGroup,
+                fmt::format("{}: MPI_GROUP_NULL or an invalid group", call));
+  }
+  std::vector<int> in(n);
+  for (int i = 0; i < n; ++i) in[i] = i;
+  out.assign(n, MPI_UNDEFINED);
+  PMPI_Group_translate_ranks(group, n, in.data(), w.group, out.data());
+  for (int i = 0; i < n; ++i) {
+    if (out[i] == MPI_UNDEFINED) {
+      return Fail(w, Misuse::kNotInGroup,
+                  fmt::format("{}: member {} of the group is not in the window", call, i));
+    }
+  }
+  return MPI_SUCCESS;
+}
+
+bool PassiveEpoch(const Window& w) { return w.locks_held > 0 || w.lock_all; }
+
+int PeerGone(Window& w, const Status& s) { return Fail(w, Misuse::kPeerGone, s.message()); }
+
+}  // namespace
+
+}  // namespace tierflow::rma
+
+using namespace tierflow;
+using namespace tierflow::rma;
+
+extern "C" int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_start(group, assert, win);
+  if (w->started || PassiveEpoch(*w)) {
+    return Fail(*w, Misuse::kEpochOpen, "MPI_Win_start while an access epoch is open");
+  }
+  if (int rc = Translate(*w, group, w->start_group, "MPI_Win_start"); rc != MPI_SUCCESS) return rc;
+  std::fill(w->seen.begin(), w->seen.end(), 0);
+  for (int t : w->start_group) w->seen[t] = 1;
+  w->started = true;
+  w->fence_epoch = false;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Win_complete(MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_complete(win);
+  if (!w->started) {
+    return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_complete without MPI_Win_start");
+  }
+  w->started = false;
+  if (Status s = w->sync->Complete(w->start_group); !s.ok()) return PeerGone(*w, s);
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_post(group, assert, win);
+  if (w->posted) return Fail(*w, Misuse::kEpochOpen, "MPI_Win_post while a post is open");
+  if (int rc = Translate(*w, group, w->post_group, "MPI_Win_post"); rc != MPI_SUCCESS) return rc;
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // local stores before the origins look
+  w->sync->Post(w->post_group);
+  w->posted = true;
+  w->fence_epoch = false;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Win_wait(MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_wait(win);
+  if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_wait without MPI_Win_post");
+  if (Status s = w->sync->AwaitCompletion(); !s.ok()) return PeerGone(*w, s);
+  w->posted = false;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Win_test(MPI_Win win, int* flag) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_test(win, flag);
+  if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_test without MPI_Win_post");
+  *flag = w->sync->Completed() ? 1 : 0;
+  if (*flag) w->posted = false;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Win_fence(int assert, MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_fence(assert, win);
+  if (w->started || w->posted || PassiveEpoch(*w)) {
+    return Fail(*w, Misuse::kEpochOpen,
+                "MPI_Win_fence inside a GATS or passive-target epoch of this window");
+  }
+  // Neither an epoch before nor one after: nothing to order with the other ranks.
+  const bool alone = (assert& MPI_MODE_NOPRECEDE) && (assert& MPI_MODE_NOSUCCEED);
+  if (!alone) {
+    if (Status s = w->sync->Barrier(); !s.ok()) return PeerGone(*w, s);
+  }
+  w->fence_epoch = (assert& MPI_MODE_NOSUCCEED) == 0;
+  return MPI_SUCCESS;
+}
+
+namespace {
+
+int CheckLockTarget(Window& w, int rank, const char* call) {
+  if (rank < 0 || rank >= w.ranks) {
+    return Fail(w, Misuse::kNotInGroup,
+                fmt::format("{}: rank {} of a window of {} ranks", call, rank, w.ranks));
+  }
+  return MPI_SUCCESS;
+}
+
+int Acquire(Window& w, int type, int rank, int assert) {
+  if (assert & MPI_MODE_NOCHECK) {
+    w.lock[rank] = kNoCheck;
+    return MPI_SUCCESS;
+  }
+  const bool exclusive = type == MPI_LOCK_EXCLUSIVE;
+  Status s = exclusive ? w.sync->LockExclusive(rank) : w.sync->LockShared(rank);
+  if (!s.ok()) return PeerGone(w, s);
+  w.lock[rank] = exclusive ? kExclusive : kShared;
+  return MPI_SUCCESS;
+}
+
+void Release(Window& w, int rank) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (w.lock[rank] == kShared) w.sync->UnlockShared(rank);
+  if (w.lock[rank] == kExclusive) w.sync->UnlockExclusive(rank);
+  w.lock[rank] = kUnlocked;
+}
+
+}  // namespace
+
+extern "C" int MPI_Win_lock(int type, int rank, int assert, MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_lock(type, rank, assert, win);
+  if (int rc = CheckLockTarget(*w, rank, "MPI_Win_lock"); rc != MPI_SUCCESS) return rc;
+  if (w->lock[rank] != kUnlocked || w->lock_all || w->started) {
+    return Fail(*w, Misuse::kEpochOpen,
+                fmt::format("MPI_Win_lock of rank {}: this rank already has an access epoch "
+                            "to it (lock, lock_all or start)",
+                            rank));
+  }
+  if (type != MPI_LOCK_SHARED && type != MPI_LOCK_EXCLUSIVE) {
+    return Fail(*w, Misuse::kLockType, fmt::format("MPI_Win_lock: lock type {}", type));
+  }
+  if (int rc = Acquire(*w, type, rank, assert); rc != MPI_SUCCESS) return rc;
+  ++w->locks_held;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Win_unlock(int rank, MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_unlock(rank, win);
+  if (int rc = CheckLockTarget(*w, rank, "MPI_Win_unlock"); rc != MPI_SUCCESS) return rc;
+  if (w->lock[rank] == kUnlocked || w->lock_all) {
+    return Fail(*w, Misuse::kNoMatchingSync,
+                fmt::format("MPI_Win_unlock of rank {} without MPI_Win_lock of it", rank));
+  }
+  Release(*w, rank);
+  --w->locks_held;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Win_lock_all(int assert, MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_lock_all(assert, win);
+  if (PassiveEpoch(*w) || w->started) {
+    return Fail(*w, Misuse::kEpochOpen, "MPI_Win_lock_all while an access epoch is open");
+  }
+  for (int r = 0; r < w->ranks; ++r) {
+    if (int rc = Acquire(*w, MPI_LOCK_SHARED, r, assert); rc != MPI_SUCCESS) {
+      for (int q = 0; q < r; ++q) Release(*w, q);
+      return rc;
+    }
+  }
+  w->lock_all = true;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Win_unlock_all(MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_unlock_all(win);
+  if (!w->lock_all) {
+    return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_unlock_all without MPI_Win_lock_all");
+  }
+  for (int r = 0; r < w->ranks; ++r) Release(*w, r);
+  w->lock_all = false;
+  return MPI_SUCCESS;
+}
+
+namespace {
+
+// Every transfer has completed when its call returned: a flush orders and checks the epoch.
+int Flush(MPI_Win win, int rank, const char* call, int (*pass)(int, MPI_Win)) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return pass(rank, win);
+  if (int rc = CheckLockTarget(*w, rank, call); rc != MPI_SUCCESS) return rc;
+  if (w->lock[rank] == kUnlocked && !w->lock_all) {
+    return Fail(*w, Misuse::kNoMatchingSync,
+                fmt::format("{} of rank {} outside a passive-target epoch to it", call, rank));
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return MPI_SUCCESS;
+}
+
+int FlushAll(MPI_Win win, const char* call, int (*pass)(MPI_Win)) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return pass(win);
+  if (!PassiveEpoch(*w)) {
+    return Fail(*w, Misuse::kNoMatchingSync,
+                fmt::format("{} outside a passive-target epoch", call));
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" int MPI_Win_flush(int rank, MPI_Win win) {
+  return Flush(win, rank, "MPI_Win_flush", PMPI_Win_flush);
+}
+extern "C" int MPI_Win_flush_local(int rank, MPI_Win win) {
+  return Flush(win, rank, "MPI_Win_flush_local", PMPI_Win_flush_local);
+}
+extern "C" int MPI_Win_flush_all(MPI_Win win) {
+  return FlushAll(win, "MPI_Win_flush_all", PMPI_Win_flush_all);
+}
+extern "C" int MPI_Win_flush_local_all(MPI_Win win) {
+  return FlushAll(win, "MPI_Win_flush_local_all", PMPI_Win_flush_local_all);
+}
+
+extern "C" int MPI_Win_sync(MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Win_sync(win);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return MPI_SUCCESS;
+}

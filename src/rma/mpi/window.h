@@ -1,0 +1,88 @@
+// The state of one accelerated window and the table that finds it from an MPI_Win.
+//
+// A window is accelerated when all its ranks share a node and its memory can be reached
+// from every rank (shared segments, or process_vm_readv/writev); every other window stays
+// with the MPI underneath, untouched. An accelerated window still has a window of the MPI
+// underneath (made over the same memory), so attributes, names, error handlers and the group
+// keep working; only synchronisation and communication bypass it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rma/shared_segment.h"
+#include "rma/window_sync.h"
+
+namespace tierflow::rma {
+
+enum class Reach : std::uint8_t {
+  kMapped,     // every rank's window memory is mapped here: plain loads and stores
+  kProcessVm,  // process_vm_readv/writev into the owner's address space
+};
+
+struct Window {
+  MPI_Win win = MPI_WIN_NULL;     // the window of the MPI underneath
+  MPI_Comm comm = MPI_COMM_NULL;  // a duplicate of the window's communicator
+  MPI_Group group = MPI_GROUP_NULL;
+  int flavor = 0;  // what the program asked for (MPI_WIN_FLAVOR_CREATE / _ALLOCATE)
+  int model = 0;   // MPI_WIN_UNIFIED
+  Reach reach = Reach::kMapped;
+  int me = 0, ranks = 0;
+  SharedSegment control;               // the WindowSync words
+  std::vector<SharedSegment> memory;   // window memory mapped here (one or one per rank)
+  std::vector<std::byte*> base;        // rank -> its window memory in this process (kMapped)
+  std::vector<std::int32_t> pid;       // rank -> process (kProcessVm)
+  std::vector<std::uint64_t> address;  // rank -> its window's address in its own process
+  std::vector<std::uint64_t> size;     // rank -> bytes
+  std::vector<std::uint32_t> disp_unit;
+  std::unique_ptr<WindowSync> sync;
+
+  // Epochs of this rank.
+  bool fence_epoch = false;                  // opened by a fence without MPI_MODE_NOSUCCEED
+  bool started = false, posted = false;      // GATS access / exposure epoch
+  std::vector<int> start_group, post_group;  // window ranks
+  std::vector<std::uint8_t> seen;            // started: target's post observed
+  std::vector<std::uint8_t> lock;            // rank -> 0 none, 1 shared, 2 exclusive, 3 nocheck
+  int locks_held = 0;
+  bool lock_all = false;
+
+  // Attributes reported for the window (the MPI underneath saw a created window).
+  void* attr_base = nullptr;
+  MPI_Aint attr_size = 0;
+  int attr_disp_unit = 1;
+};
+
+// nullptr for a window the library does not accelerate (or MPI_WIN_NULL).
+Window* FindWindow(MPI_Win win);
+// False when 4096 windows are alive at once: the window then stays with the MPI underneath.
+bool AddWindow(Window* w);
+void RemoveWindow(MPI_Win win);
+
+// The kinds of user error the library reports, each an error code of its own class whose
+// string says what was wrong and how to fix it.
+enum class Misuse : int {
+  kNoEpoch,         // RMA call outside an access epoch to that target
+  kNotInGroup,      // target not in the start group / rank out of range
+  kRange,           // beyond the target's window
+  kEpochOpen,       // free/start/post/lock while an epoch that forbids it is open
+  kNoMatchingSync,  // complete without start, wait without post, unlock without lock
+  kDatatype,        // a datatype the library cannot use for this call
+  kPeerGone,        // a rank of the window exited while this one waited
+  kLockType,        // neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE
+  kCount
+};
+// Calls the window's error handler with the code for `what` and returns the code. With
+// TIERFLOW_RMA_VERBOSE=1, `detail` is printed on stderr first.
+int Fail(const Window& w, Misuse what, const std::string& detail);
+
+// TIERFLOW_RMA_VERBOSE=1: the library says per window what it chose and why.
+bool Verbose();
+// A line on stderr prefixed "tierflow-rma[rank]: ".
+void Say(int rank, const std::string& line);
+
+}  // namespace tierflow::rma

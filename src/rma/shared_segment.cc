@@ -1,0 +1,159 @@
+#include "rma/shared_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace tierflow::rma {
+
+namespace {
+
+std::size_t RoundToPages(std::size_t size) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return size == 0 ? page : (size + page - 1) / page * page;
+}
+
+// "/tierflow-rma-" and 32 hex digits from getrandom: not guessable by another user.
+Status RandomName(char (&out)[64]) {
+  static_assert(sizeof(out) > sizeof("/tierflow-rma-") + 32);
+  unsigned char bytes[16];
+  if (getrandom(bytes, sizeof(bytes), 0) != sizeof(bytes)) {
+    return Status::IoError(fmt::format("getrandom failed: {}", std::strerror(errno)));
+  }
+  std::string name = "/tierflow-rma-";
+  for (unsigned char b : bytes) name += fmt::format("{:02x}", b);
+  std::memcpy(out, name.c_str(), name.size() + 1);
+  return Status::Ok();
+}
+
+Result<int> MakeFile(SegmentName& name, bool named) {
+  if (!named) {
+    const int fd = memfd_create("tierflow-rma", MFD_CLOEXEC);
+    if (fd < 0) {
+      return Status::OutOfMemory(
+          fmt::format("cannot create a memfd for an RMA window: {}", std::strerror(errno)));
+    }
+    return fd;
+  }
+  if (Status s = RandomName(name.shm_name); !s.ok()) return s;
+  const int fd = shm_open(name.shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::OutOfMemory(
+        fmt::format("cannot create shared memory for an RMA window: {}", std::strerror(errno)));
+  }
+  return fd;
+}
+
+Result<std::byte*> MapFile(int fd, std::size_t size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    return Status::OutOfMemory(
+        fmt::format("cannot map {} bytes of shared window memory: {}", size, std::strerror(errno)));
+  }
+  return static_cast<std::byte*>(p);
+}
+
+}  // namespace
+
+SharedSegment::SharedSegment(SharedSegment&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      fd_(std::exchange(other.fd_, -1)),
+      name_(std::exchange(other.name_, {})) {}
+
+SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+    name_ = std::exchange(other.name_, {});
+  }
+  return *this;
+}
+
+SharedSegment::~SharedSegment() { Reset(); }
+
+void SharedSegment::Reset() {
+  if (data_ != nullptr) munmap(data_, size_);
+  if (fd_ >= 0) close(fd_);
+  data_ = nullptr;
+  fd_ = -1;
+}
+
+Result<SharedSegment> SharedSegment::Create(std::size_t size, bool named) {
+  SharedSegment s;
+  s.size_ = RoundToPages(size);
+  Result<int> fd = MakeFile(s.name_, named);
+  if (!fd.ok()) return fd.status();
+  s.fd_ = *fd;
+  s.name_.pid = getpid();
+  if (ftruncate(s.fd_, static_cast<off_t>(s.size_)) != 0) {
+    const int e = errno;
+    s.MarkMapped();
+    return Status::OutOfMemory(
+        fmt::format("cannot size shared window memory to {} bytes: {}", s.size_, strerror(e)));
+  }
+  Result<std::byte*> p = MapFile(s.fd_, s.size_);
+  if (!p.ok()) {
+    s.MarkMapped();
+    return p.status();
+  }
+  s.data_ = *p;
+  s.name_.fd = s.name_.shm_name[0] != '\0' ? -1 : s.fd_;
+  s.name_.size = s.size_;
+  return s;
+}
+
+Result<SharedSegment> SharedSegment::Open(const SegmentName& name) {
+  SharedSegment s;
+  s.name_ = name;
+  s.size_ = name.size;
+  std::string path = name.fd >= 0 ? fmt::format("/proc/{}/fd/{}", name.pid, name.fd) : "";
+  const int fd = name.fd >= 0 ? open(path.c_str(), O_RDWR | O_CLOEXEC)
+                              : shm_open(name.shm_name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    const int e = errno;
+    if (path.empty()) path = fmt::format("/dev/shm{}", name.shm_name);
+    const std::string why = fmt::format("cannot open {} (the shared memory of process {}): {}",
+                                        path, name.pid, std::strerror(e));
+    if (e == EACCES || e == EPERM) return Status::Unsupported(why);
+    return Status::NotFound(why);
+  }
+  s.fd_ = fd;
+  Result<std::byte*> p = MapFile(fd, s.size_);
+  if (!p.ok()) return p.status();
+  s.data_ = *p;
+  // The mapping keeps the memory; a descriptor per window would run into the fd limit.
+  close(s.fd_);
+  s.fd_ = -1;
+  return s;
+}
+
+void SharedSegment::MarkMapped() {
+  if (name_.shm_name[0] != '\0' && name_.pid == getpid()) shm_unlink(name_.shm_name);
+  name_.shm_name[0] = '\0';
+  if (fd_ >= 0 && name_.pid == getpid() && data_ != nullptr) {
+    // Everyone has it mapped: the descriptor is no longer needed to open it.
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+bool CanReadProcess(std::int32_t pid, const void* addr) {
+  char byte;
+  iovec local{&byte, 1};
+  iovec remote{const_cast<void*>(addr), 1};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == 1;
+}
+
+}  // namespace tierflow::rma

@@ -1,0 +1,67 @@
+// Memory that the ranks of one node map together, private to the job's user.
+//
+// A segment is a memfd of one process, opened by the others through /proc/PID/fd/FD (the
+// kernel allows that only to processes that may ptrace-read the owner: the same user, a
+// dumpable process), so it has no name anyone else could guess or map and nothing is left
+// behind when a rank dies. Where /proc does not allow it (a hardened /proc, another user
+// namespace), the fallback is a POSIX shared memory object of mode 0600 with a random
+// 128-bit name, unlinked as soon as every rank has mapped it (MarkMapped).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "tierflow/status.h"
+
+namespace tierflow::rma {
+
+// What another process needs to map a segment: plain data, sent between ranks as bytes.
+struct SegmentName {
+  std::int32_t pid = 0;    // the creator
+  std::int32_t fd = -1;    // its memfd, or -1 for the named fallback
+  std::uint64_t size = 0;  // bytes
+  char shm_name[64] = {};  // "/tierflow-rma-<32 hex>" for the fallback, else empty
+};
+
+// A mapped segment. Move-only; the destructor unmaps and closes.
+// Thread-safety: none; one owner.
+class SharedSegment {
+ public:
+  SharedSegment() = default;
+  SharedSegment(SharedSegment&& other) noexcept;
+  SharedSegment& operator=(SharedSegment&& other) noexcept;
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+  ~SharedSegment();
+
+  // A new zero-filled segment of `size` bytes (rounded up to pages; 0 gives one page), mapped
+  // read-write: a memfd, or with `named` the fallback (whose name stays until MarkMapped). Errors:
+  // kOutOfMemory naming the size when memory or file descriptors run out.
+  static Result<SharedSegment> Create(std::size_t size, bool named = false);
+  // Maps the segment another process of this job created. Errors: kUnsupported when the
+  // kernel refuses (another user, a non-dumpable process), kNotFound when the creator is gone
+  // or the name was unlinked; the message says which and why.
+  static Result<SharedSegment> Open(const SegmentName& name);
+
+  // After every rank has opened it: removes the fallback's name (the memfd has none). Idempotent.
+  void MarkMapped();
+
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  const SegmentName& name() const { return name_; }
+
+ private:
+  void Reset();
+
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  int fd_ = -1;
+  SegmentName name_;
+};
+
+// Whether this process may read another's memory with process_vm_readv (the kernel's ptrace
+// rules: Yama's ptrace_scope, same user, dumpable). Checked by reading one byte at `addr`.
+bool CanReadProcess(std::int32_t pid, const void* addr);
+
+}  // namespace tierflow::rma

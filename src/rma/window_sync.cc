@@ -1,0 +1,243 @@
+#include "rma/window_sync.h"
+
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "common/cpu_relax.h"
+
+namespace tierflow::rma {
+
+// A futex word other processes can wake: a generation bumped by every signal and the number
+// of sleepers, so that a signal costs no system call while nobody sleeps.
+struct WindowSync::Wake {
+  std::atomic<std::uint32_t> generation{0};
+  std::atomic<std::uint32_t> sleepers{0};
+};
+
+// One rank's words. Each group that different ranks write sits on its own cache line.
+struct alignas(64) WindowSync::Slot {
+  alignas(64) std::atomic<std::uint32_t> cc{0};  // written by the origins of my post
+  alignas(64) Wake notify;                       // "your match vector or counter changed"
+  alignas(64) std::atomic<std::uint32_t> lock{0};
+  Wake lock_wake;
+  alignas(64) std::atomic<std::uint32_t> accumulate{0};
+  Wake accumulate_wake;
+  alignas(64) RankInfo info;
+};
+
+struct alignas(64) WindowSync::Header {
+  std::atomic<std::uint32_t> arrived{0};
+  std::atomic<std::uint32_t> generation{0};
+};
+
+namespace {
+
+constexpr std::uint32_t kExclusive = 1u << 31;
+
+std::size_t MatchBytes(int ranks) {
+  const std::size_t bytes = (static_cast<std::size_t>(ranks) + 63) / 64 * 8;
+  return (bytes + 63) / 64 * 64;
+}
+
+long FutexWaitShared(std::atomic<std::uint32_t>* word, std::uint32_t expected) {
+  timespec timeout{0, 100 * 1000 * 1000};
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &timeout,
+                 nullptr, 0);
+}
+
+void FutexWakeShared(std::atomic<std::uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+          0);
+}
+
+// A process that has exited, a zombie included (kill(pid, 0) still succeeds on one).
+bool Gone(std::int32_t pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char state = 0;
+  const int got = std::fscanf(f, "%*d %*s %c", &state);
+  std::fclose(f);
+  return got == 1 && (state == 'Z' || state == 'X');
+}
+
+}  // namespace
+
+std::size_t WindowSync::Bytes(int ranks) {
+  const auto n = static_cast<std::size_t>(ranks);
+  return sizeof(Header) + sizeof(Header) + n * sizeof(Slot) + n * MatchBytes(ranks);
+}
+
+WindowSync::WindowSync(std::byte* area, int ranks, int me, int spin)
+    : area_(area), n_(ranks), me_(me), spin_(spin), words_((ranks + 63) / 64) {}
+
+// Layout: the barrier's header, its wake word, the slots, the match vectors.
+WindowSync::Header& WindowSync::header() const { return *reinterpret_cast<Header*>(area_); }
+
+WindowSync::Wake& WindowSync::barrier_wake() const {
+  return *reinterpret_cast<Wake*>(area_ + sizeof(Header));
+}
+
+WindowSync::Slot& WindowSync::slot(int r) const {
+  return reinterpret_cast<Slot*>(area_ + 2 * sizeof(Header))[r];
+}
+
+RankInfo& WindowSync::info(int rank) { return slot(rank).info; }
+
+std::atomic<std::uint64_t>* WindowSync::Match(int origin) const {
+  std::byte* base = area_ + 2 * sizeof(Header) + static_cast<std::size_t>(n_) * sizeof(Slot);
+  return reinterpret_cast<std::atomic<std::uint64_t>*>(base + origin * MatchBytes(n_));
+}
+
+Status WindowSync::DeadPeer(int peer) const {
+  for (int r = peer < 0 ? 0 : peer; r < (peer < 0 ? n_ : peer + 1); ++r) {
+    if (r != me_ && Gone(slot(r).info.pid)) {
+      return Status::IoError(
+          fmt::format("rank {} of the window (process {}) has exited while this rank waited for it",
+                      r, slot(r).info.pid));
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename Ready>
+Status WindowSync::Await(Wake& wake, Ready ready, int peer) {
+  for (int i = 0; i < spin_; ++i) {
+    if (ready()) return Status::Ok();
+    CpuRelax();
+  }
+  for (;;) {
+    const std::uint32_t g = wake.generation.load();
+    wake.sleepers.fetch_add(1);
+    if (ready()) {
+      wake.sleepers.fetch_sub(1);
+      return Status::Ok();
+    }
+    const long r = FutexWaitShared(&wake.generation, g);
+    wake.sleepers.fetch_sub(1);
+    if (ready()) return Status::Ok();
+    if (r != 0 && errno == ETIMEDOUT) {
+      if (Status s = DeadPeer(peer); !s.ok()) return s;
+    }
+  }
+}
+
+void WindowSync::Signal(Wake& wake) {
+  wake.generation.fetch_add(1);
+  if (wake.sleepers.load() != 0) FutexWakeShared(&wake.generation);
+}
+
+void WindowSync::Post(std::span<const int> origins) {
+  slot(me_).cc.store(static_cast<std::uint32_t>(origins.size()));
+  const std::uint64_t bit = 1ull << (me_ % 64);
+  for (int o : origins) {
+    Match(o)[me_ / 64].fetch_or(bit);
+    Signal(slot(o).notify);
+  }
+}
+
+bool WindowSync::Posted(int target) const {
+  return (Match(me_)[target / 64].load() >> (target % 64)) & 1;
+}
+
+Status WindowSync::AwaitPosted(int target) {
+  if (Posted(target)) return Status::Ok();
+  return Await(
+      slot(me_).notify, [&] { return Posted(target); }, target);
+}
+
+Status WindowSync::Complete(std::span<const int> targets) {
+  for (int t : targets) {
+    if (Status s = AwaitPosted(t); !s.ok()) return s;
+    Match(me_)[t / 64].fetch_and(~(1ull << (t % 64)));
+  }
+  for (int t : targets) {
+    if (slot(t).cc.fetch_sub(1) == 1) Signal(slot(t).notify);
+  }
+  return Status::Ok();
+}
+
+bool WindowSync::Completed() const { return slot(me_).cc.load() == 0; }
+
+Status WindowSync::AwaitCompletion() {
+  return Await(
+      slot(me_).notify, [&] { return Completed(); }, -1);
+}
+
+Status WindowSync::Barrier() {
+  Header& h = header();
+  const std::uint32_t g = h.generation.load();
+  if (h.arrived.fetch_add(1) + 1 == static_cast<std::uint32_t>(n_)) {
+    h.arrived.store(0);
+    h.generation.fetch_add(1);
+    Signal(barrier_wake());
+    return Status::Ok();
+  }
+  return Await(
+      barrier_wake(), [&] { return h.generation.load() != g; }, -1);
+}
+
+Status WindowSync::LockShared(int target) {
+  Slot& s = slot(target);
+  return Await(
+      s.lock_wake,
+      [&] {
+        std::uint32_t v = s.lock.load();
+        return (v & kExclusive) == 0 && s.lock.compare_exchange_strong(v, v + 1);
+      },
+      target);
+}
+
+Status WindowSync::LockExclusive(int target) {
+  Slot& s = slot(target);
+  return Await(
+      s.lock_wake,
+      [&] {
+        std::uint32_t v = 0;
+        return s.lock.compare_exchange_strong(v, kExclusive);
+      },
+      -1);
+}
+
+void WindowSync::UnlockShared(int target) {
+  Slot& s = slot(target);
+  if (s.lock.fetch_sub(1) == 1) Signal(s.lock_wake);
+}
+
+void WindowSync::UnlockExclusive(int target) {
+  Slot& s = slot(target);
+  s.lock.store(0);
+  Signal(s.lock_wake);
+}
+
+Status WindowSync::LockAccumulate(int target) {
+  Slot& s = slot(target);
+  return Await(
+      s.accumulate_wake,
+      [&] {
+        std::uint32_t v = 0;
+        return s.accumulate.compare_exchange_strong(v, 1);
+      },
+      -1);
+}
+
+void WindowSync::UnlockAccumulate(int target) {
+  Slot& s = slot(target);
+  s.accumulate.store(0);
+  Signal(s.accumulate_wake);
+}
+
+}  // namespace tierflow::rma

@@ -1,0 +1,92 @@
+// The synchronisation words of one RMA window in memory its ranks share, and the protocols on
+// them: trigger-only general active target synchronisation (Christgau's match vector and
+// completion counter), a barrier for fences, reader-writer locks for passive target, and a
+// lock per target that makes accumulates atomic. No MPI here: the interposition layer calls it.
+//
+// GATS, per window:
+//   start(G)     nothing: the origin remembers G and never blocks
+//   post(G)      target t: cc[t] = |G|, then for each origin o in G set bit t of match[o]
+//   RMA to t     origin o, first access to t in the epoch: wait for bit t of match[o]
+//   complete()   origin: for each t in G wait for bit t and clear it; then cc[t] -= 1 for each
+//   wait()       target: until cc[t] == 0
+// A post of the next epoch cannot be taken for this one: t posts again only after its wait
+// returned, which needs every origin's decrement, which each origin does after clearing t's bit.
+// Each origin owns its match vector and each target its counter; words written by different
+// ranks sit on different cache lines.
+//
+// Waiting spins (`spin` rounds; short when the node runs more ranks than it has CPUs) and
+// then sleeps on a futex, waking every 100 ms to check that the ranks it waits for are alive:
+// a dead rank ends the wait with an error instead of a hang.
+//
+// Thread-safety: the words are shared by processes; one WindowSync per process and window,
+// used by one thread at a time.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "tierflow/status.h"
+
+namespace tierflow::rma {
+
+// Per rank, written once when the window is made: what the others need to reach its memory.
+struct RankInfo {
+  std::int32_t pid = 0;
+  std::uint32_t disp_unit = 1;
+  std::uint64_t size = 0;         // bytes of its window
+  std::uint64_t data_offset = 0;  // where its memory starts in the shared data segment
+  std::uint64_t address = 0;      // its window's address in its own process
+};
+
+class WindowSync {
+ public:
+  // Bytes of shared, zero-filled memory a window of `ranks` ranks needs.
+  static std::size_t Bytes(int ranks);
+  // `area` holds Bytes(ranks) bytes that every rank maps (any address). `spin`: rounds of
+  // busy waiting before sleeping.
+  WindowSync(std::byte* area, int ranks, int me, int spin);
+
+  int ranks() const { return n_; }
+  int me() const { return me_; }
+  RankInfo& info(int rank);
+
+  // GATS. Post/Complete take window ranks (0 <= r < ranks()), each at most once.
+  void Post(std::span<const int> origins);
+  bool Posted(int target) const;   // origin: has `target` posted to me?
+  Status AwaitPosted(int target);  // origin: waits until it has
+  Status Complete(std::span<const int> targets);
+  Status AwaitCompletion();  // target: every origin of my post has completed
+  bool Completed() const;    // target: as AwaitCompletion, without waiting
+
+  // Every rank calls it; returns when all have.
+  Status Barrier();
+
+  // Passive target on `target`'s window. Unlock must match the lock held.
+  Status LockShared(int target);
+  Status LockExclusive(int target);
+  void UnlockShared(int target);
+  void UnlockExclusive(int target);
+  // Makes an accumulate on `target`'s window atomic with every other one there.
+  Status LockAccumulate(int target);
+  void UnlockAccumulate(int target);
+
+ private:
+  struct Wake;
+  struct alignas(64) Slot;
+  struct alignas(64) Header;
+  Header& header() const;
+  Wake& barrier_wake() const;
+  Slot& slot(int rank) const;
+  template <typename Ready>
+  Status Await(Wake& wake, Ready ready, int peer);
+  void Signal(Wake& wake);
+  std::atomic<std::uint64_t>* Match(int origin) const;
+  Status DeadPeer(int peer) const;
+
+  std::byte* area_;
+  int n_, me_, spin_, words_;
+};
+
+}  // namespace tierflow::rma

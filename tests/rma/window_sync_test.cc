@@ -1,0 +1,195 @@
+// The RMA core without MPI: shared segments between processes and the synchronisation
+// protocols on them, with the ranks as forked processes.
+#include "rma/window_sync.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <vector>
+
+#include "rma/shared_segment.h"
+
+namespace tierflow::rma {
+namespace {
+
+// Runs body(rank) in `ranks` processes (rank 0 is this one); returns the failures the
+// children reported through their exit status.
+int RunRanks(int ranks, const std::function<bool(int)>& body) {
+  std::vector<pid_t> kids;
+  for (int r = 1; r < ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(body(r) ? 0 : 1);
+    kids.push_back(pid);
+  }
+  int failures = body(0) ? 0 : 1;
+  for (pid_t pid : kids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+  }
+  return failures;
+}
+
+struct Shared {
+  SharedSegment segment;
+  std::byte* sync_area;
+  std::atomic<std::uint64_t>* data;  // after the sync words
+  explicit Shared(int ranks, bool named = false) {
+    Result<SharedSegment> s = SharedSegment::Create(WindowSync::Bytes(ranks) + 4096, named);
+    segment = std::move(s.value());
+    sync_area = segment.data();
+    data = reinterpret_cast<std::atomic<std::uint64_t>*>(segment.data() + WindowSync::Bytes(ranks));
+  }
+};
+
+TEST(SharedSegment, AnotherProcessMapsTheMemfdThroughProc) {
+  Result<SharedSegment> s = SharedSegment::Create(100);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->size() % 4096, 0u);
+  EXPECT_GE(s->name().fd, 0);
+  EXPECT_EQ(s->name().shm_name[0], '\0') << "a memfd has no name anyone could open";
+  const SegmentName name = s->name();
+  EXPECT_EQ(RunRanks(2,
+                     [&](int rank) {
+                       if (rank == 0) return true;
+                       Result<SharedSegment> o = SharedSegment::Open(name);
+                       if (!o.ok()) return false;
+                       std::memcpy(o->data() + 10, "hello", 5);
+                       return true;
+                     }),
+            0);
+  EXPECT_EQ(std::memcmp(s->data() + 10, "hello", 5), 0);
+}
+
+TEST(SharedSegment, TheNamedFallbackIsPrivateAndGoneOnceMapped) {
+  Result<SharedSegment> s = SharedSegment::Create(4096, true);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const std::string path = std::string("/dev/shm") + s->name().shm_name;
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_EQ(std::filesystem::status(path).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(std::strlen(s->name().shm_name), std::strlen("/tierflow-rma-") + 32);
+  Result<SharedSegment> o = SharedSegment::Open(s->name());
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  s->MarkMapped();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  o->data()[0] = std::byte{7};
+  EXPECT_EQ(s->data()[0], std::byte{7});
+}
+
+TEST(SharedSegment, OpeningWhatIsGoneNamesIt) {
+  SegmentName gone;
+  gone.pid = 99999999;  // above pid_max
+  gone.fd = 3;
+  gone.size = 4096;
+  Result<SharedSegment> o = SharedSegment::Open(gone);
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(o.status().message().find("/proc/99999999/fd/3"), std::string::npos);
+}
+
+TEST(WindowSync, GatsEpochsInQuickSuccessionNeverMix) {
+  constexpr int kRanks = 3, kEpochs = 2000;
+  Shared m(kRanks);
+  // Rank 0 is the target of origins 1 and 2; each origin writes its epoch number in its slot
+  // and the target checks both after every wait: a post taken for the wrong epoch shows.
+  const int failures = RunRanks(kRanks, [&](int rank) {
+    WindowSync sync(m.sync_area, kRanks, rank, 64);
+    sync.info(rank).pid = getpid();
+    const int origins[] = {1, 2}, target[] = {0};
+    for (int e = 1; e <= kEpochs; ++e) {
+      if (rank == 0) {
+        sync.Post(origins);
+        if (!sync.AwaitCompletion().ok()) return false;
+        if (m.data[1].load() != static_cast<std::uint64_t>(e) ||
+            m.data[2].load() != static_cast<std::uint64_t>(e)) {
+          return false;
+        }
+      } else {
+        if (!sync.AwaitPosted(0).ok()) return false;
+        m.data[rank].store(e);
+        if (!sync.Complete(target).ok()) return false;
+      }
+    }
+    return true;
+  });
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(WindowSync, CompleteNotifiesTargetsItSentNothingTo) {
+  constexpr int kRanks = 3;
+  Shared m(kRanks);
+  EXPECT_EQ(RunRanks(kRanks,
+                     [&](int rank) {
+                       WindowSync sync(m.sync_area, kRanks, rank, 64);
+                       const int origin[] = {0}, targets[] = {1, 2};
+                       if (rank == 0) return sync.Complete(targets).ok();
+                       sync.Post(origin);
+                       return sync.AwaitCompletion().ok();
+                     }),
+            0);
+}
+
+TEST(WindowSync, BarrierSeparatesPhases) {
+  constexpr int kRanks = 4, kPhases = 500;
+  Shared m(kRanks);
+  EXPECT_EQ(RunRanks(kRanks,
+                     [&](int rank) {
+                       WindowSync sync(m.sync_area, kRanks, rank, 64);
+                       for (int p = 0; p < kPhases; ++p) {
+                         m.data[0].fetch_add(1);
+                         if (!sync.Barrier().ok()) return false;
+                         if (m.data[0].load() != static_cast<std::uint64_t>(kRanks) * (p + 1)) {
+                           return false;
+                         }
+                         if (!sync.Barrier().ok()) return false;
+                       }
+                       return true;
+                     }),
+            0);
+}
+
+TEST(WindowSync, ExclusiveLocksSerialiseAndSharedOnesCoexist) {
+  constexpr int kRanks = 4, kIters = 2000;
+  Shared m(kRanks);
+  EXPECT_EQ(RunRanks(kRanks,
+                     [&](int rank) {
+                       WindowSync sync(m.sync_area, kRanks, rank, 64);
+                       for (int i = 0; i < kIters; ++i) {
+                         if (!sync.LockExclusive(0).ok()) return false;
+                         // Not atomic on purpose: only the lock keeps increments whole.
+                         const std::uint64_t v = m.data[3].load(std::memory_order_relaxed);
+                         m.data[3].store(v + 1, std::memory_order_relaxed);
+                         sync.UnlockExclusive(0);
+                         if (!sync.LockShared(0).ok()) return false;
+                         sync.UnlockShared(0);
+                       }
+                       return true;
+                     }),
+            0);
+  EXPECT_EQ(m.data[3].load(), static_cast<std::uint64_t>(kRanks) * kIters);
+}
+
+TEST(WindowSync, AWaitForARankThatExitedEndsWithAnError) {
+  constexpr int kRanks = 2;
+  Shared m(kRanks);
+  const pid_t kid = fork();
+  if (kid == 0) _exit(0);  // rank 1 dies without completing
+  WindowSync sync(m.sync_area, kRanks, 0, 64);
+  sync.info(0).pid = getpid();
+  sync.info(1).pid = kid;
+  const int origin[] = {1};
+  sync.Post(origin);
+  Status s = sync.AwaitCompletion();  // the kid is a zombie until waited for: that counts
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+  waitpid(kid, nullptr, 0);
+}
+
+}  // namespace
+}  // namespace tierflow::rma
