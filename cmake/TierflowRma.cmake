@@ -11,7 +11,8 @@ target_include_directories(tierflow_rma_core PUBLIC ${PROJECT_SOURCE_DIR}/src ${
 target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
 
 set(TIERFLOW_RMA_MPI_SOURCES src/rma/mpi/registry.cc src/rma/mpi/create.cc src/rma/mpi/sync.cc
-    src/rma/mpi/transfer.cc src/rma/mpi/datatype.cc)
+    src/rma/mpi/transfer.cc src/rma/mpi/datatype.cc src/rma/mpi/access.cc
+    src/rma/mpi/accumulate.cc)
 set(TIERFLOW_RMA_MPIS)
 
 # tierflow_find_mpi(NAME WRAPPER SHOW_FLAG LAUNCHER): NAME_INCLUDE_DIRS, NAME_LINK_DIRS,
@@ -75,3 +76,24 @@ foreach(mpi ${TIERFLOW_RMA_MPIS})
                       -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
   install(TARGETS tierflow_rma_${mpi} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endforeach()
+
+# The MPI program `tierflow bench rma` runs under each MPI, with and without the library.
+foreach(mpi ${TIERFLOW_RMA_MPIS})
+  add_executable(rma_latency_${mpi} bench/rma/rma_latency.cc)
+  tierflow_mpi_target(rma_latency_${mpi} ${mpi})
+endforeach()
+
+# `tierflow bench rma` finds each MPI's launcher, the MPI program and the library (beside it in
+# the build tree; libexec/tierflow and the library directory once installed).
+if(TIERFLOW_BUILD_TOOLS)
+  set(launchers)
+  foreach(mpi ${TIERFLOW_RMA_MPIS})
+    list(APPEND launchers "${mpi}=${${mpi}_LAUNCHER}")
+    add_dependencies(tierflow_cli rma_latency_${mpi} tierflow_rma_${mpi})
+    install(TARGETS rma_latency_${mpi} RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/tierflow)
+  endforeach()
+  string(JOIN "," launchers ${launchers})
+  target_compile_definitions(tierflow_cli PRIVATE TIERFLOW_RMA_LAUNCHERS="${launchers}"
+                             TIERFLOW_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"
+                             TIERFLOW_INSTALL_LIBEXECDIR="${CMAKE_INSTALL_LIBEXECDIR}")
+endif()

@@ -22,6 +22,7 @@
 #include "bench/copy_bench.h"
 #include "bench/dsa_copy_bench.h"
 #include "bench/pipes_bench.h"
+#include "bench/rma_bench.h"
 #include "bench/submit_bench.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/size.h"
@@ -447,6 +448,37 @@ int RunPipesBenchCli(PipesBenchCli& c) {
   return s.ok() ? 0 : Fail(s);
 }
 
+// --- bench rma ---------------------------------------------------------------------------
+
+struct RmaBenchCli {
+  CLI::App* cmd = nullptr;
+  bench::RmaBenchConfig cfg;
+};
+
+void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "rma", "libtierflow_rma against the MPI alone: put latency and GATS, same run");
+  c.cmd->add_option("--reps", c.cfg.reps, "Alternations of without/with (default 3)")
+      ->check(tools::IntegerIn(1, 50));
+  c.cmd->add_option("--iters", c.cfg.iters, "Timed iterations per row (default 1000)")
+      ->check(tools::IntegerIn(10, 1000000));
+  c.cmd
+      ->add_option("--gats-ranks", c.cfg.gats_ranks,
+                   "Ranks of the GATS benchmark: 1 origin, the rest targets (default 4)")
+      ->check(tools::IntegerIn(2, 64));
+  std::vector<std::string> built = bench::RmaBenchMpis();
+  c.cmd->add_option("--mpi", c.cfg.mpis, "Only these MPIs (default: all built)")
+      ->check(CLI::IsMember(built));
+  c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
+  c.cmd->add_option("--plot", c.cfg.plot, "Also write a PNG plot (matplotlib)")
+      ->check(tools::NewPng());
+}
+
+int RunRmaBenchCli(RmaBenchCli& c) {
+  Status s = bench::RunRmaBench(c.cfg, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
 // --- pipes -------------------------------------------------------------------------------
 
 struct PipesCli {
@@ -598,12 +630,13 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd, const PipesCli& pip
     if (!rest.empty()) {
       return Status::Invalid(
           fmt::format("unknown benchmark '{}': use bench copy, bench submit, "
-                      "bench cache, bench coherence or bench pipes (tierflow bench --help)",
+                      "bench cache, bench coherence, bench pipes or bench rma (tierflow bench "
+                      "--help)",
                       rest.front()));
     }
     return Status::Invalid(
-        "bench needs a benchmark: copy, submit, cache, coherence or pipes (tierflow bench "
-        "--help)");
+        "bench needs a benchmark: copy, submit, cache, coherence, pipes or rma (tierflow "
+        "bench --help)");
   }
   if (pipes.cmd->parsed() && pipes.cmd->get_subcommands().empty()) {
     return Status::Invalid(
@@ -630,6 +663,8 @@ int main(int argc, char** argv) {
   AddCoherence(*bench_cmd, coherence);
   PipesBenchCli pipes_bench;
   AddPipesBench(*bench_cmd, pipes_bench);
+  RmaBenchCli rma_bench;
+  AddRmaBench(*bench_cmd, rma_bench);
   QdpCli qdp;
   AddQdp(app, qdp);
   PipesCli pipes;
@@ -664,6 +699,7 @@ int main(int argc, char** argv) {
   }
   if (coherence.cmd->parsed()) return RunCoherence(coherence);
   if (pipes_bench.cmd->parsed()) return RunPipesBenchCli(pipes_bench);
+  if (rma_bench.cmd->parsed()) return RunRmaBenchCli(rma_bench);
   if (pipes.cmd->parsed()) return RunPipes(pipes);
   if (sort.cmd->parsed()) return RunSort(sort);
   return RunQdp(qdp);

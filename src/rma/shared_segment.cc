@@ -62,12 +62,27 @@ Result<std::byte*> MapFile(int fd, std::size_t size) {
   return static_cast<std::byte*>(p);
 }
 
+// The shared range at `at` becomes private anonymous memory with the same bytes (one
+// MAP_FIXED mmap replaces the mapping; the range is never unmapped). If memory runs out the
+// range stays shared, which is still correct memory for its owner.
+void RestorePrivate(std::byte* at, std::size_t size) {
+  void* copy = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (copy == MAP_FAILED) return;
+  std::memcpy(copy, at, size);
+  if (mmap(at, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+      at) {
+    std::memcpy(at, copy, size);
+  }
+  munmap(copy, size);
+}
+
 }  // namespace
 
 SharedSegment::SharedSegment(SharedSegment&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       fd_(std::exchange(other.fd_, -1)),
+      in_place_(std::exchange(other.in_place_, false)),
       name_(std::exchange(other.name_, {})) {}
 
 SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
@@ -76,6 +91,7 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     fd_ = std::exchange(other.fd_, -1);
+    in_place_ = std::exchange(other.in_place_, false);
     name_ = std::exchange(other.name_, {});
   }
   return *this;
@@ -84,10 +100,15 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
 SharedSegment::~SharedSegment() { Reset(); }
 
 void SharedSegment::Reset() {
-  if (data_ != nullptr) munmap(data_, size_);
+  if (in_place_) {
+    RestorePrivate(data_, size_);
+  } else if (data_ != nullptr) {
+    munmap(data_, size_);
+  }
   if (fd_ >= 0) close(fd_);
   data_ = nullptr;
   fd_ = -1;
+  in_place_ = false;
 }
 
 Result<SharedSegment> SharedSegment::Create(std::size_t size, bool named) {
@@ -111,6 +132,28 @@ Result<SharedSegment> SharedSegment::Create(std::size_t size, bool named) {
   s.data_ = *p;
   s.name_.fd = s.name_.shm_name[0] != '\0' ? -1 : s.fd_;
   s.name_.size = s.size_;
+  return s;
+}
+
+Result<SharedSegment> SharedSegment::ShareInPlace(void* base, std::size_t size) {
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  if (base == nullptr || size == 0 || reinterpret_cast<std::uintptr_t>(base) % page != 0 ||
+      size % page != 0) {
+    return Status::Invalid(
+        fmt::format("{} bytes at {}: only whole pages can be shared in place", size, base));
+  }
+  Result<SharedSegment> s = Create(size);
+  if (!s.ok()) return s.status();
+  std::memcpy(s->data_, base, size);
+  // MAP_FIXED replaces the range's mapping in one step (mremap would too, but memory hooks of
+  // some MPI transports, UCX's, refuse a fixed mremap).
+  if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, s->fd_, 0) != base) {
+    return Status::OutOfMemory(fmt::format("cannot map shared memory over {} bytes at {}: {}", size,
+                                           base, std::strerror(errno)));
+  }
+  munmap(s->data_, size);
+  s->data_ = static_cast<std::byte*>(base);
+  s->in_place_ = true;
   return s;
 }
 

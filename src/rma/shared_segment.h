@@ -39,6 +39,13 @@ class SharedSegment {
   // read-write: a memfd, or with `named` the fallback (whose name stays until MarkMapped). Errors:
   // kOutOfMemory naming the size when memory or file descriptors run out.
   static Result<SharedSegment> Create(std::size_t size, bool named = false);
+  // Turns [base, base+size) (whole pages: base and size multiples of the page size) into a
+  // segment in place: its bytes are copied into a new memfd whose mapping then replaces the
+  // range in one mremap, so every pointer into it stays valid. On destruction the range becomes
+  // private memory again with the same bytes. Stores into the range by other threads while
+  // this runs would be lost: call it where the range is quiescent (collective window creation).
+  // Errors: kInvalidArgument for a range that is not whole pages; kOutOfMemory.
+  static Result<SharedSegment> ShareInPlace(void* base, std::size_t size);
   // Maps the segment another process of this job created. Errors: kUnsupported when the
   // kernel refuses (another user, a non-dumpable process), kNotFound when the creator is gone
   // or the name was unlinked; the message says which and why.
@@ -57,6 +64,7 @@ class SharedSegment {
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   int fd_ = -1;
+  bool in_place_ = false;  // data_ is the user's range: restore it, do not unmap it
   SegmentName name_;
 };
 

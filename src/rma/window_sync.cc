@@ -1,6 +1,7 @@
 #include "rma/window_sync.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -81,8 +82,8 @@ std::size_t WindowSync::Bytes(int ranks) {
   return sizeof(Header) + sizeof(Header) + n * sizeof(Slot) + n * MatchBytes(ranks);
 }
 
-WindowSync::WindowSync(std::byte* area, int ranks, int me, int spin)
-    : area_(area), n_(ranks), me_(me), spin_(spin), words_((ranks + 63) / 64) {}
+WindowSync::WindowSync(std::byte* area, int ranks, int me, int spin, int yields)
+    : area_(area), n_(ranks), me_(me), spin_(spin), yields_(yields), words_((ranks + 63) / 64) {}
 
 // Layout: the barrier's header, its wake word, the slots, the match vectors.
 WindowSync::Header& WindowSync::header() const { return *reinterpret_cast<Header*>(area_); }
@@ -118,6 +119,10 @@ Status WindowSync::Await(Wake& wake, Ready ready, int peer) {
   for (int i = 0; i < spin_; ++i) {
     if (ready()) return Status::Ok();
     CpuRelax();
+  }
+  for (int i = 0; i < yields_; ++i) {
+    if (ready()) return Status::Ok();
+    sched_yield();
   }
   for (;;) {
     const std::uint32_t g = wake.generation.load();

@@ -14,9 +14,11 @@
 // Each origin owns its match vector and each target its counter; words written by different
 // ranks sit on different cache lines.
 //
-// Waiting spins (`spin` rounds; short when the node runs more ranks than it has CPUs) and
-// then sleeps on a futex, waking every 100 ms to check that the ranks it waits for are alive:
-// a dead rank ends the wait with an error instead of a hang.
+// Waiting spins (`spin` rounds; short when the node runs more ranks than it has CPUs), then
+// yields the CPU (`yields` times: with more ranks than CPUs, the rank waited for may need this
+// CPU, and a yield hands it over without a futex round trip), then sleeps on a futex, waking every
+// 100 ms to check that the ranks it waits for are alive: a dead rank ends the wait with an error
+// instead of a hang.
 //
 // Thread-safety: the words are shared by processes; one WindowSync per process and window,
 // used by one thread at a time.
@@ -45,8 +47,8 @@ class WindowSync {
   // Bytes of shared, zero-filled memory a window of `ranks` ranks needs.
   static std::size_t Bytes(int ranks);
   // `area` holds Bytes(ranks) bytes that every rank maps (any address). `spin`: rounds of
-  // busy waiting before sleeping.
-  WindowSync(std::byte* area, int ranks, int me, int spin);
+  // busy waiting, then `yields` sched_yield rounds, before sleeping.
+  WindowSync(std::byte* area, int ranks, int me, int spin, int yields = 0);
 
   int ranks() const { return n_; }
   int me() const { return me_; }
@@ -86,7 +88,7 @@ class WindowSync {
   Status DeadPeer(int peer) const;
 
   std::byte* area_;
-  int n_, me_, spin_, words_;
+  int n_, me_, spin_, yields_, words_;
 };
 
 }  // namespace tierflow::rma

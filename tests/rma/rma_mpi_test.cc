@@ -39,9 +39,21 @@ bool LibraryAnswers() {
          std::strstr(info.dli_fname, "tierflow_rma") != nullptr;
 }
 
-enum class Kind { kAllocate, kAllocMem, kPlain };
+// MPI_Win_allocate; MPI_Win_create over MPI_Alloc_mem memory, over whole pages of the heap
+// (shared in place) and over a few bytes of the heap (process_vm copies).
+enum class Kind { kAllocate, kAllocMem, kPages, kPlain };
 const char* Name(Kind k) {
-  return k == Kind::kAllocate ? "allocate" : k == Kind::kAllocMem ? "alloc_mem" : "plain";
+  switch (k) {
+    case Kind::kAllocate:
+      return "allocate";
+    case Kind::kAllocMem:
+      return "alloc_mem";
+    case Kind::kPages:
+      return "pages";
+    case Kind::kPlain:
+      return "plain";
+  }
+  return "?";
 }
 
 constexpr int kSlots = 64;  // ints per rank's window
@@ -58,20 +70,34 @@ struct Win {
     } else {
       if (k == Kind::kAllocMem) {
         MPI_Alloc_mem(bytes, MPI_INFO_NULL, &base);
+      } else if (k == Kind::kPages) {
+        void* p = nullptr;
+        posix_memalign(&p, 4096, 4096);
+        base = static_cast<int*>(p);
+        MPI_Win_create(base, 4096, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
       } else {
         plain.assign(kSlots, 0);
         base = plain.data();
       }
-      MPI_Win_create(base, bytes, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+      if (k != Kind::kPages) {
+        MPI_Win_create(base, bytes, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+      }
     }
     for (int i = 0; i < kSlots; ++i) base[i] = -1;
     MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
     MPI_Barrier(MPI_COMM_WORLD);
   }
   ~Win() {
+    std::vector<int> before(base, base + kSlots);
     MPI_Win_free(&win);
+    // The program's own memory (shared in place, or mapped by the others) keeps what the
+    // window held; MPI_Win_allocate's is gone.
+    CHECK(kind == Kind::kAllocate || std::memcmp(before.data(), base, kSlots * sizeof(int)) == 0,
+          "%s window memory changed by MPI_Win_free", Name(kind));
     if (kind == Kind::kAllocMem) MPI_Free_mem(base);
+    if (kind == Kind::kPages) free(base);
   }
+  MPI_Aint bytes() const { return kind == Kind::kPages ? 4096 : kSlots * sizeof(int); }
 };
 
 int Right() { return (g_rank + 1) % g_size; }
@@ -89,7 +115,7 @@ void Attributes(Win& w) {
   CHECK(flag && base == w.base, "base");
   MPI_Aint* size = nullptr;
   MPI_Win_get_attr(w.win, MPI_WIN_SIZE, &size, &flag);
-  CHECK(flag && *size == kSlots * static_cast<MPI_Aint>(sizeof(int)), "size");
+  CHECK(flag && *size == w.bytes(), "size");
   MPI_Group g;
   MPI_Win_get_group(w.win, &g);
   int n = 0;
@@ -212,6 +238,58 @@ void Datatypes(Win& w) {
   MPI_Type_free(&every_other);
 }
 
+// Concurrent accumulates to one element under shared locks: atomic, every kind of them.
+void Accumulates(Win& w) {
+  constexpr int kIters = 100;
+  MPI_Win_fence(MPI_MODE_NOPRECEDE, w.win);  // every rank's slots reset below are ready
+  if (g_rank == 0) {
+    w.base[30] = 0;
+    w.base[31] = 0;
+    w.base[32] = -1;
+    w.base[33] = -1;
+    w.base[34] = 0;
+  }
+  MPI_Win_fence(MPI_MODE_NOSUCCEED, w.win);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_lock_all(0, w.win);
+  const int mine = g_rank + 1, one = 1;
+  std::vector<int> fetched(kIters, -1);  // valid once the epoch's flush has completed them
+  for (int i = 0; i < kIters; ++i) {
+    MPI_Accumulate(&mine, 1, MPI_INT, 0, 30, 1, MPI_INT, MPI_SUM, w.win);
+    MPI_Fetch_and_op(&one, &fetched[i], MPI_INT, 0, 31, MPI_SUM, w.win);
+  }
+  int won = -2, seen = 0;
+  const int never = 12345, minus_one = -1;
+  MPI_Compare_and_swap(&g_rank, &never, &seen, MPI_INT, 0, 32, w.win);
+  MPI_Compare_and_swap(&g_rank, &minus_one, &won, MPI_INT, 0, 33, w.win);
+  const int pair[2] = {g_rank * 10, g_rank};
+  MPI_Request r;
+  MPI_Raccumulate(pair, 1, MPI_2INT, 0, 34, 1, MPI_2INT, MPI_MAXLOC, w.win, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  MPI_Win_flush_all(w.win);
+  MPI_Win_unlock_all(w.win);
+  CHECK(seen == -1 && (won == -1 || won >= 0), "compare_and_swap results %d %d", seen, won);
+  for (int i = 1; i < kIters; ++i) {
+    CHECK(fetched[i] > fetched[i - 1], "fetch_and_op values rise: %d then %d", fetched[i - 1],
+          fetched[i]);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win);
+    int sum = 0, got[6];
+    for (int r2 = 0; r2 < g_size; ++r2) sum += (r2 + 1) * kIters;
+    MPI_Get_accumulate(nullptr, 0, MPI_INT, got, 5, MPI_INT, 0, 30, 5, MPI_INT, MPI_NO_OP, w.win);
+    MPI_Win_unlock(0, w.win);
+    CHECK(got[0] == sum, "accumulated sum %d, want %d", got[0], sum);
+    CHECK(got[1] == kIters * g_size, "fetch_and_op count %d", got[1]);
+    CHECK(got[2] == -1, "a compare that never matches swapped: %d", got[2]);
+    CHECK(got[3] >= 0 && got[3] < g_size, "one compare_and_swap won: %d", got[3]);
+    CHECK(got[4] == (g_size - 1) * 10, "maxloc value %d", got[4]);
+    CHECK(w.base[35] == g_size - 1, "maxloc index %d", w.base[35]);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int ErrorClass(int rc) {
   int c = rc;
   MPI_Error_class(rc, &c);
@@ -226,11 +304,16 @@ void Errors(Win& w) {
   MPI_Win_lock_all(0, w.win);
   rc = MPI_Put(&v, 1, MPI_INT, g_size + 3, 0, 1, MPI_INT, w.win);
   CHECK(ErrorClass(rc) == MPI_ERR_RANK, "put to a rank outside: %d", rc);
-  rc = MPI_Put(&v, 1, MPI_INT, Right(), kSlots, 1, MPI_INT, w.win);
+  rc = MPI_Put(&v, 1, MPI_INT, Right(), w.bytes() / sizeof(int), 1, MPI_INT, w.win);
   CHECK(ErrorClass(rc) == MPI_ERR_RMA_RANGE, "put beyond the window: %d", rc);
   MPI_Win tmp = w.win;
   rc = MPI_Win_free(&tmp);
   CHECK(ErrorClass(rc) == MPI_ERR_RMA_SYNC, "free inside an epoch: %d", rc);
+  MPI_Op user;
+  MPI_Op_create([](void*, void*, int*, MPI_Datatype*) {}, 1, &user);
+  rc = MPI_Accumulate(&v, 1, MPI_INT, Right(), 0, 1, MPI_INT, user, w.win);
+  CHECK(ErrorClass(rc) == MPI_ERR_OP, "accumulate with a user-defined op: %d", rc);
+  MPI_Op_free(&user);
   MPI_Win_unlock_all(w.win);
   rc = MPI_Win_complete(w.win);
   CHECK(ErrorClass(rc) == MPI_ERR_RMA_SYNC, "complete without start: %d", rc);
@@ -246,7 +329,7 @@ int main(int argc, char** argv) {
   const bool library = LibraryExpected();
   CHECK(library == LibraryAnswers(), "expected the library: %d, answering: %d", library,
         LibraryAnswers());
-  for (Kind k : {Kind::kAllocate, Kind::kAllocMem, Kind::kPlain}) {
+  for (Kind k : {Kind::kAllocate, Kind::kAllocMem, Kind::kPages, Kind::kPlain}) {
     Win w(k);
     const int before = g_failures;
     Attributes(w);
@@ -255,6 +338,7 @@ int main(int argc, char** argv) {
     Locks(w);
     LockAllFlushRequests(w);
     Datatypes(w);
+    Accumulates(w);
     if (library) Errors(w);
     if (g_failures != before)
       std::fprintf(stderr, "rank %d: failures on %s windows\n", g_rank, Name(k));

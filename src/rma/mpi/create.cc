@@ -1,6 +1,5 @@
 // Window creation and destruction: MPI_Win_allocate, MPI_Win_create, MPI_Alloc_mem,
 // MPI_Free_mem, MPI_Win_free and the attributes a window reports.
-#include <sched.h>
 #include <unistd.h>
 
 #include <map>
@@ -53,14 +52,11 @@ bool OneNode(MPI_Comm comm) {
   return AllTrue(comm, node_size == size);
 }
 
-// Short spins where every rank has a CPU of its own would waste nothing; with more ranks than
-// CPUs a spinning waiter holds the CPU the rank it waits for needs.
-int SpinRounds(int ranks) {
-  cpu_set_t set;
-  int cpus = 1;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
-  return ranks > cpus ? 64 : 20000;
-}
+// Long spins while every rank can have a CPU of its own (the MPI may have bound each rank to
+// one, so the machine's count is what matters, not this rank's affinity); short ones when
+// the node runs more ranks than it has CPUs, where a spinning waiter holds the CPU that the
+// rank it waits for needs.
+bool Oversubscribed(int ranks) { return ranks > sysconf(_SC_NPROCESSORS_ONLN); }
 
 // A segment made by rank 0 of `comm` and mapped by all: memfd first, the named fallback when
 // some rank cannot open the memfd through /proc.
@@ -103,7 +99,9 @@ std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_
     return nullptr;
   }
   w->control = std::move(*control);
-  w->sync = std::make_unique<WindowSync>(w->control.data(), w->ranks, w->me, SpinRounds(w->ranks));
+  const bool over = Oversubscribed(w->ranks);
+  w->sync = std::make_unique<WindowSync>(w->control.data(), w->ranks, w->me, over ? 64 : 20000,
+                                         over ? 1000 : 0);
   PMPI_Comm_dup(comm, &w->comm);
   PMPI_Comm_group(comm, &w->group);
   w->flavor = flavor;
@@ -136,6 +134,19 @@ void Describe(Window& w, const std::vector<Offer>& all) {
   }
 }
 
+// What TIERFLOW_RMA_VERBOSE=1 prints about an accelerated window.
+std::string Describe(const Window& w) {
+  int remote = 0;
+  for (int r = 0; r < w.ranks; ++r) remote += w.base[r] == nullptr && w.size[r] > 0;
+  return fmt::format(
+      "{} window of {} ranks accelerated: {}",
+      w.flavor == MPI_WIN_FLAVOR_ALLOCATE ? "MPI_Win_allocate" : "MPI_Win_create", w.ranks,
+      remote == 0 ? std::string("every rank's memory mapped here")
+                  : fmt::format("{} rank(s) reached with process_vm copies (their memory is "
+                                "neither from MPI_Alloc_mem nor whole pages)",
+                                remote));
+}
+
 // The MPI's window over `base`; then the window is found by every RMA call.
 int Finish(std::unique_ptr<Window> w, void* base, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
   RankInfo& mine = w->sync->info(w->me);
@@ -150,12 +161,7 @@ int Finish(std::unique_ptr<Window> w, void* base, MPI_Info info, MPI_Comm comm, 
   }
   w->win = *win;
   w->attr_base = base;
-  if (Verbose()) {
-    Say(w->me,
-        fmt::format("window of {} ranks accelerated: {}, {}", w->ranks,
-                    w->reach == Reach::kMapped ? "shared memory" : "process_vm copies",
-                    w->flavor == MPI_WIN_FLAVOR_ALLOCATE ? "MPI_Win_allocate" : "MPI_Win_create"));
-  }
+  if (Verbose()) Say(w->me, Describe(*w));
   if (!AddWindow(w.get())) {
     DropWindow(std::move(w));
     return MPI_SUCCESS;
@@ -223,31 +229,43 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
 
 namespace {
 
-// Maps every rank's MPI_Alloc_mem segment; false (on every rank alike) when one cannot be.
-bool MapAllocated(Window& w, const std::vector<Offer>& all) {
+// This rank's window memory as a segment the others can map: MPI_Alloc_mem memory is one
+// already; whole pages are shared in place; anything else is offered to process_vm only.
+void OfferMemory(Window& w, void* base, std::uint64_t size, Offer& mine) {
+  std::tie(mine.segment, mine.offset) = AllocatedSegment(base, size);
+  if (mine.segment.pid != 0 || size == 0) return;
+  Result<SharedSegment> s = SharedSegment::ShareInPlace(base, size);
+  if (!s.ok()) {
+    if (Verbose()) Say(w.me, "window memory not shared in place: " + s.status().message());
+    return;
+  }
+  mine.segment = s->name();
+  mine.offset = 0;
+  w.memory.push_back(std::move(*s));
+}
+
+// Maps what the others offered, or checks process_vm reaches them; false (on every rank
+// alike) when some rank's memory can be reached neither way.
+bool Reach(Window& w, const std::vector<Offer>& all) {
   bool ok = true;
   w.base.assign(w.ranks, nullptr);
   for (int r = 0; r < w.ranks && ok; ++r) {
-    if (r == w.me || all[r].size == 0) {
-      w.base[r] = reinterpret_cast<std::byte*>(all[r].address);
+    const Offer& o = all[r];
+    if (r == w.me) {
+      w.base[r] = reinterpret_cast<std::byte*>(o.address);
+    } else if (o.size == 0) {
       continue;
-    }
-    Result<SharedSegment> s = SharedSegment::Open(all[r].segment);
-    ok = s.ok();
-    if (ok) {
-      w.base[r] = s->data() + all[r].offset;
-      w.memory.push_back(std::move(*s));
-    }
-  }
-  return AllTrue(w.comm, ok);
-}
-
-// Whether this rank may copy into and out of every other rank's window with process_vm_*.
-bool CanReachAll(const Window& w, const std::vector<Offer>& all) {
-  bool ok = true;
-  for (int r = 0; r < w.ranks && ok; ++r) {
-    if (r != w.me && all[r].size > 0) {
-      ok = CanReadProcess(all[r].pid, reinterpret_cast<const void*>(all[r].address));
+    } else if (o.segment.pid != 0) {
+      Result<SharedSegment> s = SharedSegment::Open(o.segment);
+      if (s.ok()) {
+        w.base[r] = s->data() + o.offset;
+        w.memory.push_back(std::move(*s));
+        continue;
+      }
+      if (Verbose()) Say(w.me, fmt::format("rank {}: {}", r, s.status().message()));
+      ok = CanReadProcess(o.pid, reinterpret_cast<const void*>(o.address));
+    } else {
+      ok = CanReadProcess(o.pid, reinterpret_cast<const void*>(o.address));
     }
   }
   return AllTrue(w.comm, ok);
@@ -263,26 +281,21 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
   std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size);
   if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
   Offer mine;
-  std::tie(mine.segment, mine.offset) = AllocatedSegment(base, static_cast<std::uint64_t>(size));
+  OfferMemory(*w, base, static_cast<std::uint64_t>(size), mine);
   mine.size = static_cast<std::uint64_t>(size);
   mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
   mine.pid = getpid();
   mine.address = reinterpret_cast<std::uint64_t>(base);
   const std::vector<Offer> all = Exchange(*w, mine);
-  bool allocated = true;
-  for (const Offer& o : all) allocated = allocated && (o.size == 0 || o.segment.pid != 0);
   Describe(*w, all);
-  if (allocated && MapAllocated(*w, all)) return Finish(std::move(w), base, info, comm, win);
-  w->memory.clear();
-  w->base.clear();
-  if (CanReachAll(*w, all)) {
-    w->reach = Reach::kProcessVm;
-    return Finish(std::move(w), base, info, comm, win);
-  }
+  // Every rank has opened the others' memfds: their descriptors can go.
+  const bool reached = Reach(*w, all);
+  for (SharedSegment& s : w->memory) s.MarkMapped();
+  if (reached) return Finish(std::move(w), base, info, comm, win);
   PassThroughReason(comm, "MPI_Win_create",
-                    "the window memory is not from MPI_Alloc_mem on every rank and the kernel "
-                    "refuses process_vm_readv between the ranks (ptrace rules: Yama "
-                    "ptrace_scope, another user); allocate it with MPI_Alloc_mem or use "
+                    "some rank's window memory is neither from MPI_Alloc_mem nor whole pages, "
+                    "and the kernel refuses process_vm_readv between the ranks (ptrace rules: "
+                    "Yama ptrace_scope, another user); allocate it with MPI_Alloc_mem or use "
                     "MPI_Win_allocate");
   DropWindow(std::move(w));
   return PMPI_Win_create(base, size, disp_unit, info, comm, win);

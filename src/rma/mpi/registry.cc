@@ -61,6 +61,9 @@ const MisuseText kTexts[] = {
     {MPI_ERR_OTHER, "tierflow-rma: a rank of this window exited while this rank waited for it"},
     {MPI_ERR_LOCKTYPE,
      "tierflow-rma: the lock type is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE"},
+    {MPI_ERR_OP,
+     "tierflow-rma: accumulates take a predefined operation (or MPI_REPLACE, MPI_NO_OP) on "
+     "datatypes built from one predefined type, the same at origin and target"},
 };
 static_assert(sizeof(kTexts) / sizeof(kTexts[0]) == static_cast<int>(Misuse::kCount));
 

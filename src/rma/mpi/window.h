@@ -20,18 +20,12 @@
 
 namespace tierflow::rma {
 
-enum class Reach : std::uint8_t {
-  kMapped,     // every rank's window memory is mapped here: plain loads and stores
-  kProcessVm,  // process_vm_readv/writev into the owner's address space
-};
-
 struct Window {
   MPI_Win win = MPI_WIN_NULL;     // the window of the MPI underneath
   MPI_Comm comm = MPI_COMM_NULL;  // a duplicate of the window's communicator
   MPI_Group group = MPI_GROUP_NULL;
   int flavor = 0;  // what the program asked for (MPI_WIN_FLAVOR_CREATE / _ALLOCATE)
   int model = 0;   // MPI_WIN_UNIFIED
-  Reach reach = Reach::kMapped;
   int me = 0, ranks = 0;
   SharedSegment control;               // the WindowSync words
   std::vector<SharedSegment> memory;   // window memory mapped here (one or one per rank)
@@ -74,6 +68,7 @@ enum class Misuse : int {
   kDatatype,        // a datatype the library cannot use for this call
   kPeerGone,        // a rank of the window exited while this one waited
   kLockType,        // neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE
+  kOp,              // not a predefined operation, or origin and target of other elements
   kCount
 };
 // Calls the window's error handler with the code for `what` and returns the code. With

@@ -1,0 +1,221 @@
+// The MPI side of `tierflow bench rma`: put/get latency per window kind, synchronisation and
+// size (OSU osu_put_latency's pattern: rank 0 the origin, rank 1 the target) and the thesis'
+// GATS benchmark (rank 0 the origin, every other rank a target, no data, no barrier). Run
+// under mpirun with or without libtierflow_rma preloaded; rank 0 prints one JSON object per
+// row. The received data are checked after each row: a row whose data are wrong says so.
+//
+// Usage: rma_latency [--iters N] [--sizes a,b,...] [--gats-only]
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int g_rank = 0, g_size = 0;
+
+struct Args {
+  int iters = 1000;
+  std::vector<long> sizes{1, 8, 64, 512, 4096, 32768, 262144, 1048576};
+  bool gats_only = false;
+};
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--iters" && i + 1 < argc) a.iters = std::atoi(argv[++i]);
+    if (s == "--gats-only") a.gats_only = true;
+    if (s == "--sizes" && i + 1 < argc) {
+      a.sizes.clear();
+      for (char* t = std::strtok(argv[++i], ","); t != nullptr; t = std::strtok(nullptr, ",")) {
+        a.sizes.push_back(std::atol(t));
+      }
+    }
+  }
+  return a;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Created windows over whole pages, as OSU's benchmarks allocate theirs.
+struct Window {
+  MPI_Win win;
+  unsigned char* base;
+  bool allocated;
+  Window(bool allocate, long bytes) : allocated(allocate) {
+    if (allocate) {
+      MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    } else {
+      const long page = 4096, rounded = (bytes + page - 1) / page * page;
+      void* p = nullptr;
+      if (posix_memalign(&p, page, rounded) != 0) MPI_Abort(MPI_COMM_WORLD, 2);
+      base = static_cast<unsigned char*>(p);
+      std::memset(base, 0, rounded);
+      MPI_Win_create(base, rounded, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    }
+  }
+  ~Window() {
+    MPI_Win_free(&win);
+    if (!allocated) std::free(base);
+  }
+};
+
+// One timed iteration of `sync` moving `n` bytes from rank 0 to rank 1 (put) or back (get).
+void Iteration(const std::string& sync, bool put, Window& w, unsigned char* buf, long n,
+               MPI_Group peer) {
+  auto op = [&] {
+    if (put)
+      MPI_Put(buf, n, MPI_BYTE, 1, 0, n, MPI_BYTE, w.win);
+    else
+      MPI_Get(buf, n, MPI_BYTE, 1, 0, n, MPI_BYTE, w.win);
+  };
+  if (sync == "pscw") {
+    if (g_rank == 0) {
+      MPI_Win_start(peer, 0, w.win);
+      op();
+      MPI_Win_complete(w.win);
+    } else if (g_rank == 1) {
+      MPI_Win_post(peer, 0, w.win);
+      MPI_Win_wait(w.win);
+    }
+  } else if (sync == "fence") {
+    if (g_rank == 0) op();
+    MPI_Win_fence(0, w.win);
+  } else if (sync == "lock") {
+    if (g_rank == 0) {
+      MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, w.win);
+      op();
+      MPI_Win_unlock(1, w.win);
+    }
+  } else if (g_rank == 0) {  // flush, inside one lock epoch
+    op();
+    MPI_Win_flush(1, w.win);
+  }
+}
+
+// Rank 0 sends the iteration's pattern; afterwards the target (put) or the origin (get) checks.
+bool Check(bool put, Window& w, unsigned char* buf, long n, unsigned char pattern) {
+  int ok = 1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (put && g_rank == 1) {
+    // A lock of its own window makes the puts visible to the target's loads in either memory
+    // model (MPI's separate model needs it; the unified one allows it).
+    MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w.win);
+    for (long i = 0; i < n; ++i) ok &= w.base[i] == static_cast<unsigned char>(pattern + i);
+    MPI_Win_unlock(1, w.win);
+  }
+  if (!put && g_rank == 0) {
+    for (long i = 0; i < n; ++i) ok &= buf[i] == static_cast<unsigned char>(7 + i);
+  }
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return all != 0;
+}
+
+void Row(const Args& a, bool allocate, const std::string& sync, bool put, long n) {
+  Window w(allocate, std::max(n, 4096L));  // as OSU, never a window of a few bytes
+  std::vector<unsigned char> buf(n);
+  MPI_Group world, peer;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int other = 1 - g_rank;
+  MPI_Group_incl(world, 1, &other, &peer);
+  if (g_rank == 1 && !put) {
+    for (long i = 0; i < n; ++i) w.base[i] = static_cast<unsigned char>(7 + i);
+  }
+  const int iters = n >= 65536 ? std::max(a.iters / 10, 20) : a.iters;
+  const unsigned char pattern = static_cast<unsigned char>(iters);
+  for (long i = 0; i < n; ++i) buf[i] = static_cast<unsigned char>(pattern + i);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (sync == "fence") MPI_Win_fence(0, w.win);
+  if (sync == "flush" && g_rank == 0) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w.win);
+  const int warmup = iters / 10;
+  Clock::time_point t0;
+  for (int i = 0; i < warmup + iters; ++i) {
+    if (i == warmup) t0 = Clock::now();
+    Iteration(sync, put, w, buf.data(), n, peer);
+  }
+  const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+  if (sync == "flush" && g_rank == 0) MPI_Win_unlock(1, w.win);
+  if (sync == "fence") MPI_Win_fence(MPI_MODE_NOSUCCEED, w.win);
+  const bool checked = Check(put, w, buf.data(), n, pattern);
+  if (g_rank == 0) {
+    std::printf(
+        "{\"window\":\"%s\",\"sync\":\"%s\",\"op\":\"%s\",\"bytes\":%ld,\"us\":%.4f,"
+        "\"data_checked\":%s}\n",
+        allocate ? "allocate" : "create", sync.c_str(), put ? "put" : "get", n, us,
+        checked ? "true" : "false");
+    std::fflush(stdout);
+  }
+  MPI_Group_free(&peer);
+  MPI_Group_free(&world);
+}
+
+// The thesis' benchmark: origin 0 and targets 1..k, start/complete against post/wait, no data
+// and no barrier between epochs; medians of per-epoch times, origin and targets apart.
+void Gats(bool allocate, int epochs) {
+  Window w(allocate, 64);
+  MPI_Group world, group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> targets;
+  for (int r = 1; r < g_size; ++r) targets.push_back(r);
+  const int zero = 0;
+  if (g_rank == 0)
+    MPI_Group_incl(world, static_cast<int>(targets.size()), targets.data(), &group);
+  else
+    MPI_Group_incl(world, 1, &zero, &group);
+  std::vector<double> times;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int e = 0; e < epochs; ++e) {
+    const auto t0 = Clock::now();
+    if (g_rank == 0) {
+      MPI_Win_start(group, 0, w.win);
+      MPI_Win_complete(w.win);
+    } else {
+      MPI_Win_post(group, 0, w.win);
+      MPI_Win_wait(w.win);
+    }
+    times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  double mine = Median(times), target_max = 0;
+  double send = g_rank == 0 ? 0 : mine;
+  MPI_Reduce(&send, &target_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    std::printf(
+        "{\"window\":\"%s\",\"sync\":\"pscw\",\"op\":\"gats\",\"targets\":%d,"
+        "\"us\":%.4f,\"target_us\":%.4f,\"data_checked\":true}\n",
+        allocate ? "allocate" : "create", g_size - 1, mine, target_max);
+    std::fflush(stdout);
+  }
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  const Args a = Parse(argc, argv);
+  for (bool allocate : {false, true}) {
+    if (!a.gats_only && g_size == 2) {
+      for (const char* sync : {"pscw", "fence", "lock", "flush"}) {
+        for (long n : a.sizes) Row(a, allocate, sync, true, n);
+      }
+    }
+    Gats(allocate, 1001);
+  }
+  MPI_Finalize();
+  return 0;
+}

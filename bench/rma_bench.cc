@@ -1,0 +1,210 @@
+#include "bench/rma_bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_util.h"
+#include "bench/python.h"
+
+namespace tierflow::bench {
+
+namespace {
+
+struct Mpi {
+  std::string name, launcher;
+};
+
+// "openmpi=/usr/bin/mpirun.openmpi,mpich=/usr/bin/mpiexec.mpich", from the build.
+std::vector<Mpi> BuiltMpis() {
+  std::vector<Mpi> out;
+  const std::string all = TIERFLOW_RMA_LAUNCHERS;
+  for (std::size_t b = 0; b < all.size();) {
+    std::size_t e = all.find(',', b);
+    if (e == std::string::npos) e = all.size();
+    const std::string item = all.substr(b, e - b);
+    const std::size_t eq = item.find('=');
+    if (eq != std::string::npos) out.push_back({item.substr(0, eq), item.substr(eq + 1)});
+    b = e + 1;
+  }
+  return out;
+}
+
+std::string SelfDir() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return ".";
+  std::string p(path, static_cast<std::size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+// The MPI program and the library: beside the executable in the build tree, under libexec/
+// and lib/ once installed.
+Result<std::pair<std::string, std::string>> Files(const std::string& mpi) {
+  const std::string dir = SelfDir();
+  const std::string prog = "rma_latency_" + mpi, lib = "libtierflow_rma_" + mpi + ".so";
+  const std::pair<std::string, std::string> places[] = {
+      {dir + "/" + prog, dir + "/" + lib},
+      {dir + "/../" TIERFLOW_INSTALL_LIBEXECDIR "/tierflow/" + prog,
+       dir + "/../" TIERFLOW_INSTALL_LIBDIR "/" + lib}};
+  for (const auto& [p, l] : places) {
+    if (access(p.c_str(), X_OK) == 0 && access(l.c_str(), R_OK) == 0) return std::pair{p, l};
+  }
+  return Status::NotFound(
+      fmt::format("{} or {} is missing beside {}: rebuild or reinstall", prog, lib, dir));
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string Command(const Mpi& m, const std::string& prog, const std::string& lib, int ranks,
+                    bool with, const std::string& args) {
+  std::string c = Quote(m.launcher);
+  if (m.name == "openmpi") {
+    c += " --oversubscribe";
+    if (geteuid() == 0) c += " --allow-run-as-root";
+    c += fmt::format(" -np {}", ranks);
+    if (with) c += " -x LD_PRELOAD=" + Quote(lib);
+  } else {
+    c += fmt::format(" -n {}", ranks);
+    if (with) c += " -genv LD_PRELOAD " + Quote(lib);
+  }
+  return c + " " + Quote(prog) + " " + args + " 2>&1";
+}
+
+// Runs one launch; returns the JSON rows rank 0 printed.
+Result<std::vector<nlohmann::json>> Launch(const std::string& command) {
+  FILE* f = popen(command.c_str(), "r");
+  if (f == nullptr) return Status::IoError("cannot start " + command);
+  std::vector<nlohmann::json> rows;
+  std::string output;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    output += line;
+    if (line[0] == '{') rows.push_back(nlohmann::json::parse(line, nullptr, false));
+  }
+  const int rc = pclose(f);
+  if (rc != 0 || rows.empty()) {
+    return Status::IoError(fmt::format("{} failed (status {}):\n{}", command, rc, output));
+  }
+  return rows;
+}
+
+using Key = std::tuple<std::string, std::string, std::string, std::string, long>;
+
+struct Row {
+  std::vector<double> with, without;
+  bool checked = true;
+};
+
+Key KeyOf(const std::string& mpi, const nlohmann::json& j) {
+  const long n = j.contains("bytes") ? j["bytes"].get<long>() : j["targets"].get<long>();
+  return {mpi, j["window"], j["sync"], j["op"], n};
+}
+
+Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows) {
+  Result<std::pair<std::string, std::string>> files = Files(m.name);
+  if (!files.ok()) return files.status();
+  const auto& [prog, lib] = *files;
+  const std::string lat = fmt::format("--iters {} --sizes {}", c.iters, c.sizes);
+  for (int rep = 0; rep < c.reps; ++rep) {
+    for (int k = 0; k < 2; ++k) {
+      const bool with = (rep + k) % 2 == 1;  // alternate which goes first
+      for (const auto& [ranks, args] :
+           {std::pair{2, lat}, std::pair{c.gats_ranks, std::string("--gats-only")}}) {
+        Result<std::vector<nlohmann::json>> got = Launch(Command(m, prog, lib, ranks, with, args));
+        if (!got.ok()) return got.status();
+        for (const nlohmann::json& j : *got) {
+          Row& r = rows[KeyOf(m.name, j)];
+          (with ? r.with : r.without).push_back(j["us"].get<double>());
+          r.checked = r.checked && j["data_checked"].get<bool>();
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+nlohmann::json ToJson(const std::map<Key, Row>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [k, r] : rows) {
+    const auto& [mpi, window, sync, op, n] = k;
+    const double with = Summarize(r.with).median, without = Summarize(r.without).median;
+    nlohmann::json j{{"mpi", mpi},
+                     {"window", window},
+                     {"sync", sync},
+                     {"op", op},
+                     {"with_us", with},
+                     {"without_us", without},
+                     {"ratio", without > 0 ? with / without : 0},
+                     {"data_checked", r.checked}};
+    j[op == "gats" ? "targets" : "bytes"] = n;
+    out.push_back(j);
+  }
+  return out;
+}
+
+void PrintTable(const nlohmann::json& rows, std::ostream& out) {
+  out << fmt::format("{:<8} {:<9} {:<6} {:<5} {:>9} {:>12} {:>12} {:>7}  {}\n", "mpi", "window",
+                     "sync", "op", "bytes", "with us", "without us", "ratio", "data");
+  for (const nlohmann::json& j : rows) {
+    const long n = j.contains("bytes") ? j["bytes"].get<long>() : j["targets"].get<long>();
+    out << fmt::format("{:<8} {:<9} {:<6} {:<5} {:>9} {:>12.3f} {:>12.3f} {:>7.2f}  {}\n",
+                       j["mpi"].get<std::string>(), j["window"].get<std::string>(),
+                       j["sync"].get<std::string>(), j["op"].get<std::string>(),
+                       j["op"] == "gats" ? fmt::format("{} tgts", n) : std::to_string(n),
+                       j["with_us"].get<double>(), j["without_us"].get<double>(),
+                       j["ratio"].get<double>(), j["data_checked"] ? "checked" : "WRONG");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> RmaBenchMpis() {
+  std::vector<std::string> out;
+  for (const Mpi& m : BuiltMpis()) out.push_back(m.name);
+  return out;
+}
+
+Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
+  std::map<Key, Row> rows;
+  int ran = 0;
+  for (const Mpi& m : BuiltMpis()) {
+    if (!c.mpis.empty() && std::find(c.mpis.begin(), c.mpis.end(), m.name) == c.mpis.end()) {
+      continue;
+    }
+    if (Status s = Collect(c, m, rows); !s.ok()) return s;
+    ++ran;
+  }
+  if (ran == 0) {
+    return Status::NotFound(
+        "no MPI to run: this build has libtierflow_rma for none of them "
+        "(install Open MPI or MPICH with `make setup` and rebuild)");
+  }
+  const nlohmann::json j = ToJson(rows);
+  if (c.json) {
+    out << nlohmann::json{{"reps", c.reps}, {"iters", c.iters}, {"rows", j}}.dump(2) << "\n";
+  } else {
+    out << fmt::format(
+        "libtierflow_rma against the MPI alone: medians of {} alternated runs; "
+        "put latency with 2 ranks, GATS with {} ranks on {} CPUs\n",
+        c.reps, c.gats_ranks, sysconf(_SC_NPROCESSORS_ONLN));
+    PrintTable(j, out);
+  }
+  if (!c.plot.empty()) {
+    if (Status s = Plot("plot_rma.py", j, c.plot); !s.ok()) return s;
+  }
+  for (const nlohmann::json& r : j) {
+    if (!r["data_checked"].get<bool>()) {
+      return Status(StatusCode::kFailed, "a row received wrong data (marked WRONG above)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tierflow::bench

@@ -1,0 +1,34 @@
+// `tierflow bench rma`: libtierflow_rma against the MPI underneath, in the same run. For each
+// MPI it was built for, the MPI program rma_latency runs through that MPI's launcher
+// alternately without and with the library preloaded (--reps times each), 2 ranks for put
+// latency per window kind (create, allocate) x synchronisation (pscw, fence, lock, flush) x
+// size, and --gats-ranks ranks (more than the CPUs: oversubscribed) for the thesis' GATS
+// benchmark. Medians per row; ratio = with / without (below 1: the library is faster).
+// Every row's received data are checked by the MPI program; a row whose data were wrong
+// fails the command.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tierflow/status.h"
+
+namespace tierflow::bench {
+
+struct RmaBenchConfig {
+  int reps = 3;
+  int iters = 1000;  // timed iterations per row (a tenth from 64 KiB up)
+  std::string sizes = "1,8,64,512,4096,32768,262144,1048576";
+  int gats_ranks = 4;             // 1 origin and gats_ranks - 1 targets
+  std::vector<std::string> mpis;  // empty: every MPI the library was built for
+  bool json = false;
+  std::string plot;  // PNG path, or empty
+};
+
+// The MPIs this build has a library for ("openmpi", "mpich").
+std::vector<std::string> RmaBenchMpis();
+
+Status RunRmaBench(const RmaBenchConfig& config, std::ostream& out);
+
+}  // namespace tierflow::bench

@@ -1,0 +1,178 @@
+#include "rma/mpi/access.h"
+
+#include <limits.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace tierflow::rma {
+
+// The access epoch check of every RMA call: in a GATS epoch the target must be in the start
+// group and have posted (waited for on the first access); else a lock, lock_all or fence.
+int CheckAccess(Window& w, int target, const char* call) {
+  if (target < 0 || target >= w.ranks) {
+    return Fail(w, Misuse::kNotInGroup,
+                fmt::format("{}: target {} of a window of {} ranks", call, target, w.ranks));
+  }
+  if (w.started) {
+    if (w.seen[target] == 2) return MPI_SUCCESS;
+    if (w.seen[target] == 0) {
+      return Fail(
+          w, Misuse::kNotInGroup,
+          fmt::format("{}: target {} is not in the group given to MPI_Win_start", call, target));
+    }
+    if (Status s = w.sync->AwaitPosted(target); !s.ok()) {
+      return Fail(w, Misuse::kPeerGone, s.message());
+    }
+    w.seen[target] = 2;
+    return MPI_SUCCESS;
+  }
+  if (w.lock_all || w.lock[target] != 0 || w.fence_epoch) return MPI_SUCCESS;
+  return Fail(w, Misuse::kNoEpoch, fmt::format("{} to target {} outside an epoch", call, target));
+}
+
+// Where `count` elements of `type` at displacement `disp` lie in the target's window, checked
+// against its size. Sets `offset` (bytes from the window's start of the first byte touched).
+int CheckRange(Window& w, int target, MPI_Aint disp, MPI_Aint count, const TypeInfo& t,
+               MPI_Aint& offset, const char* call) {
+  const MPI_Aint start = disp * static_cast<MPI_Aint>(w.disp_unit[target]);
+  const MPI_Aint span = t.Span(count);
+  offset = start + t.true_lb;
+  if (disp < 0 || offset < 0 ||
+      (span > 0 && static_cast<std::uint64_t>(offset + span) > w.size[target])) {
+    return Fail(w, Misuse::kRange,
+                fmt::format("{}: bytes [{}, {}) of target {}'s window of {} bytes", call, offset,
+                            offset + span, target, w.size[target]));
+  }
+  return MPI_SUCCESS;
+}
+
+int CheckTypes(Window& w, Side& origin, Side& target, const char* call) {
+  if (!LookUpType(origin.type, origin.info) || !LookUpType(target.type, target.info) ||
+      origin.count < 0 || target.count < 0) {
+    return Fail(w, Misuse::kDatatype, fmt::format("{}: a datatype or count is invalid", call));
+  }
+  if (origin.count * origin.info.size != target.count * target.info.size) {
+    return Fail(
+        w, Misuse::kDatatype,
+        fmt::format("{}: the origin has {} bytes, the target {}: the type signatures "
+                    "must match",
+                    call, origin.count * origin.info.size, target.count * target.info.size));
+  }
+  return MPI_SUCCESS;
+}
+
+// Bytes of `side` as one contiguous buffer: the memory itself or a packed copy in `tmp`.
+const std::byte* Packed(Window& w, const Side& side, std::vector<std::byte>& tmp) {
+  const auto* p = static_cast<const std::byte*>(side.addr);
+  if (side.info.Contiguous(side.count)) return p + side.info.true_lb;
+  tmp.resize(static_cast<std::size_t>(side.count * side.info.size));
+  int pos = 0;
+  PMPI_Pack(side.addr, static_cast<int>(side.count), side.type, tmp.data(),
+            static_cast<int>(tmp.size()), &pos, w.comm);
+  return tmp.data();
+}
+
+void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side) {
+  if (side.info.Contiguous(side.count)) {
+    std::memcpy(static_cast<std::byte*>(addr) + side.info.true_lb, from, n);
+    return;
+  }
+  int pos = 0;
+  PMPI_Unpack(from, static_cast<int>(n), &pos, addr, static_cast<int>(side.count), side.type,
+              w.comm);
+}
+
+// The runs of bytes `side` (count elements of its type at offset 0) touches, in address order:
+// found by letting the MPI unpack all-ones into zeroed memory, so every type constructor the
+// MPI knows is covered without decoding it here.
+namespace {
+
+std::vector<iovec> TouchedRuns(Window& w, const Side& side, std::byte* at) {
+  const auto span = static_cast<std::size_t>(side.info.Span(side.count));
+  const auto n = static_cast<std::size_t>(side.count * side.info.size);
+  if (side.info.Contiguous(side.count)) return {iovec{at + side.info.true_lb, n}};
+  std::vector<std::byte> mask(span, std::byte{0});
+  std::vector<std::byte> ones(n, std::byte{0xff});
+  int pos = 0;
+  PMPI_Unpack(ones.data(), static_cast<int>(n), &pos, mask.data() - side.info.true_lb,
+              static_cast<int>(side.count), side.type, w.comm);
+  std::vector<iovec> runs;
+  for (std::size_t i = 0; i < span;) {
+    if (mask[i] == std::byte{0}) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < span && mask[j] != std::byte{0}) ++j;
+    runs.push_back(iovec{at + side.info.true_lb + i, j - i});
+    i = j;
+  }
+  return runs;
+}
+
+}  // namespace
+
+// Copies between `image` (the target's bytes from its first touched byte on) and the target
+// process: a read takes the whole span, a write only the runs the datatype touches (in
+// batches of IOV_MAX; local and remote runs have the same lengths).
+int RemoteCopy(Window& w, int target, MPI_Aint first, std::byte* image, const Side& side,
+               bool write) {
+  const auto span = static_cast<std::size_t>(side.info.Span(side.count));
+  auto* remote_first = reinterpret_cast<std::byte*>(w.address[target] + first);
+  std::vector<iovec> local{iovec{image, span}}, remote{iovec{remote_first, span}};
+  if (write) {
+    local = TouchedRuns(w, side, image - side.info.true_lb);
+    remote = TouchedRuns(w, side, remote_first - side.info.true_lb);
+  }
+  for (std::size_t i = 0; i < local.size(); i += IOV_MAX) {
+    const std::size_t k = std::min<std::size_t>(IOV_MAX, local.size() - i);
+    std::size_t want = 0;
+    for (std::size_t j = i; j < i + k; ++j) want += local[j].iov_len;
+    const ssize_t done = write ? process_vm_writev(w.pid[target], &local[i], k, &remote[i], k, 0)
+                               : process_vm_readv(w.pid[target], &local[i], k, &remote[i], k, 0);
+    if (done != static_cast<ssize_t>(want)) {
+      return Fail(w, Misuse::kPeerGone,
+                  fmt::format("process_vm_{}v of {} bytes at rank {} failed: {}",
+                              write ? "write" : "read", want, target, std::strerror(errno)));
+    }
+  }
+  return MPI_SUCCESS;
+}
+
+// Request-based operations complete in the call; the request is a generalized request that
+// is already complete, so MPI_Wait/MPI_Test of the MPI underneath finish it.
+namespace {
+
+int QueryDone(void*, MPI_Status* status) {
+  PMPI_Status_set_elements(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
+  status->MPI_SOURCE = MPI_UNDEFINED;
+  status->MPI_TAG = MPI_UNDEFINED;
+  return MPI_SUCCESS;
+}
+int FreeDone(void*) { return MPI_SUCCESS; }
+int CancelDone(void*, int) { return MPI_SUCCESS; }
+
+}  // namespace
+
+int Requested(Window* w, int target, const char* call) {
+  if (target != MPI_PROC_NULL && target >= 0 && target < w->ranks && w->lock[target] == 0 &&
+      !w->lock_all) {
+    return Fail(*w, Misuse::kNoEpoch,
+                fmt::format("{}: request-based RMA needs a passive-target epoch (MPI_Win_lock or "
+                            "MPI_Win_lock_all)",
+                            call));
+  }
+  return MPI_SUCCESS;
+}
+
+int CompletedRequest(MPI_Request* request) {
+  int rc = PMPI_Grequest_start(QueryDone, FreeDone, CancelDone, nullptr, request);
+  if (rc == MPI_SUCCESS) rc = PMPI_Grequest_complete(*request);
+  return rc;
+}
+
+}  // namespace tierflow::rma

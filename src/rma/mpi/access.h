@@ -1,0 +1,48 @@
+// What every RMA communication call shares: the epoch and range checks, the two sides of a
+// transfer as (address, count, datatype), packing into and out of contiguous bytes with the
+// MPI's own datatype engine, the copies to memory of another process (process_vm_readv/writev)
+// and the already-complete requests of the request-based calls.
+#pragma once
+
+#include <mpi.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "rma/mpi/datatype.h"
+#include "rma/mpi/window.h"
+
+namespace tierflow::rma {
+
+// One side of a transfer: count elements of type at addr.
+struct Side {
+  const void* addr;
+  MPI_Aint count;
+  MPI_Datatype type;
+  TypeInfo info;
+};
+
+// MPI_SUCCESS, or the window's error handler's code: `target` must be in an access epoch of
+// this rank (a GATS access to it waits for its post here).
+int CheckAccess(Window& w, int target, const char* call);
+// The target side lies inside the target's window; sets `first`, the offset of its first
+// byte from the window's start.
+int CheckRange(Window& w, int target, MPI_Aint disp, MPI_Aint count, const TypeInfo& t,
+               MPI_Aint& first, const char* call);
+// Looks both types up; their type signatures must carry the same number of bytes.
+int CheckTypes(Window& w, Side& origin, Side& target, const char* call);
+// The bytes of `side` as one contiguous run: the memory itself, or packed into `tmp`.
+const std::byte* Packed(Window& w, const Side& side, std::vector<std::byte>& tmp);
+// Stores n contiguous bytes into count elements of side's type at addr.
+void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side);
+// Between `image` (the target's bytes from its first touched one) and the target process: a
+// read takes the whole span, a write only the runs the datatype touches.
+int RemoteCopy(Window& w, int target, MPI_Aint first, std::byte* image, const Side& side,
+               bool write);
+// Request-based calls need a passive-target epoch to `target`.
+int Requested(Window* w, int target, const char* call);
+// A generalized request that is already complete.
+int CompletedRequest(MPI_Request* request);
+
+}  // namespace tierflow::rma

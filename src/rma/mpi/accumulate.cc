@@ -1,0 +1,289 @@
+// Accumulates: MPI_Accumulate, MPI_Get_accumulate, MPI_Fetch_and_op, MPI_Compare_and_swap and
+// the request-based forms. Each runs under the target's accumulate lock (in the window's
+// shared words), which makes accumulates to one target atomic with each other and keeps
+// MPI's ordering of accumulates from one origin (each completes before its call returns).
+// The element-wise operation is the MPI's own (MPI_Reduce_local), so every predefined
+// operation and type the MPI supports is supported, with its semantics.
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "rma/mpi/access.h"
+
+namespace tierflow::rma {
+
+namespace {
+
+// The predefined type every element of `type` is made of; MPI_DATATYPE_NULL when it mixes
+// several (which accumulates forbid).
+MPI_Datatype BasicType(MPI_Datatype type) {
+  int ni = 0, na = 0, nd = 0, combiner = 0;
+  if (PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS) {
+    return MPI_DATATYPE_NULL;
+  }
+  if (combiner == MPI_COMBINER_NAMED) return type;
+  std::vector<int> ints(ni);
+  std::vector<MPI_Aint> addrs(na);
+  std::vector<MPI_Datatype> types(nd);
+  PMPI_Type_get_contents(type, ni, na, nd, ints.data(), addrs.data(), types.data());
+  MPI_Datatype basic = MPI_DATATYPE_NULL;
+  bool mixed = false;
+  for (MPI_Datatype& d : types) {
+    const MPI_Datatype b = BasicType(d);
+    mixed = mixed || b == MPI_DATATYPE_NULL || (basic != MPI_DATATYPE_NULL && b != basic);
+    basic = b;
+    int dni, dna, dnd, dcomb;
+    PMPI_Type_get_envelope(d, &dni, &dna, &dnd, &dcomb);
+    if (dcomb != MPI_COMBINER_NAMED) PMPI_Type_free(&d);  // get_contents made a copy
+  }
+  return mixed ? MPI_DATATYPE_NULL : basic;
+}
+
+bool PredefinedOp(MPI_Op op) {
+  for (MPI_Op p : {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND,
+                   MPI_BOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE, MPI_NO_OP}) {
+    if (op == p) return true;
+  }
+  return false;
+}
+
+// The target's elements where this process can load and store them: its mapped memory, or an
+// image read from its process and written back (only the bytes the datatype touches).
+class TargetView {
+ public:
+  TargetView(Window& w, int rank, MPI_Aint disp, MPI_Aint first, const Side& t)
+      : w_(w), rank_(rank), first_(first), side_(t) {
+    if (w.base[rank] != nullptr) {
+      side_.addr = w.base[rank] + disp * static_cast<MPI_Aint>(w.disp_unit[rank]);
+    } else {
+      image_.resize(static_cast<std::size_t>(t.info.Span(t.count)));
+      side_.addr = image_.data() - t.info.true_lb;
+    }
+  }
+  int Load() {
+    return image_.empty() ? MPI_SUCCESS
+                          : RemoteCopy(w_, rank_, first_, image_.data(), side_, false);
+  }
+  int Store() {
+    return image_.empty() ? MPI_SUCCESS : RemoteCopy(w_, rank_, first_, image_.data(), side_, true);
+  }
+  const Side& side() const { return side_; }
+
+ private:
+  Window& w_;
+  int rank_;
+  MPI_Aint first_;
+  Side side_;
+  std::vector<std::byte> image_;
+};
+
+class AccumulateLock {
+ public:
+  AccumulateLock(Window& w, int target) : w_(w), target_(target) {
+    status_ = w.sync->LockAccumulate(target);
+  }
+  ~AccumulateLock() {
+    if (status_.ok()) w_.sync->UnlockAccumulate(target_);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  Window& w_;
+  int target_;
+  Status status_;
+};
+
+struct Accumulation {
+  Side origin, result, target;
+  bool fetch;  // result receives the target's previous contents
+  MPI_Op op;
+};
+
+int CheckAccumulate(Window& w, Accumulation& a, const char* call) {
+  if (!PredefinedOp(a.op)) {
+    return Fail(w, Misuse::kOp, fmt::format("{}: a user-defined operation", call));
+  }
+  Side& data = a.op == MPI_NO_OP ? a.result : a.origin;  // NO_OP ignores the origin buffer
+  if (int rc = CheckTypes(w, data, a.target, call); rc != MPI_SUCCESS) return rc;
+  if (a.fetch && a.op != MPI_NO_OP) {
+    if (int rc = CheckTypes(w, a.result, a.target, call); rc != MPI_SUCCESS) return rc;
+  }
+  const MPI_Datatype basic = BasicType(a.target.type);
+  if (basic == MPI_DATATYPE_NULL || BasicType(data.type) != basic) {
+    return Fail(w, Misuse::kOp,
+                fmt::format("{}: origin and target are not made of one and the same "
+                            "predefined type",
+                            call));
+  }
+  return MPI_SUCCESS;
+}
+
+// Under the lock: fetch, combine, store.
+int Combine(Window& w, const Accumulation& a, TargetView& view) {
+  if (int rc = view.Load(); rc != MPI_SUCCESS) return rc;
+  std::vector<std::byte> tmp, in;
+  const std::byte* t = Packed(w, view.side(), tmp);
+  const auto n = static_cast<std::size_t>(a.target.count * a.target.info.size);
+  std::vector<std::byte> current(t, t + n);
+  if (a.fetch) Unpacked(w, current.data(), n, const_cast<void*>(a.result.addr), a.result);
+  if (a.op == MPI_NO_OP || n == 0) return MPI_SUCCESS;
+  const std::byte* o = Packed(w, a.origin, in);
+  if (a.op == MPI_REPLACE) {
+    std::memcpy(current.data(), o, n);
+  } else {
+    const MPI_Datatype basic = BasicType(a.target.type);
+    int size = 1;
+    PMPI_Type_size(basic, &size);
+    PMPI_Reduce_local(o, current.data(), static_cast<int>(n / static_cast<std::size_t>(size)),
+                      basic, a.op);
+  }
+  Unpacked(w, current.data(), n, const_cast<void*>(view.side().addr), view.side());
+  return view.Store();
+}
+
+int Accumulate(Window* w, Accumulation a, int target, MPI_Aint disp, const char* call) {
+  if (target == MPI_PROC_NULL) return MPI_SUCCESS;
+  if (int rc = CheckAccess(*w, target, call); rc != MPI_SUCCESS) return rc;
+  if (int rc = CheckAccumulate(*w, a, call); rc != MPI_SUCCESS) return rc;
+  MPI_Aint first = 0;
+  if (int rc = CheckRange(*w, target, disp, a.target.count, a.target.info, first, call);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  AccumulateLock lock(*w, target);
+  if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
+  TargetView view(*w, target, disp, first, a.target);
+  return Combine(*w, a, view);
+}
+
+Side Of(const void* addr, MPI_Aint count, MPI_Datatype type) { return Side{addr, count, type, {}}; }
+
+}  // namespace
+
+// Shared by the C entry points below (and their large-count forms).
+int AccumulateCall(MPI_Win win, const void* oaddr, MPI_Aint ocount, MPI_Datatype otype, void* raddr,
+                   MPI_Aint rcount, MPI_Datatype rtype, int target, MPI_Aint disp, MPI_Aint tcount,
+                   MPI_Datatype ttype, MPI_Op op, bool fetch, const char* call,
+                   MPI_Request* request) {
+  Window* w = FindWindow(win);
+  if (request != nullptr) {
+    if (int rc = Requested(w, target, call); rc != MPI_SUCCESS) return rc;
+  }
+  Accumulation a{Of(oaddr, ocount, otype), Of(raddr, rcount, rtype), Of(nullptr, tcount, ttype),
+                 fetch, op};
+  if (int rc = Accumulate(w, a, target, disp, call); rc != MPI_SUCCESS) return rc;
+  return request != nullptr ? CompletedRequest(request) : MPI_SUCCESS;
+}
+
+int CompareAndSwapCall(Window* w, const void* origin, const void* compare, void* result,
+                       MPI_Datatype type, int target, MPI_Aint disp) {
+  const char* call = "MPI_Compare_and_swap";
+  if (target == MPI_PROC_NULL) return MPI_SUCCESS;
+  Side t = Of(nullptr, 1, type);
+  if (!LookUpType(type, t.info) || BasicType(type) != type) {
+    return Fail(*w, Misuse::kOp, fmt::format("{}: the datatype must be predefined", call));
+  }
+  if (int rc = CheckAccess(*w, target, call); rc != MPI_SUCCESS) return rc;
+  MPI_Aint first = 0;
+  if (int rc = CheckRange(*w, target, disp, 1, t.info, first, call); rc != MPI_SUCCESS) return rc;
+  AccumulateLock lock(*w, target);
+  if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
+  TargetView view(*w, target, disp, first, t);
+  if (int rc = view.Load(); rc != MPI_SUCCESS) return rc;
+  auto* at = static_cast<std::byte*>(const_cast<void*>(view.side().addr));
+  const auto n = static_cast<std::size_t>(t.info.size);
+  std::vector<std::byte> old(at, at + n);
+  std::memcpy(result, old.data(), n);
+  if (std::memcmp(old.data(), compare, n) != 0) return MPI_SUCCESS;
+  std::memcpy(at, origin, n);
+  return view.Store();
+}
+
+}  // namespace tierflow::rma
+
+using namespace tierflow;
+using namespace tierflow::rma;
+
+extern "C" int MPI_Accumulate(const void* oaddr, int ocount, MPI_Datatype otype, int target,
+                              MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
+                              MPI_Win win) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Accumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
+  }
+  return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+                        tcount, ttype, op, false, "MPI_Accumulate", nullptr);
+}
+
+extern "C" int MPI_Get_accumulate(const void* oaddr, int ocount, MPI_Datatype otype, void* raddr,
+                                  int rcount, MPI_Datatype rtype, int target, MPI_Aint disp,
+                                  int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Get_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                               ttype, op, win);
+  }
+  return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                        ttype, op, true, "MPI_Get_accumulate", nullptr);
+}
+
+extern "C" int MPI_Fetch_and_op(const void* oaddr, void* raddr, MPI_Datatype type, int target,
+                                MPI_Aint disp, MPI_Op op, MPI_Win win) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Fetch_and_op(oaddr, raddr, type, target, disp, op, win);
+  }
+  return AccumulateCall(win, oaddr, 1, type, raddr, 1, type, target, disp, 1, type, op, true,
+                        "MPI_Fetch_and_op", nullptr);
+}
+
+extern "C" int MPI_Compare_and_swap(const void* oaddr, const void* caddr, void* raddr,
+                                    MPI_Datatype type, int target, MPI_Aint disp, MPI_Win win) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) return PMPI_Compare_and_swap(oaddr, caddr, raddr, type, target, disp, win);
+  return CompareAndSwapCall(w, oaddr, caddr, raddr, type, target, disp);
+}
+
+extern "C" int MPI_Raccumulate(const void* oaddr, int ocount, MPI_Datatype otype, int target,
+                               MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
+                               MPI_Win win, MPI_Request* request) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Raccumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win, request);
+  }
+  return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+                        tcount, ttype, op, false, "MPI_Raccumulate", request);
+}
+
+extern "C" int MPI_Rget_accumulate(const void* oaddr, int ocount, MPI_Datatype otype, void* raddr,
+                                   int rcount, MPI_Datatype rtype, int target, MPI_Aint disp,
+                                   int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win,
+                                   MPI_Request* request) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Rget_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                                ttype, op, win, request);
+  }
+  return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                        ttype, op, true, "MPI_Rget_accumulate", request);
+}
+
+#if MPI_VERSION >= 4
+extern "C" int MPI_Accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
+                                MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
+                                MPI_Win win) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Accumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
+  }
+  return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+                        tcount, ttype, op, false, "MPI_Accumulate_c", nullptr);
+}
+
+extern "C" int MPI_Get_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype,
+                                    void* raddr, MPI_Count rcount, MPI_Datatype rtype, int target,
+                                    MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
+                                    MPI_Win win) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Get_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                                 ttype, op, win);
+  }
+  return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                        ttype, op, true, "MPI_Get_accumulate_c", nullptr);
+}
+#endif
