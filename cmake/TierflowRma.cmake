@@ -6,13 +6,18 @@ option(TIERFLOW_BUILD_RMA "Build libtierflow_rma for each MPI found" ON)
 
 # Status is compiled in again: the library is preloaded into programs that do not link tierflow.
 add_library(tierflow_rma_core STATIC src/rma/shared_segment.cc src/rma/window_sync.cc
-            src/common/status.cc)
+            src/common/status.cc src/common/fault_guard.cc src/common/mapping.cc
+            src/coherence/coherence.cc src/coherence/lines.cc)
 target_include_directories(tierflow_rma_core PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
 
-set(TIERFLOW_RMA_MPI_SOURCES src/rma/mpi/registry.cc src/rma/mpi/create.cc src/rma/mpi/sync.cc
-    src/rma/mpi/transfer.cc src/rma/mpi/datatype.cc src/rma/mpi/access.cc
-    src/rma/mpi/accumulate.cc)
+# The files that hold the coherence hooks (rma/mpi/coherence.h) apart from the rest: the test
+# build compiles them again once per hook left out (the mutants).
+set(TIERFLOW_RMA_MPI_SOURCES src/rma/mpi/registry.cc src/rma/mpi/create.cc
+    src/rma/mpi/transfer.cc src/rma/mpi/datatype.cc src/rma/mpi/accumulate.cc
+    src/rma/mpi/coherence.cc)
+set(TIERFLOW_RMA_HOOK_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/sync.cc
+    ${PROJECT_SOURCE_DIR}/src/rma/mpi/access.cc)
 set(TIERFLOW_RMA_MPIS)
 
 # tierflow_find_mpi(NAME WRAPPER SHOW_FLAG LAUNCHER): NAME_INCLUDE_DIRS, NAME_LINK_DIRS,
@@ -63,17 +68,28 @@ function(tierflow_mpi_target target mpi)
   target_link_libraries(${target} PRIVATE ${${mpi}_LIBS})
 endfunction()
 
-foreach(mpi ${TIERFLOW_RMA_MPIS})
-  add_library(tierflow_rma_${mpi} SHARED ${TIERFLOW_RMA_MPI_SOURCES})
-  tierflow_mpi_target(tierflow_rma_${mpi} ${mpi})
-  target_link_libraries(tierflow_rma_${mpi} PRIVATE tierflow_rma_core fmt::fmt)
-  set_target_properties(tierflow_rma_${mpi} PROPERTIES
-    VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
-    LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
+# tierflow_rma_library(NAME MPI [MUTANT N]): the library against that MPI.
+function(tierflow_rma_library name mpi)
+  cmake_parse_arguments(L "" "MUTANT" "" ${ARGN})
+  add_library(${name} SHARED $<TARGET_OBJECTS:tierflow_rma_${mpi}_objects> ${TIERFLOW_RMA_HOOK_SOURCES})
+  tierflow_mpi_target(${name} ${mpi})
+  target_link_libraries(${name} PRIVATE tierflow_rma_core fmt::fmt)
+  if(DEFINED L_MUTANT)
+    target_compile_definitions(${name} PRIVATE TIERFLOW_RMA_MUTANT=${L_MUTANT})
+  endif()
+  set_target_properties(${name} PROPERTIES LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
   # Only the MPI_* entry points are visible: the library's own symbols must not interpose on
   # a program's (or libtierflow's) when it is preloaded.
-  target_link_options(tierflow_rma_${mpi} PRIVATE
-                      -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
+  target_link_options(${name} PRIVATE -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
+endfunction()
+
+foreach(mpi ${TIERFLOW_RMA_MPIS})
+  add_library(tierflow_rma_${mpi}_objects OBJECT ${TIERFLOW_RMA_MPI_SOURCES})
+  tierflow_mpi_target(tierflow_rma_${mpi}_objects ${mpi})
+  target_link_libraries(tierflow_rma_${mpi}_objects PRIVATE tierflow_rma_core fmt::fmt)
+  tierflow_rma_library(tierflow_rma_${mpi} ${mpi})
+  set_target_properties(tierflow_rma_${mpi} PROPERTIES VERSION ${PROJECT_VERSION}
+                        SOVERSION ${PROJECT_VERSION_MAJOR})
   install(TARGETS tierflow_rma_${mpi} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endforeach()
 

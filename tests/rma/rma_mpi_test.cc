@@ -83,7 +83,10 @@ struct Win {
         MPI_Win_create(base, bytes, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
       }
     }
+    // Local stores inside a lock of its own window: public at the unlock in either model.
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, g_rank, 0, win);
     for (int i = 0; i < kSlots; ++i) base[i] = -1;
+    MPI_Win_unlock(g_rank, win);
     MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
     MPI_Barrier(MPI_COMM_WORLD);
   }
@@ -144,13 +147,17 @@ void Pscw(Win& w) {
   MPI_Group_incl(world, 1, &right, &to);
   MPI_Group_incl(world, 1, &left, &from);
   for (int i = 0; i < 300; ++i) {
+    w.base[6] = 7 * i + g_rank;  // a local store the origin reads in this epoch
     MPI_Win_post(from, 0, w.win);
     MPI_Win_start(to, 0, w.win);
     const int v[2] = {i, g_rank};
+    int got = -1;
     MPI_Put(v, 2, MPI_INT, right, 1, 2, MPI_INT, w.win);
+    MPI_Get(&got, 1, MPI_INT, right, 6, 1, MPI_INT, w.win);
     MPI_Win_complete(w.win);
     MPI_Win_wait(w.win);
     CHECK(w.base[1] == i && w.base[2] == left, "epoch %d: %d %d", i, w.base[1], w.base[2]);
+    CHECK(got == 7 * i + right, "epoch %d: got %d, the target stored %d", i, got, 7 * i + right);
   }
   // MPI_Win_test until done; complete with no RMA to the target.
   MPI_Win_post(from, 0, w.win);
@@ -165,8 +172,10 @@ void Pscw(Win& w) {
 
 void Locks(Win& w) {
   constexpr int kIters = 50;
-  if (g_rank == 0) {
+  if (g_rank == 0) {  // a local store, made public before the others look
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win);
     w.base[3] = 0;
+    MPI_Win_unlock(0, w.win);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   for (int i = 0; i < kIters; ++i) {
@@ -204,6 +213,15 @@ void LockAllFlushRequests(Win& w) {
   MPI_Rget(&rget, 1, MPI_INT, Right(), 5, 1, MPI_INT, w.win, &r[1]);
   MPI_Wait(&r[1], MPI_STATUS_IGNORE);
   CHECK(rget == rv, "rput/rget: %d", rget);
+  // A flushed put is at the target before the barrier: it reads it (after MPI_Win_sync, as
+  // the separate memory model asks) while the epoch is still open.
+  const int f = 4000 + g_rank;
+  MPI_Put(&f, 1, MPI_INT, Right(), 7, 1, MPI_INT, w.win);
+  MPI_Win_flush(Right(), w.win);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_sync(w.win);
+  CHECK(w.base[7] == 4000 + Left(), "flushed put at the target: %d", w.base[7]);
+  MPI_Barrier(MPI_COMM_WORLD);
   MPI_Win_unlock_all(w.win);
   MPI_Barrier(MPI_COMM_WORLD);
   MPI_Win_sync(w.win);

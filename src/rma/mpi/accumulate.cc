@@ -54,8 +54,11 @@ class TargetView {
  public:
   TargetView(Window& w, int rank, MPI_Aint disp, MPI_Aint first, const Side& t)
       : w_(w), rank_(rank), first_(first), side_(t) {
-    if (w.base[rank] != nullptr) {
-      side_.addr = w.base[rank] + disp * static_cast<MPI_Aint>(w.disp_unit[rank]);
+    // Simulated coherence: accumulates act on the public copy, as atomics at the point of
+    // coherence would.
+    std::byte* mem = w.coherence == Coherence::kSimulated ? w.pub[rank] : w.base[rank];
+    if (mem != nullptr) {
+      side_.addr = mem + disp * static_cast<MPI_Aint>(w.disp_unit[rank]);
     } else {
       image_.resize(static_cast<std::size_t>(t.info.Span(t.count)));
       side_.addr = image_.data() - t.info.true_lb;

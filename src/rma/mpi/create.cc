@@ -2,12 +2,14 @@
 // MPI_Free_mem, MPI_Win_free and the attributes a window reports.
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "rma/mpi/coherence.h"
 #include "rma/mpi/window.h"
 
 namespace tierflow::rma {
@@ -87,10 +89,32 @@ std::size_t PageRound(std::uint64_t n) {
   return (n + page - 1) / page * page;
 }
 
+// The coherence mode every rank of `comm` asked for; MPI_ERR_ARG through the communicator's
+// error handler for a mode nobody knows or ranks that disagree.
+int AgreedCoherence(MPI_Comm comm, Coherence& mode) {
+  std::string error;
+  const int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
+  int lo = 0, hi = 0;
+  PMPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, comm);
+  PMPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, comm);
+  if (lo == hi && lo >= 0) return MPI_SUCCESS;
+  int me = 0;
+  PMPI_Comm_rank(comm, &me);
+  if (!error.empty() || me == 0) {
+    Say(me, !error.empty() ? error
+                           : "the ranks disagree on TIERFLOW_RMA_COHERENCE: give every rank "
+                             "the same mode");
+  }
+  PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
+  return MPI_ERR_ARG;
+}
+
 // The window's state and its synchronisation words (a segment of their own); nullptr, on
 // every rank alike, when the ranks cannot share memory.
-std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size) {
+std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size,
+                                  Coherence mode) {
   auto w = std::make_unique<Window>();
+  w->coherence = mode;
   PMPI_Comm_rank(comm, &w->me);
   PMPI_Comm_size(comm, &w->ranks);
   Result<SharedSegment> control = MakeShared(comm, w->me, WindowSync::Bytes(w->ranks));
@@ -105,7 +129,7 @@ std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_
   PMPI_Comm_dup(comm, &w->comm);
   PMPI_Comm_group(comm, &w->group);
   w->flavor = flavor;
-  w->model = MPI_WIN_UNIFIED;
+  w->model = mode == Coherence::kCoherent ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE;
   w->seen.assign(w->ranks, 0);
   w->lock.assign(w->ranks, 0);
   w->attr_disp_unit = disp_unit;
@@ -200,7 +224,9 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
   if (size < 0 || disp_unit <= 0 || comm == MPI_COMM_NULL || !OneNode(comm)) {
     return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
   }
-  std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size);
+  Coherence mode;
+  if (int rc = AgreedCoherence(comm, mode); rc != MPI_SUCCESS) return rc;
+  std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, mode);
   if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
   Offer mine;
   mine.size = static_cast<std::uint64_t>(size);
@@ -222,6 +248,14 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
   w->memory.push_back(std::move(*memory));
   for (int r = 0; r < w->ranks; ++r) w->base.push_back(w->memory[0].data() + offset[r]);
   Describe(*w, all);
+  if (mode == Coherence::kSimulated) {
+    // The segment holds the public copies; the program works on a private one.
+    w->local.assign(w->memory[0].data() + offset[w->me],
+                    w->memory[0].data() + offset[w->me] + size);
+    const std::vector<std::byte*> pub = w->base;
+    w->base[w->me] = w->local.data();
+    StartSimulation(*w, pub);
+  }
   void* base = w->base[w->me];
   *static_cast<void**>(baseptr) = base;
   return Finish(std::move(w), base, info, comm, win);
@@ -242,6 +276,24 @@ void OfferMemory(Window& w, void* base, std::uint64_t size, Offer& mine) {
   mine.segment = s->name();
   mine.offset = 0;
   w.memory.push_back(std::move(*s));
+}
+
+// Simulated coherence: the public copy is a memfd of its own, filled from the program's memory,
+// which stays private.
+void OfferPublicCopy(Window& w, void* base, std::uint64_t size, Offer& mine) {
+  Result<SharedSegment> s = SharedSegment::Create(size);
+  if (!s.ok()) return;
+  if (size > 0) std::memcpy(s->data(), base, size);
+  mine.segment = s->name();
+  mine.offset = 0;
+  w.memory.push_back(std::move(*s));
+}
+
+// Every rank's memory is mapped here (the simulation copies it).
+bool AllMapped(const Window& w) {
+  bool ok = true;
+  for (int r = 0; r < w.ranks; ++r) ok = ok && (w.size[r] == 0 || w.base[r] != nullptr);
+  return AllTrue(w.comm, ok);
 }
 
 // Maps what the others offered, or checks process_vm reaches them; false (on every rank
@@ -278,10 +330,16 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
   if (size < 0 || disp_unit <= 0 || comm == MPI_COMM_NULL || !OneNode(comm)) {
     return PMPI_Win_create(base, size, disp_unit, info, comm, win);
   }
-  std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size);
+  Coherence mode;
+  if (int rc = AgreedCoherence(comm, mode); rc != MPI_SUCCESS) return rc;
+  std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, mode);
   if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
   Offer mine;
-  OfferMemory(*w, base, static_cast<std::uint64_t>(size), mine);
+  if (mode == Coherence::kSimulated) {
+    OfferPublicCopy(*w, base, static_cast<std::uint64_t>(size), mine);
+  } else {
+    OfferMemory(*w, base, static_cast<std::uint64_t>(size), mine);
+  }
   mine.size = static_cast<std::uint64_t>(size);
   mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
   mine.pid = getpid();
@@ -289,9 +347,17 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
   const std::vector<Offer> all = Exchange(*w, mine);
   Describe(*w, all);
   // Every rank has opened the others' memfds: their descriptors can go.
-  const bool reached = Reach(*w, all);
+  std::byte* own_public = w->memory.empty() ? nullptr : w->memory[0].data();
+  const bool reached = Reach(*w, all) && (mode != Coherence::kSimulated || AllMapped(*w));
   for (SharedSegment& s : w->memory) s.MarkMapped();
-  if (reached) return Finish(std::move(w), base, info, comm, win);
+  if (reached) {
+    if (mode == Coherence::kSimulated) {
+      std::vector<std::byte*> pub = w->base;
+      pub[w->me] = own_public;
+      StartSimulation(*w, pub);
+    }
+    return Finish(std::move(w), base, info, comm, win);
+  }
   PassThroughReason(comm, "MPI_Win_create",
                     "some rank's window memory is neither from MPI_Alloc_mem nor whole pages, "
                     "and the kernel refuses process_vm_readv between the ranks (ptrace rules: "

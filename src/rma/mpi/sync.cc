@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "rma/mpi/coherence.h"
 #include "rma/mpi/window.h"
 
 namespace tierflow::rma {
@@ -66,6 +67,9 @@ extern "C" int MPI_Win_complete(MPI_Win win) {
     return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_complete without MPI_Win_start");
   }
   w->started = false;
+  if (Kept(HookPoint::kCompleteWriteBack)) {
+    for (int t : w->start_group) WriteBack(*w, t);  // the puts, before the counters drop
+  }
   if (Status s = w->sync->Complete(w->start_group); !s.ok()) return PeerGone(*w, s);
   return MPI_SUCCESS;
 }
@@ -76,6 +80,7 @@ extern "C" int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
   if (w->posted) return Fail(*w, Misuse::kEpochOpen, "MPI_Win_post while a post is open");
   if (int rc = Translate(*w, group, w->post_group, "MPI_Win_post"); rc != MPI_SUCCESS) return rc;
   std::atomic_thread_fence(std::memory_order_seq_cst);  // local stores before the origins look
+  if (Kept(HookPoint::kPostWriteBack)) WriteBack(*w, w->me);
   w->sync->Post(w->post_group);
   w->posted = true;
   w->fence_epoch = false;
@@ -87,6 +92,7 @@ extern "C" int MPI_Win_wait(MPI_Win win) {
   if (w == nullptr) return PMPI_Win_wait(win);
   if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_wait without MPI_Win_post");
   if (Status s = w->sync->AwaitCompletion(); !s.ok()) return PeerGone(*w, s);
+  if (Kept(HookPoint::kWaitInvalidate)) Invalidate(*w, w->me);  // the origins' puts
   w->posted = false;
   return MPI_SUCCESS;
 }
@@ -96,7 +102,10 @@ extern "C" int MPI_Win_test(MPI_Win win, int* flag) {
   if (w == nullptr) return PMPI_Win_test(win, flag);
   if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_test without MPI_Win_post");
   *flag = w->sync->Completed() ? 1 : 0;
-  if (*flag) w->posted = false;
+  if (*flag) {
+    if (Kept(HookPoint::kWaitInvalidate)) Invalidate(*w, w->me);
+    w->posted = false;
+  }
   return MPI_SUCCESS;
 }
 
@@ -110,7 +119,9 @@ extern "C" int MPI_Win_fence(int assert, MPI_Win win) {
   // Neither an epoch before nor one after: nothing to order with the other ranks.
   const bool alone = (assert& MPI_MODE_NOPRECEDE) && (assert& MPI_MODE_NOSUCCEED);
   if (!alone) {
+    if (Kept(HookPoint::kFenceWriteBack)) WriteBackAll(*w);
     if (Status s = w->sync->Barrier(); !s.ok()) return PeerGone(*w, s);
+    if (Kept(HookPoint::kFenceInvalidate)) InvalidateAll(*w);
   }
   w->fence_epoch = (assert& MPI_MODE_NOSUCCEED) == 0;
   return MPI_SUCCESS;
@@ -129,16 +140,19 @@ int CheckLockTarget(Window& w, int rank, const char* call) {
 int Acquire(Window& w, int type, int rank, int assert) {
   if (assert & MPI_MODE_NOCHECK) {
     w.lock[rank] = kNoCheck;
+    if (Kept(HookPoint::kLockInvalidate)) Invalidate(w, rank);
     return MPI_SUCCESS;
   }
   const bool exclusive = type == MPI_LOCK_EXCLUSIVE;
   Status s = exclusive ? w.sync->LockExclusive(rank) : w.sync->LockShared(rank);
   if (!s.ok()) return PeerGone(w, s);
   w.lock[rank] = exclusive ? kExclusive : kShared;
+  if (Kept(HookPoint::kLockInvalidate)) Invalidate(w, rank);
   return MPI_SUCCESS;
 }
 
 void Release(Window& w, int rank) {
+  if (Kept(HookPoint::kUnlockWriteBack)) WriteBack(w, rank);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (w.lock[rank] == kShared) w.sync->UnlockShared(rank);
   if (w.lock[rank] == kExclusive) w.sync->UnlockExclusive(rank);
@@ -216,6 +230,7 @@ int Flush(MPI_Win win, int rank, const char* call, int (*pass)(int, MPI_Win)) {
     return Fail(*w, Misuse::kNoMatchingSync,
                 fmt::format("{} of rank {} outside a passive-target epoch to it", call, rank));
   }
+  if (Kept(HookPoint::kFlushWriteBack)) WriteBack(*w, rank);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return MPI_SUCCESS;
 }
@@ -227,6 +242,7 @@ int FlushAll(MPI_Win win, const char* call, int (*pass)(MPI_Win)) {
     return Fail(*w, Misuse::kNoMatchingSync,
                 fmt::format("{} outside a passive-target epoch", call));
   }
+  if (Kept(HookPoint::kFlushWriteBack)) WriteBackAll(*w);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return MPI_SUCCESS;
 }
@@ -249,6 +265,9 @@ extern "C" int MPI_Win_flush_local_all(MPI_Win win) {
 extern "C" int MPI_Win_sync(MPI_Win win) {
   Window* w = FindWindow(win);
   if (w == nullptr) return PMPI_Win_sync(win);
+  // The separate model's private and public copies of this rank's window meet.
+  WriteBack(*w, w->me);
+  Invalidate(*w, w->me);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return MPI_SUCCESS;
 }

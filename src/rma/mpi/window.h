@@ -20,12 +20,15 @@
 
 namespace tierflow::rma {
 
+enum class Coherence : std::uint8_t { kCoherent, kNoncoherent, kSimulated };
+
 struct Window {
   MPI_Win win = MPI_WIN_NULL;     // the window of the MPI underneath
   MPI_Comm comm = MPI_COMM_NULL;  // a duplicate of the window's communicator
   MPI_Group group = MPI_GROUP_NULL;
   int flavor = 0;  // what the program asked for (MPI_WIN_FLAVOR_CREATE / _ALLOCATE)
-  int model = 0;   // MPI_WIN_UNIFIED
+  int model = 0;   // MPI_WIN_UNIFIED, or MPI_WIN_SEPARATE when caches are not coherent
+  Coherence coherence = Coherence::kCoherent;
   int me = 0, ranks = 0;
   SharedSegment control;               // the WindowSync words
   std::vector<SharedSegment> memory;   // window memory mapped here (one or one per rank)
@@ -35,6 +38,12 @@ struct Window {
   std::vector<std::uint64_t> size;     // rank -> bytes
   std::vector<std::uint32_t> disp_unit;
   std::unique_ptr<WindowSync> sync;
+  // kSimulated only (rma/mpi/coherence.h): every rank's public copy, mapped here; this
+  // process's private copies of the other ranks' windows (base[r] points into them) and the
+  // twins of all private copies, its own window's included.
+  std::vector<std::byte*> pub;
+  std::vector<std::vector<std::byte>> cache, twin;
+  std::vector<std::byte> local;  // the program's memory of a simulated MPI_Win_allocate window
 
   // Epochs of this rank.
   bool fence_epoch = false;                  // opened by a fence without MPI_MODE_NOSUCCEED
