@@ -4,10 +4,13 @@
 # message, so the rest of tierflow builds without any.
 option(TIERFLOW_BUILD_RMA "Build libtierflow_rma for each MPI found" ON)
 
-# Status is compiled in again: the library is preloaded into programs that do not link tierflow.
+# What the library needs of tierflow is compiled in again (Status, the coherence instructions,
+# the copy kernels): it is preloaded into programs that do not link tierflow.
 add_library(tierflow_rma_core STATIC src/rma/shared_segment.cc src/rma/window_sync.cc
             src/common/status.cc src/common/fault_guard.cc src/common/mapping.cc
-            src/coherence/coherence.cc src/coherence/lines.cc)
+            src/coherence/coherence.cc src/coherence/lines.cc src/kernels/kernels.cc
+            src/kernels/isa.cc src/kernels/kernels_baseline.cc src/kernels/kernels_avx2.cc
+            src/kernels/kernels_avx512.cc src/common/crc32c.cc src/engine/operation.cc)
 target_include_directories(tierflow_rma_core PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
 

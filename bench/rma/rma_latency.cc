@@ -5,6 +5,7 @@
 // row. The received data are checked after each row: a row whose data are wrong says so.
 //
 // Usage: rma_latency [--iters N] [--sizes a,b,...] [--gats-only]
+// With 2 ranks and without --gats-only it ends with the cellular automaton (see Stencil).
 #include <mpi.h>
 
 #include <algorithm>
@@ -201,6 +202,144 @@ void Gats(bool allocate, int epochs) {
   MPI_Group_free(&world);
 }
 
+// osu_put_bw's pattern: a window of 64 puts of n bytes to consecutive places per lock epoch;
+// us is the time per put (64 * n bytes / (64 * us) is the bandwidth).
+void Bandwidth(bool allocate, long n, int iters) {
+  constexpr int kWindow = 64;
+  Window w(allocate, kWindow * n);
+  std::vector<unsigned char> buf(n);
+  for (long i = 0; i < n; ++i) buf[i] = static_cast<unsigned char>(3 + i);
+  MPI_Barrier(MPI_COMM_WORLD);
+  Clock::time_point t0;
+  for (int it = 0; it < iters + 2; ++it) {
+    if (it == 2) t0 = Clock::now();
+    if (g_rank == 0) {
+      MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, w.win);
+      for (int k = 0; k < kWindow; ++k) {
+        MPI_Put(buf.data(), n, MPI_BYTE, 1, k * n, n, MPI_BYTE, w.win);
+      }
+      MPI_Win_unlock(1, w.win);
+    }
+  }
+  const double us =
+      std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters / kWindow;
+  int ok = 1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 1) {
+    MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w.win);
+    for (long i = 0; i < kWindow * n; ++i) ok &= w.base[i] == static_cast<unsigned char>(3 + i % n);
+    MPI_Win_unlock(1, w.win);
+  }
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    std::printf(
+        "{\"window\":\"%s\",\"sync\":\"lock\",\"op\":\"put_bw\",\"bytes\":%ld,"
+        "\"us\":%.4f,\"data_checked\":%s}\n",
+        allocate ? "allocate" : "create", n, us, all ? "true" : "false");
+    std::fflush(stdout);
+  }
+}
+
+// The thesis' application check: a cellular automaton (Conway's rule on the 9-point
+// neighbourhood), rows split over the ranks of a ring, halo rows exchanged each step either by
+// GATS puts into the neighbours' windows or by MPI_Sendrecv. Both must end in the same grid;
+// rank 0 prints the time per step of each.
+struct Grid {
+  int rows, cols;  // owned rows, plus a halo row above and below
+  std::vector<unsigned char> cells, next;
+  Grid(int r, int c) : rows(r), cols(c), cells((r + 2) * c), next((r + 2) * c) {
+    for (int i = 1; i <= r; ++i) {
+      for (int j = 0; j < c; ++j) {
+        const unsigned h = (g_rank * r + i) * 2654435761u ^ j * 40503u;
+        cells[i * c + j] = (h >> 13) % 3 == 0;
+      }
+    }
+  }
+  unsigned char* row(int i) { return cells.data() + i * cols; }
+  void Step() {
+    for (int i = 1; i <= rows; ++i) {
+      for (int j = 0; j < cols; ++j) {
+        int n = 0;
+        for (int di = -1; di <= 1; ++di) {
+          for (int dj = -1; dj <= 1; ++dj) {
+            if (di != 0 || dj != 0) n += cells[(i + di) * cols + (j + dj + cols) % cols];
+          }
+        }
+        const unsigned char alive = cells[i * cols + j];
+        next[i * cols + j] = n == 3 || (alive && n == 2);
+      }
+    }
+    for (int i = 1; i <= rows; ++i) std::memcpy(row(i), next.data() + i * cols, cols);
+  }
+  long Checksum() {
+    long sum = 0;
+    for (int i = 1; i <= rows; ++i) {
+      for (int j = 0; j < cols; ++j) sum += row(i)[j] * ((g_rank * rows + i) * 31L + j);
+    }
+    return sum;
+  }
+};
+
+double StencilTwoSided(Grid& g, int steps) {
+  const int up = (g_rank + g_size - 1) % g_size, down = (g_rank + 1) % g_size;
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    MPI_Sendrecv(g.row(1), g.cols, MPI_BYTE, up, 0, g.row(g.rows + 1), g.cols, MPI_BYTE, down, 0,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(g.row(g.rows), g.cols, MPI_BYTE, down, 1, g.row(0), g.cols, MPI_BYTE, up, 1,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    g.Step();
+  }
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / steps;
+}
+
+// The halo rows live in the window: a neighbour's put lands in them directly.
+double StencilGats(Grid& g, int steps) {
+  MPI_Win win;
+  unsigned char* base = nullptr;
+  MPI_Win_allocate(2L * g.cols, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+  const int up = (g_rank + g_size - 1) % g_size, down = (g_rank + 1) % g_size;
+  MPI_Group world, nbrs;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int both[2] = {up, down};
+  MPI_Group_incl(world, up == down ? 1 : 2, both, &nbrs);
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    MPI_Win_post(nbrs, 0, win);
+    MPI_Win_start(nbrs, 0, win);
+    MPI_Put(g.row(1), g.cols, MPI_BYTE, up, g.cols, g.cols, MPI_BYTE, win);    // its bottom halo
+    MPI_Put(g.row(g.rows), g.cols, MPI_BYTE, down, 0, g.cols, MPI_BYTE, win);  // its top halo
+    MPI_Win_complete(win);
+    MPI_Win_wait(win);
+    std::memcpy(g.row(0), base, g.cols);
+    std::memcpy(g.row(g.rows + 1), base + g.cols, g.cols);
+    g.Step();
+  }
+  const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / steps;
+  MPI_Group_free(&nbrs);
+  MPI_Group_free(&world);
+  MPI_Win_free(&win);
+  return us;
+}
+
+void Stencil(int rows, int cols, int steps) {
+  Grid a(rows / g_size, cols), b(rows / g_size, cols);
+  const double two = StencilTwoSided(a, steps), gats = StencilGats(b, steps);
+  long sums[2] = {a.Checksum(), b.Checksum()}, total[2];
+  MPI_Reduce(sums, total, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    const char* same = total[0] == total[1] ? "true" : "false";
+    for (const auto& [sync, us] : {std::pair{"pscw", gats}, std::pair{"two-sided", two}}) {
+      std::printf(
+          "{\"window\":\"allocate\",\"sync\":\"%s\",\"op\":\"stencil\","
+          "\"bytes\":%d,\"us\":%.4f,\"data_checked\":%s}\n",
+          sync, cols, us, same);
+    }
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -213,9 +352,11 @@ int main(int argc, char** argv) {
       for (const char* sync : {"pscw", "fence", "lock", "flush"}) {
         for (long n : a.sizes) Row(a, allocate, sync, true, n);
       }
+      for (long n : {4096L, 65536L, 1048576L}) Bandwidth(allocate, n, n >= 1048576 ? 10 : 50);
     }
     Gats(allocate, 1001);
   }
+  if (!a.gats_only) Stencil(512, 2048, 50);
   MPI_Finalize();
   return 0;
 }

@@ -308,6 +308,35 @@ void Accumulates(Win& w) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+#if MPI_VERSION >= 4
+// The MPI-4 large-count forms: a window from MPI_Win_allocate_c, puts, gets and accumulates
+// with MPI_Count counts.
+void LargeCount() {
+  MPI_Win win;
+  long* base = nullptr;
+  MPI_Win_allocate_c(64 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+  int* flavor = nullptr;
+  int flag = 0;
+  MPI_Win_get_attr(win, MPI_WIN_CREATE_FLAVOR, &flavor, &flag);
+  CHECK(flag && *flavor == MPI_WIN_FLAVOR_ALLOCATE, "MPI_Win_allocate_c flavour");
+  MPI_Win_fence(0, win);
+  const long v[4] = {g_rank, g_rank + 1L, g_rank + 2L, g_rank + 3L};
+  MPI_Put_c(v, MPI_Count{4}, MPI_LONG, Right(), 0, MPI_Count{4}, MPI_LONG, win);
+  MPI_Accumulate_c(v, MPI_Count{1}, MPI_LONG, Right(), 8, MPI_Count{1}, MPI_LONG, MPI_SUM, win);
+  MPI_Win_fence(0, win);
+  CHECK(base[0] == Left() && base[3] == Left() + 3, "MPI_Put_c: %ld %ld", base[0], base[3]);
+  long got[4] = {};
+  MPI_Win_lock_all(0, win);
+  MPI_Request r;
+  MPI_Rget_c(got, MPI_Count{4}, MPI_LONG, Right(), 0, MPI_Count{4}, MPI_LONG, win, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  MPI_Win_unlock_all(win);
+  CHECK(got[2] == g_rank + 2, "MPI_Rget_c: %ld", got[2]);
+  MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+  MPI_Win_free(&win);
+}
+#endif
+
 int ErrorClass(int rc) {
   int c = rc;
   MPI_Error_class(rc, &c);
@@ -361,6 +390,9 @@ int main(int argc, char** argv) {
     if (g_failures != before)
       std::fprintf(stderr, "rank %d: failures on %s windows\n", g_rank, Name(k));
   }
+#if MPI_VERSION >= 4
+  LargeCount();
+#endif
   int total = 0;
   MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (g_rank == 0) std::printf("%s: %d failures\n", total == 0 ? "PASS" : "FAIL", total);

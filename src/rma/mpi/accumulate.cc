@@ -289,4 +289,26 @@ extern "C" int MPI_Get_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Dat
   return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                         ttype, op, true, "MPI_Get_accumulate_c", nullptr);
 }
+
+extern "C" int MPI_Raccumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype,
+                                 int target, MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype,
+                                 MPI_Op op, MPI_Win win, MPI_Request* request) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Raccumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win, request);
+  }
+  return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+                        tcount, ttype, op, false, "MPI_Raccumulate_c", request);
+}
+
+extern "C" int MPI_Rget_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype,
+                                     void* raddr, MPI_Count rcount, MPI_Datatype rtype, int target,
+                                     MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
+                                     MPI_Win win, MPI_Request* request) {
+  if (FindWindow(win) == nullptr) {
+    return PMPI_Rget_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                                  ttype, op, win, request);
+  }
+  return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                        ttype, op, true, "MPI_Rget_accumulate_c", request);
+}
 #endif

@@ -2,6 +2,7 @@
 // MPI_Free_mem, MPI_Win_free and the attributes a window reports.
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -366,6 +367,25 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
   DropWindow(std::move(w));
   return PMPI_Win_create(base, size, disp_unit, info, comm, win);
 }
+
+#if MPI_VERSION >= 4
+// The large-count forms differ only in the type of disp_unit.
+extern "C" int MPI_Win_allocate_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                                  void* baseptr, MPI_Win* win) {
+  if (disp_unit <= 0 || disp_unit > INT_MAX) {
+    return PMPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win);
+  }
+  return MPI_Win_allocate(size, static_cast<int>(disp_unit), info, comm, baseptr, win);
+}
+
+extern "C" int MPI_Win_create_c(void* base, MPI_Aint size, MPI_Aint disp_unit, MPI_Info info,
+                                MPI_Comm comm, MPI_Win* win) {
+  if (disp_unit <= 0 || disp_unit > INT_MAX) {
+    return PMPI_Win_create_c(base, size, disp_unit, info, comm, win);
+  }
+  return MPI_Win_create(base, size, static_cast<int>(disp_unit), info, comm, win);
+}
+#endif
 
 extern "C" int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
   if (size < 0) return PMPI_Alloc_mem(size, info, baseptr);

@@ -138,6 +138,36 @@ extern "C" int MPI_Put_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype
   return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put_c");
 }
 
+extern "C" int MPI_Rput_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
+                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win,
+                          MPI_Request* request) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) {
+    return PMPI_Rput_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
+  }
+  if (int rc = Requested(w, target, "MPI_Rput_c"); rc != MPI_SUCCESS) return rc;
+  if (int rc = Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput_c");
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  return CompletedRequest(request);
+}
+
+extern "C" int MPI_Rget_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
+                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win,
+                          MPI_Request* request) {
+  Window* w = FindWindow(win);
+  if (w == nullptr) {
+    return PMPI_Rget_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
+  }
+  if (int rc = Requested(w, target, "MPI_Rget_c"); rc != MPI_SUCCESS) return rc;
+  if (int rc = Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget_c");
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  return CompletedRequest(request);
+}
+
 extern "C" int MPI_Get_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win) {
   Window* w = FindWindow(win);

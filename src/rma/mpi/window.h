@@ -54,6 +54,8 @@ struct Window {
   int locks_held = 0;
   bool lock_all = false;
 
+  const std::byte* last_large_copy = nullptr;  // where the last large put went (access.cc)
+
   // Attributes reported for the window (the MPI underneath saw a created window).
   void* attr_base = nullptr;
   MPI_Aint attr_size = 0;
