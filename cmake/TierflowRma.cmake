@@ -81,6 +81,12 @@ function(tierflow_rma_library name mpi)
     target_compile_definitions(${name} PRIVATE TIERFLOW_RMA_MUTANT=${L_MUTANT})
   endif()
   set_target_properties(${name} PROPERTIES LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
+  # Link-time optimisation inlines the checks of access.cc into every put and get: they are
+  # most of a small put's cost.
+  if(NOT TIERFLOW_SANITIZE)
+    set_target_properties(${name} PROPERTIES INTERPROCEDURAL_OPTIMIZATION ON)
+    set_target_properties(tierflow_rma_${mpi}_objects PROPERTIES INTERPROCEDURAL_OPTIMIZATION ON)
+  endif()
   # Only the MPI_* entry points are visible: the library's own symbols must not interpose on
   # a program's (or libtierflow's) when it is preloaded.
   target_link_options(${name} PRIVATE -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)

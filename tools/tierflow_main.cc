@@ -453,6 +453,7 @@ int RunPipesBenchCli(PipesBenchCli& c) {
 struct RmaBenchCli {
   CLI::App* cmd = nullptr;
   bench::RmaBenchConfig cfg;
+  std::string sizes;
 };
 
 void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
@@ -462,6 +463,9 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
       ->check(tools::IntegerIn(1, 50));
   c.cmd->add_option("--iters", c.cfg.iters, "Timed iterations per row (default 1000)")
       ->check(tools::IntegerIn(10, 1000000));
+  c.cmd->add_option("--sizes", c.sizes,
+                    "Put sizes, comma-separated, 1 byte to 64MiB (default 1,8,64,512,4KiB,32KiB,"
+                    "256KiB,1MiB)");
   c.cmd
       ->add_option("--gats-ranks", c.cfg.gats_ranks,
                    "Ranks of the GATS benchmark: 1 origin, the rest targets (default 4)")
@@ -475,6 +479,18 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
 }
 
 int RunRmaBenchCli(RmaBenchCli& c) {
+  if (c.cmd->count("--sizes") > 0) {
+    Result<std::vector<std::size_t>> sizes = bench::ParseSizeList(c.sizes);
+    if (!sizes.ok()) return UsageError("--sizes: " + sizes.status().message());
+    std::string list;
+    for (std::size_t n : *sizes) {
+      if (n == 0 || n > (std::size_t{64} << 20)) {
+        return UsageError(fmt::format("--sizes: {} is not between 1 byte and 64MiB", n));
+      }
+      list += (list.empty() ? "" : ",") + std::to_string(n);
+    }
+    c.cfg.sizes = list;
+  }
   Status s = bench::RunRmaBench(c.cfg, std::cout);
   return s.ok() ? 0 : Fail(s);
 }

@@ -32,6 +32,7 @@ BASE = {
     ("pipes", "calibrate"): ["--bytes", "1MiB", "--output", "/tmp/tierflow-bad-input-cal.json"],
     ("sort",): ["--generate", "1MiB", "--memory", "32MiB", "--no-floor"],
     ("bench", "pipes"): ["--size", "1MiB", "--reps", "1", "--transfers", "10"],
+    ("bench", "rma"): ["--reps", "1", "--iters", "10", "--sizes", "1", "--gats-ranks", "2"],
 }
 
 HUGE = ["99999999999999999999999", "18446744073709551615", "9223372036854775808"]
@@ -138,6 +139,14 @@ CASES = {
         "--transfers": INT_BAD + ["0", "9"],
         "--queue-depth": INT_BAD + ["0", "4097"],
         "--chunk": SIZE_BAD + ["1000", "4097"],
+    },
+    ("bench", "rma"): {
+        "--reps": INT_BAD + ["0", "51"],
+        "--iters": INT_BAD + ["0", "9", "1000001"],
+        "--sizes": SIZE_BAD + ["65MiB", "1,,2", "1,0"],
+        "--gats-ranks": INT_BAD + ["0", "1", "65"],
+        "--mpi": WORD_BAD + ["lam"],
+        "--plot": PLOT_BAD,
     },
     ("pipes", "calibrate"): {
         "--dir": DIR_BAD + ["/proc"],

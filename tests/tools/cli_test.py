@@ -212,6 +212,31 @@ class BenchPipes(unittest.TestCase):
             self.assertEqual(os.listdir(d), [])
 
 
+class BenchRma(unittest.TestCase):
+    def test_json_contract(self):
+        doc = json.loads(run("bench", "rma", "--reps", "1", "--iters", "20", "--sizes", "1,4KiB",
+                             "--gats-ranks", "3", "--json").stdout)
+        rows = doc["rows"]
+        self.assertTrue(rows, "no rows: was no MPI built?")
+        for r in rows:
+            for k in ("mpi", "window", "sync", "op", "with_us", "without_us", "ratio", "data_checked"):
+                self.assertIn(k, r)
+            self.assertIn("targets" if r["op"] == "gats" else "bytes", r)
+            self.assertTrue(r["data_checked"], r)
+            self.assertGreater(r["with_us"], 0)
+            self.assertGreater(r["without_us"], 0)
+        self.assertEqual({r["mpi"] for r in rows}, {"openmpi", "mpich"})
+        self.assertEqual({r["op"] for r in rows}, {"put", "put_bw", "gats", "stencil"})
+        self.assertEqual({r["window"] for r in rows}, {"create", "allocate"})
+        self.assertEqual({r["bytes"] for r in rows if r["op"] == "put"}, {1, 4096})
+        self.assertEqual({r["targets"] for r in rows if r["op"] == "gats"}, {1, 2})
+
+    def test_unknown_mpi(self):
+        r = run("bench", "rma", "--mpi", "lam", ok=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--mpi", r.stderr)
+
+
 class BenchCopy(unittest.TestCase):
     def test_json_contract(self):
         doc = json.loads(run("bench", "copy", "--engine", "cpu", "--sizes", "64KiB,1MiB", "--threads", "2",

@@ -61,7 +61,9 @@ int CheckRange(Window& w, int target, MPI_Aint disp, MPI_Aint count, const TypeI
 }
 
 int CheckTypes(Window& w, Side& origin, Side& target, const char* call) {
-  if (!LookUpType(origin.type, origin.info) || !LookUpType(target.type, target.info) ||
+  const bool same = origin.type == target.type;  // one lookup for the common case
+  if (!LookUpType(origin.type, origin.info) ||
+      (same ? (target.info = origin.info, false) : !LookUpType(target.type, target.info)) ||
       origin.count < 0 || target.count < 0) {
     return Fail(w, Misuse::kDatatype, fmt::format("{}: a datatype or count is invalid", call));
   }

@@ -17,7 +17,9 @@ struct Cached {
   TypeInfo info;
 };
 constexpr std::size_t kCached = 64;
-thread_local std::array<Cached, kCached> t_types;
+// initial-exec: no __tls_get_addr call on every lookup (the library is loaded at start-up,
+// with LD_PRELOAD or as a dependency, where static TLS has room for it).
+thread_local std::array<Cached, kCached> t_types __attribute__((tls_model("initial-exec")));
 std::atomic<std::uint64_t> g_generation{1};
 
 std::uint64_t KeyOf(MPI_Datatype t) {

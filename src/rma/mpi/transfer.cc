@@ -18,8 +18,18 @@ namespace tierflow::rma {
 
 namespace {
 
+constexpr std::size_t kSmallCopy = 4096;
+
 // Target memory mapped here: the bytes go straight into (out of) it.
 int MappedCopy(Window& w, const Side& origin, Side target, std::byte* at, std::size_t n, bool put) {
+  if (n < kSmallCopy && origin.info.Contiguous(origin.count) &&
+      target.info.Contiguous(target.count)) {
+    // The latency path: no packing, no kernel dispatch.
+    auto* o = static_cast<std::byte*>(const_cast<void*>(origin.addr)) + origin.info.true_lb;
+    std::byte* t = at + target.info.true_lb;
+    std::memcpy(put ? t : o, put ? o : t, n);
+    return MPI_SUCCESS;
+  }
   std::vector<std::byte> tmp;
   if (put) {
     Unpacked(w, Packed(w, origin, tmp), n, at, target);
