@@ -170,6 +170,50 @@ void Pscw(Win& w) {
   MPI_Group_free(&world);
 }
 
+bool Simulated() {
+  const char* m = std::getenv("TIERFLOW_RMA_COHERENCE");
+  return m != nullptr && std::strcmp(m, "simulated") == 0;
+}
+
+// Assertions: used as MPI allows they change nothing; in the simulated coherence the library
+// shows it honours them by skipping the write-back or invalidation they make unnecessary (the
+// deliberately wrong uses below see stale data there, and only there).
+void Assertions(Win& w) {
+  MPI_Group world, to, from;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int right = Right(), left = Left();
+  MPI_Group_incl(world, 1, &right, &to);
+  MPI_Group_incl(world, 1, &left, &from);
+  // Right: nothing stored locally, the origin only reads.
+  MPI_Win_post(from, MPI_MODE_NOSTORE | MPI_MODE_NOPUT, w.win);
+  MPI_Win_start(to, MPI_MODE_NOCHECK, w.win);
+  int got = -5;
+  MPI_Get(&got, 1, MPI_INT, right, 1, 1, MPI_INT, w.win);
+  MPI_Win_complete(w.win);
+  MPI_Win_wait(w.win);
+  // Every rank holds the last PSCW epoch's number there.
+  CHECK(got == w.base[1], "get under MPI_MODE_NOSTORE|NOPUT: %d, want %d", got, w.base[1]);
+  const int before = w.base[1];
+  if (Simulated()) {
+    // Wrong on purpose: a put into a window whose post said MPI_MODE_NOPUT. The wait skips its
+    // invalidation, so this rank does not see it.
+    MPI_Win_post(from, MPI_MODE_NOPUT, w.win);
+    MPI_Win_start(to, 0, w.win);
+    const int v = 9000 + g_rank;
+    MPI_Put(&v, 1, MPI_INT, right, 1, 1, MPI_INT, w.win);
+    MPI_Win_complete(w.win);
+    MPI_Win_wait(w.win);
+    CHECK(w.base[1] == before, "MPI_MODE_NOPUT not honoured: the wait refreshed the window");
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, g_rank, 0, w.win);  // now it does
+    CHECK(w.base[1] == 9000 + left, "after a lock: %d", w.base[1]);
+    MPI_Win_unlock(g_rank, w.win);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Group_free(&to);
+  MPI_Group_free(&from);
+  MPI_Group_free(&world);
+}
+
 void Locks(Win& w) {
   constexpr int kIters = 50;
   if (g_rank == 0) {  // a local store, made public before the others look
@@ -382,6 +426,7 @@ int main(int argc, char** argv) {
     Attributes(w);
     Fence(w);
     Pscw(w);
+    Assertions(w);
     Locks(w);
     LockAllFlushRequests(w);
     Datatypes(w);

@@ -39,6 +39,22 @@ bool PassiveEpoch(const Window& w) { return w.locks_held > 0 || w.lock_all; }
 
 int PeerGone(Window& w, const Status& s) { return Fail(w, Misuse::kPeerGone, s.message()); }
 
+// A fence writes back this rank's copies of the others' windows (its puts) and, unless
+// MPI_MODE_NOSTORE says there were no local stores, its own window.
+void FenceWriteBack(Window& w, int asserts) {
+  for (int r = 0; r < w.ranks; ++r) {
+    if (r != w.me || !(asserts & MPI_MODE_NOSTORE)) WriteBack(w, r);
+  }
+}
+
+// After the barrier: the copies of the others' windows, and its own unless the fence that
+// opened the closing epoch said MPI_MODE_NOPUT (nobody put into it since).
+void FenceInvalidate(Window& w, int opening_asserts) {
+  for (int r = 0; r < w.ranks; ++r) {
+    if (r != w.me || !(opening_asserts & MPI_MODE_NOPUT)) Invalidate(w, r);
+  }
+}
+
 }  // namespace
 
 }  // namespace tierflow::rma
@@ -46,9 +62,9 @@ int PeerGone(Window& w, const Status& s) { return Fail(w, Misuse::kPeerGone, s.m
 using namespace tierflow;
 using namespace tierflow::rma;
 
-extern "C" int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
+extern "C" int MPI_Win_start(MPI_Group group, int asserts, MPI_Win win) {
   Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Win_start(group, assert, win);
+  if (w == nullptr) return PMPI_Win_start(group, asserts, win);
   if (w->started || PassiveEpoch(*w)) {
     return Fail(*w, Misuse::kEpochOpen, "MPI_Win_start while an access epoch is open");
   }
@@ -74,13 +90,15 @@ extern "C" int MPI_Win_complete(MPI_Win win) {
   return MPI_SUCCESS;
 }
 
-extern "C" int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
+extern "C" int MPI_Win_post(MPI_Group group, int asserts, MPI_Win win) {
   Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Win_post(group, assert, win);
+  if (w == nullptr) return PMPI_Win_post(group, asserts, win);
   if (w->posted) return Fail(*w, Misuse::kEpochOpen, "MPI_Win_post while a post is open");
   if (int rc = Translate(*w, group, w->post_group, "MPI_Win_post"); rc != MPI_SUCCESS) return rc;
   std::atomic_thread_fence(std::memory_order_seq_cst);  // local stores before the origins look
-  if (Kept(HookPoint::kPostWriteBack)) WriteBack(*w, w->me);
+  // MPI_MODE_NOSTORE: no local stores since the last synchronisation, nothing to write back.
+  if (Kept(HookPoint::kPostWriteBack) && !(asserts & MPI_MODE_NOSTORE)) WriteBack(*w, w->me);
+  w->post_assert = asserts;
   w->sync->Post(w->post_group);
   w->posted = true;
   w->fence_epoch = false;
@@ -92,7 +110,10 @@ extern "C" int MPI_Win_wait(MPI_Win win) {
   if (w == nullptr) return PMPI_Win_wait(win);
   if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_wait without MPI_Win_post");
   if (Status s = w->sync->AwaitCompletion(); !s.ok()) return PeerGone(*w, s);
-  if (Kept(HookPoint::kWaitInvalidate)) Invalidate(*w, w->me);  // the origins' puts
+  // The origins' puts; MPI_MODE_NOPUT on the post said there would be none.
+  if (Kept(HookPoint::kWaitInvalidate) && !(w->post_assert & MPI_MODE_NOPUT)) {
+    Invalidate(*w, w->me);
+  }
   w->posted = false;
   return MPI_SUCCESS;
 }
@@ -103,27 +124,30 @@ extern "C" int MPI_Win_test(MPI_Win win, int* flag) {
   if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_test without MPI_Win_post");
   *flag = w->sync->Completed() ? 1 : 0;
   if (*flag) {
-    if (Kept(HookPoint::kWaitInvalidate)) Invalidate(*w, w->me);
+    if (Kept(HookPoint::kWaitInvalidate) && !(w->post_assert & MPI_MODE_NOPUT)) {
+      Invalidate(*w, w->me);
+    }
     w->posted = false;
   }
   return MPI_SUCCESS;
 }
 
-extern "C" int MPI_Win_fence(int assert, MPI_Win win) {
+extern "C" int MPI_Win_fence(int asserts, MPI_Win win) {
   Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Win_fence(assert, win);
+  if (w == nullptr) return PMPI_Win_fence(asserts, win);
   if (w->started || w->posted || PassiveEpoch(*w)) {
     return Fail(*w, Misuse::kEpochOpen,
                 "MPI_Win_fence inside a GATS or passive-target epoch of this window");
   }
   // Neither an epoch before nor one after: nothing to order with the other ranks.
-  const bool alone = (assert& MPI_MODE_NOPRECEDE) && (assert& MPI_MODE_NOSUCCEED);
+  const bool alone = (asserts & MPI_MODE_NOPRECEDE) && (asserts & MPI_MODE_NOSUCCEED);
   if (!alone) {
-    if (Kept(HookPoint::kFenceWriteBack)) WriteBackAll(*w);
+    if (Kept(HookPoint::kFenceWriteBack)) FenceWriteBack(*w, asserts);
     if (Status s = w->sync->Barrier(); !s.ok()) return PeerGone(*w, s);
-    if (Kept(HookPoint::kFenceInvalidate)) InvalidateAll(*w);
+    if (Kept(HookPoint::kFenceInvalidate)) FenceInvalidate(*w, w->fence_assert);
   }
-  w->fence_epoch = (assert& MPI_MODE_NOSUCCEED) == 0;
+  w->fence_epoch = (asserts & MPI_MODE_NOSUCCEED) == 0;
+  w->fence_assert = asserts;
   return MPI_SUCCESS;
 }
 
@@ -137,8 +161,8 @@ int CheckLockTarget(Window& w, int rank, const char* call) {
   return MPI_SUCCESS;
 }
 
-int Acquire(Window& w, int type, int rank, int assert) {
-  if (assert & MPI_MODE_NOCHECK) {
+int Acquire(Window& w, int type, int rank, int asserts) {
+  if (asserts & MPI_MODE_NOCHECK) {
     w.lock[rank] = kNoCheck;
     if (Kept(HookPoint::kLockInvalidate)) Invalidate(w, rank);
     return MPI_SUCCESS;
@@ -161,9 +185,9 @@ void Release(Window& w, int rank) {
 
 }  // namespace
 
-extern "C" int MPI_Win_lock(int type, int rank, int assert, MPI_Win win) {
+extern "C" int MPI_Win_lock(int type, int rank, int asserts, MPI_Win win) {
   Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Win_lock(type, rank, assert, win);
+  if (w == nullptr) return PMPI_Win_lock(type, rank, asserts, win);
   if (int rc = CheckLockTarget(*w, rank, "MPI_Win_lock"); rc != MPI_SUCCESS) return rc;
   if (w->lock[rank] != kUnlocked || w->lock_all || w->started) {
     return Fail(*w, Misuse::kEpochOpen,
@@ -174,7 +198,7 @@ extern "C" int MPI_Win_lock(int type, int rank, int assert, MPI_Win win) {
   if (type != MPI_LOCK_SHARED && type != MPI_LOCK_EXCLUSIVE) {
     return Fail(*w, Misuse::kLockType, fmt::format("MPI_Win_lock: lock type {}", type));
   }
-  if (int rc = Acquire(*w, type, rank, assert); rc != MPI_SUCCESS) return rc;
+  if (int rc = Acquire(*w, type, rank, asserts); rc != MPI_SUCCESS) return rc;
   ++w->locks_held;
   return MPI_SUCCESS;
 }
@@ -192,14 +216,14 @@ extern "C" int MPI_Win_unlock(int rank, MPI_Win win) {
   return MPI_SUCCESS;
 }
 
-extern "C" int MPI_Win_lock_all(int assert, MPI_Win win) {
+extern "C" int MPI_Win_lock_all(int asserts, MPI_Win win) {
   Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Win_lock_all(assert, win);
+  if (w == nullptr) return PMPI_Win_lock_all(asserts, win);
   if (PassiveEpoch(*w) || w->started) {
     return Fail(*w, Misuse::kEpochOpen, "MPI_Win_lock_all while an access epoch is open");
   }
   for (int r = 0; r < w->ranks; ++r) {
-    if (int rc = Acquire(*w, MPI_LOCK_SHARED, r, assert); rc != MPI_SUCCESS) {
+    if (int rc = Acquire(*w, MPI_LOCK_SHARED, r, asserts); rc != MPI_SUCCESS) {
       for (int q = 0; q < r; ++q) Release(*w, q);
       return rc;
     }

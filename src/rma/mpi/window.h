@@ -48,6 +48,8 @@ struct Window {
   // Epochs of this rank.
   bool fence_epoch = false;                  // opened by a fence without MPI_MODE_NOSUCCEED
   bool started = false, posted = false;      // GATS access / exposure epoch
+  int post_assert = 0;                       // the assertions of the open post
+  int fence_assert = 0;                      // ... of the last fence
   std::vector<int> start_group, post_group;  // window ranks
   std::vector<std::uint8_t> seen;            // started: target's post observed
   std::vector<std::uint8_t> lock;            // rank -> 0 none, 1 shared, 2 exclusive, 3 nocheck
