@@ -45,4 +45,13 @@ int Requested(Window* w, int target, const char* call);
 // A generalized request that is already complete.
 int CompletedRequest(MPI_Request* request);
 
+// A request-based call: `transfer` inside a passive-target epoch, then an already complete
+// request.
+template <typename Transfer>
+int AsRequest(Window* w, int target, const char* call, MPI_Request* request, Transfer transfer) {
+  if (int rc = Requested(w, target, call); rc != MPI_SUCCESS) return rc;
+  if (int rc = transfer(); rc != MPI_SUCCESS) return rc;
+  return CompletedRequest(request);
+}
+
 }  // namespace tierflow::rma

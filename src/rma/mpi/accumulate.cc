@@ -170,13 +170,10 @@ int AccumulateCall(MPI_Win win, const void* oaddr, MPI_Aint ocount, MPI_Datatype
                    MPI_Datatype ttype, MPI_Op op, bool fetch, const char* call,
                    MPI_Request* request) {
   Window* w = FindWindow(win);
-  if (request != nullptr) {
-    if (int rc = Requested(w, target, call); rc != MPI_SUCCESS) return rc;
-  }
   Accumulation a{Of(oaddr, ocount, otype), Of(raddr, rcount, rtype), Of(nullptr, tcount, ttype),
                  fetch, op};
-  if (int rc = Accumulate(w, a, target, disp, call); rc != MPI_SUCCESS) return rc;
-  return request != nullptr ? CompletedRequest(request) : MPI_SUCCESS;
+  if (request == nullptr) return Accumulate(w, a, target, disp, call);
+  return AsRequest(w, target, call, request, [&] { return Accumulate(w, a, target, disp, call); });
 }
 
 int CompareAndSwapCall(Window* w, const void* origin, const void* compare, void* result,

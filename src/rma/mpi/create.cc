@@ -172,6 +172,16 @@ std::string Describe(const Window& w) {
                                 remote));
 }
 
+// What both creations start with: nullptr and MPI_SUCCESS in `rc` when the window stays with
+// the MPI underneath (ranks on several nodes, arguments it will refuse itself, no shared
+// memory); an error in `rc`, already reported, for a coherence mode the ranks do not agree on.
+std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size, int& rc) {
+  if (size < 0 || disp_unit <= 0 || comm == MPI_COMM_NULL || !OneNode(comm)) return nullptr;
+  Coherence mode;
+  if ((rc = AgreedCoherence(comm, mode)) != MPI_SUCCESS) return nullptr;
+  return NewWindow(comm, flavor, disp_unit, size, mode);
+}
+
 // The MPI's window over `base`; then the window is found by every RMA call.
 int Finish(std::unique_ptr<Window> w, void* base, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
   RankInfo& mine = w->sync->info(w->me);
@@ -222,13 +232,11 @@ using namespace tierflow::rma;
 
 extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                                 void* baseptr, MPI_Win* win) {
-  if (size < 0 || disp_unit <= 0 || comm == MPI_COMM_NULL || !OneNode(comm)) {
-    return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
-  }
-  Coherence mode;
-  if (int rc = AgreedCoherence(comm, mode); rc != MPI_SUCCESS) return rc;
-  std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, mode);
+  int rc = MPI_SUCCESS;
+  std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, rc);
+  if (rc != MPI_SUCCESS) return rc;
   if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+  const Coherence mode = w->coherence;
   Offer mine;
   mine.size = static_cast<std::uint64_t>(size);
   mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
@@ -328,13 +336,11 @@ bool Reach(Window& w, const std::vector<Offer>& all) {
 
 extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info,
                               MPI_Comm comm, MPI_Win* win) {
-  if (size < 0 || disp_unit <= 0 || comm == MPI_COMM_NULL || !OneNode(comm)) {
-    return PMPI_Win_create(base, size, disp_unit, info, comm, win);
-  }
-  Coherence mode;
-  if (int rc = AgreedCoherence(comm, mode); rc != MPI_SUCCESS) return rc;
-  std::unique_ptr<Window> w = NewWindow(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, mode);
+  int rc = MPI_SUCCESS;
+  std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, rc);
+  if (rc != MPI_SUCCESS) return rc;
   if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+  const Coherence mode = w->coherence;
   Offer mine;
   if (mode == Coherence::kSimulated) {
     OfferPublicCopy(*w, base, static_cast<std::uint64_t>(size), mine);

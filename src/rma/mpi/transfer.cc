@@ -118,12 +118,9 @@ extern "C" int MPI_Rput(const void* oaddr, int ocount, MPI_Datatype otype, int t
   if (w == nullptr) {
     return PMPI_Rput(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
   }
-  if (int rc = Requested(w, target, "MPI_Rput"); rc != MPI_SUCCESS) return rc;
-  if (int rc = Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput");
-      rc != MPI_SUCCESS) {
-    return rc;
-  }
-  return CompletedRequest(request);
+  return AsRequest(w, target, "MPI_Rput", request, [&] {
+    return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput");
+  });
 }
 
 extern "C" int MPI_Rget(void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
@@ -132,12 +129,9 @@ extern "C" int MPI_Rget(void* oaddr, int ocount, MPI_Datatype otype, int target,
   if (w == nullptr) {
     return PMPI_Rget(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
   }
-  if (int rc = Requested(w, target, "MPI_Rget"); rc != MPI_SUCCESS) return rc;
-  if (int rc = Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget");
-      rc != MPI_SUCCESS) {
-    return rc;
-  }
-  return CompletedRequest(request);
+  return AsRequest(w, target, "MPI_Rget", request, [&] {
+    return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget");
+  });
 }
 
 #if MPI_VERSION >= 4
@@ -155,12 +149,9 @@ extern "C" int MPI_Rput_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otyp
   if (w == nullptr) {
     return PMPI_Rput_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
   }
-  if (int rc = Requested(w, target, "MPI_Rput_c"); rc != MPI_SUCCESS) return rc;
-  if (int rc = Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput_c");
-      rc != MPI_SUCCESS) {
-    return rc;
-  }
-  return CompletedRequest(request);
+  return AsRequest(w, target, "MPI_Rput_c", request, [&] {
+    return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput_c");
+  });
 }
 
 extern "C" int MPI_Rget_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
@@ -170,12 +161,9 @@ extern "C" int MPI_Rget_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int
   if (w == nullptr) {
     return PMPI_Rget_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
   }
-  if (int rc = Requested(w, target, "MPI_Rget_c"); rc != MPI_SUCCESS) return rc;
-  if (int rc = Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget_c");
-      rc != MPI_SUCCESS) {
-    return rc;
-  }
-  return CompletedRequest(request);
+  return AsRequest(w, target, "MPI_Rget_c", request, [&] {
+    return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget_c");
+  });
 }
 
 extern "C" int MPI_Get_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
