@@ -16,9 +16,10 @@ target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
 
 # The files that hold the coherence hooks (rma/mpi/coherence.h) apart from the rest: the test
 # build compiles them again once per hook left out (the mutants).
-set(TIERFLOW_RMA_MPI_SOURCES src/rma/mpi/registry.cc src/rma/mpi/create.cc
-    src/rma/mpi/transfer.cc src/rma/mpi/datatype.cc src/rma/mpi/accumulate.cc
-    src/rma/mpi/coherence.cc)
+set(TIERFLOW_RMA_MPI_SOURCES)
+foreach(f registry create transfer datatype accumulate coherence)
+  list(APPEND TIERFLOW_RMA_MPI_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/${f}.cc)
+endforeach()
 set(TIERFLOW_RMA_HOOK_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/sync.cc
     ${PROJECT_SOURCE_DIR}/src/rma/mpi/access.cc)
 set(TIERFLOW_RMA_MPIS)
@@ -74,28 +75,39 @@ endfunction()
 # tierflow_rma_library(NAME MPI [MUTANT N]): the library against that MPI.
 function(tierflow_rma_library name mpi)
   cmake_parse_arguments(L "" "MUTANT" "" ${ARGN})
-  add_library(${name} SHARED $<TARGET_OBJECTS:tierflow_rma_${mpi}_objects> ${TIERFLOW_RMA_HOOK_SOURCES})
+  # A mutant links objects of its own, without link-time optimisation: nine LTO links of the
+  # same code would cost minutes of every test run and test nothing more.
+  set(objects tierflow_rma_${mpi}_objects)
+  if(DEFINED L_MUTANT)
+    set(objects tierflow_rma_${mpi}_mutant_objects)
+    if(NOT TARGET ${objects})
+      tierflow_rma_objects(${objects} ${mpi})
+    endif()
+  endif()
+  add_library(${name} SHARED $<TARGET_OBJECTS:${objects}> ${TIERFLOW_RMA_HOOK_SOURCES})
   tierflow_mpi_target(${name} ${mpi})
   target_link_libraries(${name} PRIVATE tierflow_rma_core fmt::fmt)
   if(DEFINED L_MUTANT)
     target_compile_definitions(${name} PRIVATE TIERFLOW_RMA_MUTANT=${L_MUTANT})
+  elseif(NOT TIERFLOW_SANITIZE)
+    # Link-time optimisation inlines the checks of access.cc into every put and get: they are
+    # most of a small put's cost.
+    set_target_properties(${name} ${objects} PROPERTIES INTERPROCEDURAL_OPTIMIZATION ON)
   endif()
   set_target_properties(${name} PROPERTIES LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
-  # Link-time optimisation inlines the checks of access.cc into every put and get: they are
-  # most of a small put's cost.
-  if(NOT TIERFLOW_SANITIZE)
-    set_target_properties(${name} PROPERTIES INTERPROCEDURAL_OPTIMIZATION ON)
-    set_target_properties(tierflow_rma_${mpi}_objects PROPERTIES INTERPROCEDURAL_OPTIMIZATION ON)
-  endif()
   # Only the MPI_* entry points are visible: the library's own symbols must not interpose on
   # a program's (or libtierflow's) when it is preloaded.
   target_link_options(${name} PRIVATE -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/tierflow_rma.map)
 endfunction()
 
+function(tierflow_rma_objects name mpi)
+  add_library(${name} OBJECT ${TIERFLOW_RMA_MPI_SOURCES})
+  tierflow_mpi_target(${name} ${mpi})
+  target_link_libraries(${name} PRIVATE tierflow_rma_core fmt::fmt)
+endfunction()
+
 foreach(mpi ${TIERFLOW_RMA_MPIS})
-  add_library(tierflow_rma_${mpi}_objects OBJECT ${TIERFLOW_RMA_MPI_SOURCES})
-  tierflow_mpi_target(tierflow_rma_${mpi}_objects ${mpi})
-  target_link_libraries(tierflow_rma_${mpi}_objects PRIVATE tierflow_rma_core fmt::fmt)
+  tierflow_rma_objects(tierflow_rma_${mpi}_objects ${mpi})
   tierflow_rma_library(tierflow_rma_${mpi} ${mpi})
   set_target_properties(tierflow_rma_${mpi} PROPERTIES VERSION ${PROJECT_VERSION}
                         SOVERSION ${PROJECT_VERSION_MAJOR})

@@ -186,6 +186,7 @@ void Assertions(Win& w) {
   MPI_Group_incl(world, 1, &left, &from);
   // Right: nothing stored locally, the origin only reads.
   MPI_Win_post(from, MPI_MODE_NOSTORE | MPI_MODE_NOPUT, w.win);
+  MPI_Barrier(MPI_COMM_WORLD);  // every post is made: MPI_MODE_NOCHECK holds for the start
   MPI_Win_start(to, MPI_MODE_NOCHECK, w.win);
   int got = -5;
   MPI_Get(&got, 1, MPI_INT, right, 1, 1, MPI_INT, w.win);
@@ -406,6 +407,12 @@ void Errors(Win& w) {
   CHECK(ErrorClass(rc) == MPI_ERR_OP, "accumulate with a user-defined op: %d", rc);
   MPI_Op_free(&user);
   MPI_Win_unlock_all(w.win);
+  // Only rank 0 has an epoch open: every rank's free fails, none waits for the others.
+  if (g_rank == 0) MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win);
+  tmp = w.win;
+  rc = MPI_Win_free(&tmp);
+  CHECK(ErrorClass(rc) == MPI_ERR_RMA_SYNC, "free while rank 0 has an epoch open: %d", rc);
+  if (g_rank == 0) MPI_Win_unlock(0, w.win);
   rc = MPI_Win_complete(w.win);
   CHECK(ErrorClass(rc) == MPI_ERR_RMA_SYNC, "complete without start: %d", rc);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -39,8 +39,10 @@ bool AllTrue(MPI_Comm comm, bool mine) {
   return out != 0;
 }
 
-// Whether every rank of `comm` runs on this node (an intercommunicator never is accelerated).
-bool OneNode(MPI_Comm comm) {
+// Whether every rank of `comm` runs on this node and gave arguments the library takes (an
+// intercommunicator never is accelerated). Collective: the ranks agree even when one rank's
+// arguments are wrong, so they all go the same way (the MPI underneath then reports it).
+bool OneNode(MPI_Comm comm, bool valid) {
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   if (inter) return false;
@@ -52,7 +54,7 @@ bool OneNode(MPI_Comm comm) {
   PMPI_Comm_size(node, &node_size);
   PMPI_Comm_size(comm, &size);
   PMPI_Comm_free(&node);
-  return AllTrue(comm, node_size == size);
+  return AllTrue(comm, valid && node_size == size);
 }
 
 // Long spins while every rank can have a CPU of its own (the MPI may have bound each rank to
@@ -176,7 +178,7 @@ std::string Describe(const Window& w) {
 // the MPI underneath (ranks on several nodes, arguments it will refuse itself, no shared
 // memory); an error in `rc`, already reported, for a coherence mode the ranks do not agree on.
 std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size, int& rc) {
-  if (size < 0 || disp_unit <= 0 || comm == MPI_COMM_NULL || !OneNode(comm)) return nullptr;
+  if (comm == MPI_COMM_NULL || !OneNode(comm, size >= 0 && disp_unit > 0)) return nullptr;
   Coherence mode;
   if ((rc = AgreedCoherence(comm, mode)) != MPI_SUCCESS) return nullptr;
   return NewWindow(comm, flavor, disp_unit, size, mode);
@@ -421,9 +423,13 @@ extern "C" int MPI_Free_mem(void* base) {
 extern "C" int MPI_Win_free(MPI_Win* win) {
   Window* w = win != nullptr ? FindWindow(*win) : nullptr;
   if (w == nullptr) return PMPI_Win_free(win);
-  if (w->started || w->posted || w->locks_held > 0 || w->lock_all) {
+  // Collective like the free itself: every rank fails when one has an epoch open, instead of
+  // the others waiting for it forever.
+  const bool open = w->started || w->posted || w->locks_held > 0 || w->lock_all;
+  if (!AllTrue(w->comm, !open)) {
     return Fail(*w, Misuse::kEpochOpen,
-                "MPI_Win_free with an epoch open (start, post, lock or lock_all)");
+                open ? "MPI_Win_free with an epoch open (start, post, lock or lock_all)"
+                     : "MPI_Win_free while another rank has an epoch open on the window");
   }
   // Nobody may touch this rank's memory or words once it unmaps them.
   PMPI_Barrier(w->comm);
