@@ -1,15 +1,15 @@
 #include "rma/mpi/access.h"
 
-#include "kernels/kernels.h"
-#include "rma/mpi/coherence.h"
-#include "tierflow/cpu_isa.h"
-
 #include <limits.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "kernels/kernels.h"
+#include "rma/mpi/coherence.h"
+#include "tierflow/cpu_isa.h"
 
 namespace tierflow::rma {
 
@@ -90,8 +90,8 @@ const std::byte* Packed(Window& w, const Side& side, std::vector<std::byte>& tmp
 
 void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side) {
   if (side.info.Contiguous(side.count)) {
-    // A large copy to a place other than the last one streams past the caches (half the time
-    // of memcpy at 1 MiB into a window larger than the cache here: no read for ownership);
+    // A large copy to a place other than the last one streams past the caches (no read for
+    // ownership of lines nobody will read from this cache; docs/rma.md has the measurement);
     // one to the same place again, which the caches likely hold, does not.
     static const kernels::Kernels& k = kernels::KernelsFor(DetectCpuIsa());
     std::byte* to = static_cast<std::byte*>(addr) + side.info.true_lb;
@@ -105,11 +105,11 @@ void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const
               w.comm);
 }
 
+namespace {
+
 // The runs of bytes `side` (count elements of its type at offset 0) touches, in address order:
 // found by letting the MPI unpack all-ones into zeroed memory, so every type constructor the
 // MPI knows is covered without decoding it here.
-namespace {
-
 std::vector<iovec> TouchedRuns(Window& w, const Side& side, std::byte* at) {
   const auto span = static_cast<std::size_t>(side.info.Span(side.count));
   const auto n = static_cast<std::size_t>(side.count * side.info.size);
