@@ -83,7 +83,7 @@ std::size_t WindowSync::Bytes(int ranks) {
 }
 
 WindowSync::WindowSync(std::byte* area, int ranks, int me, int spin, int yields)
-    : area_(area), n_(ranks), me_(me), spin_(spin), yields_(yields), words_((ranks + 63) / 64) {}
+    : area_(area), n_(ranks), me_(me), spin_(spin), yields_(yields) {}
 
 // Layout: the barrier's header, its wake word, the slots, the match vectors.
 WindowSync::Header& WindowSync::header() const { return *reinterpret_cast<Header*>(area_); }

@@ -88,7 +88,7 @@ class WindowSync {
   Status DeadPeer(int peer) const;
 
   std::byte* area_;
-  int n_, me_, spin_, yields_, words_;
+  int n_, me_, spin_, yields_;
 };
 
 }  // namespace tierflow::rma
