@@ -21,5 +21,12 @@ if [ -x "$scratch/prefix/bin/tierflow" ]; then
     --sizes 4KiB --reps 1 --warmup 0 --min-round-ms 1 --no-progress --plot "$scratch/copy.png" >/dev/null
   test "$(head -c 4 "$scratch/copy.png" | tail -c 3)" = "PNG"
   echo "consumer: the installed CLI plotted with its installed helper"
+  # bench rma finds the installed MPI programs (libexec/tierflow) and libraries (lib).
+  if [ -n "$(ls "$scratch/prefix/lib" | grep '^libtierflow_rma_')" ]; then
+    "$scratch/prefix/bin/tierflow" bench rma --reps 1 --iters 10 --sizes 1 --gats-ranks 2 \
+      --json > "$scratch/rma.json"
+    grep -q '"data_checked": true' "$scratch/rma.json"
+    echo "consumer: the installed CLI ran bench rma with the installed libraries"
+  fi
 fi
 echo "1 passed, 0 failed"
