@@ -102,4 +102,13 @@ void Progress::Finish() {
   if (enabled_) std::fprintf(stderr, "\r%*s\r", 80, "");
 }
 
+std::string ExecutableDirectory() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return ".";
+  std::string p(path, static_cast<std::size_t>(n));
+  const std::size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
 }  // namespace tierflow::bench

@@ -18,6 +18,10 @@ Result<std::size_t> ParseSize(std::string_view text);
 Result<std::vector<std::size_t>> ParseSizeList(std::string_view text);
 std::string FormatSize(std::size_t bytes);  // "4KiB", "1MiB", "1536B"
 
+// The directory of the running executable (/proc/self/exe), or "." if it cannot be read:
+// where the CLI finds what it ships beside it (helper scripts, MPI programs).
+std::string ExecutableDirectory();
+
 struct Summary {
   double min = 0, median = 0, max = 0;
 };

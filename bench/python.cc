@@ -12,21 +12,13 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_util.h"
+
 extern char** environ;
 
 namespace tierflow::bench {
 
 namespace {
-
-// The directory of the running executable (/proc/self/exe), or "." if it cannot be read.
-std::string ExecutableDirectory() {
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return ".";
-  std::string p(path, static_cast<std::size_t>(n));
-  const std::size_t slash = p.rfind('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
-}
 
 Result<std::string> FindScript(const std::string& script) {
   const std::string dir = ExecutableDirectory();

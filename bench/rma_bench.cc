@@ -36,18 +36,10 @@ std::vector<Mpi> BuiltMpis() {
   return out;
 }
 
-std::string SelfDir() {
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return ".";
-  std::string p(path, static_cast<std::size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
-
 // The MPI program and the library: beside the executable in the build tree, under libexec/
 // and lib/ once installed.
 Result<std::pair<std::string, std::string>> Files(const std::string& mpi) {
-  const std::string dir = SelfDir();
+  const std::string dir = ExecutableDirectory();
   const std::string prog = "rma_latency_" + mpi, lib = "libtierflow_rma_" + mpi + ".so";
   const std::pair<std::string, std::string> places[] = {
       {dir + "/" + prog, dir + "/" + lib},

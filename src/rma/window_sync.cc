@@ -33,7 +33,7 @@ struct alignas(64) WindowSync::Slot {
   Wake lock_wake;
   alignas(64) std::atomic<std::uint32_t> accumulate{0};
   Wake accumulate_wake;
-  alignas(64) RankInfo info;
+  alignas(64) std::int32_t pid = 0;
 };
 
 struct alignas(64) WindowSync::Header {
@@ -96,7 +96,7 @@ WindowSync::Slot& WindowSync::slot(int r) const {
   return reinterpret_cast<Slot*>(area_ + 2 * sizeof(Header))[r];
 }
 
-RankInfo& WindowSync::info(int rank) { return slot(rank).info; }
+void WindowSync::SetPid(int rank, std::int32_t pid) { slot(rank).pid = pid; }
 
 std::atomic<std::uint64_t>* WindowSync::Match(int origin) const {
   std::byte* base = area_ + 2 * sizeof(Header) + static_cast<std::size_t>(n_) * sizeof(Slot);
@@ -105,10 +105,10 @@ std::atomic<std::uint64_t>* WindowSync::Match(int origin) const {
 
 Status WindowSync::DeadPeer(int peer) const {
   for (int r = peer < 0 ? 0 : peer; r < (peer < 0 ? n_ : peer + 1); ++r) {
-    if (r != me_ && Gone(slot(r).info.pid)) {
+    if (r != me_ && Gone(slot(r).pid)) {
       return Status::IoError(
           fmt::format("rank {} of the window (process {}) has exited while this rank waited for it",
-                      r, slot(r).info.pid));
+                      r, slot(r).pid));
     }
   }
   return Status::Ok();
@@ -208,13 +208,7 @@ Status WindowSync::LockShared(int target) {
 
 Status WindowSync::LockExclusive(int target) {
   Slot& s = slot(target);
-  return Await(
-      s.lock_wake,
-      [&] {
-        std::uint32_t v = 0;
-        return s.lock.compare_exchange_strong(v, kExclusive);
-      },
-      -1);
+  return Take(s.lock, s.lock_wake, kExclusive);
 }
 
 void WindowSync::UnlockShared(int target) {
@@ -224,25 +218,32 @@ void WindowSync::UnlockShared(int target) {
 
 void WindowSync::UnlockExclusive(int target) {
   Slot& s = slot(target);
-  s.lock.store(0);
-  Signal(s.lock_wake);
+  Give(s.lock, s.lock_wake);
 }
 
 Status WindowSync::LockAccumulate(int target) {
   Slot& s = slot(target);
-  return Await(
-      s.accumulate_wake,
-      [&] {
-        std::uint32_t v = 0;
-        return s.accumulate.compare_exchange_strong(v, 1);
-      },
-      -1);
+  return Take(s.accumulate, s.accumulate_wake, 1);
 }
 
 void WindowSync::UnlockAccumulate(int target) {
   Slot& s = slot(target);
-  s.accumulate.store(0);
-  Signal(s.accumulate_wake);
+  Give(s.accumulate, s.accumulate_wake);
+}
+
+Status WindowSync::Take(std::atomic<std::uint32_t>& word, Wake& wake, std::uint32_t held) {
+  return Await(
+      wake,
+      [&] {
+        std::uint32_t v = 0;
+        return word.compare_exchange_strong(v, held);
+      },
+      -1);
+}
+
+void WindowSync::Give(std::atomic<std::uint32_t>& word, Wake& wake) {
+  word.store(0);
+  Signal(wake);
 }
 
 }  // namespace tierflow::rma

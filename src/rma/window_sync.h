@@ -33,15 +33,6 @@
 
 namespace tierflow::rma {
 
-// Per rank, written once when the window is made: what the others need to reach its memory.
-struct RankInfo {
-  std::int32_t pid = 0;
-  std::uint32_t disp_unit = 1;
-  std::uint64_t size = 0;         // bytes of its window
-  std::uint64_t data_offset = 0;  // where its memory starts in the shared data segment
-  std::uint64_t address = 0;      // its window's address in its own process
-};
-
 class WindowSync {
  public:
   // Bytes of shared, zero-filled memory a window of `ranks` ranks needs.
@@ -52,7 +43,9 @@ class WindowSync {
 
   int ranks() const { return n_; }
   int me() const { return me_; }
-  RankInfo& info(int rank);
+  // Each rank records its process once, before the window is used, so that a waiter can tell
+  // that the rank it waits for has died.
+  void SetPid(int rank, std::int32_t pid);
 
   // GATS. Post/Complete take window ranks (0 <= r < ranks()), each at most once.
   void Post(std::span<const int> origins);
@@ -84,6 +77,9 @@ class WindowSync {
   template <typename Ready>
   Status Await(Wake& wake, Ready ready, int peer);
   void Signal(Wake& wake);
+  // An exclusive word: from 0 to `held` (waiting on `wake` while another holds it), back to 0.
+  Status Take(std::atomic<std::uint32_t>& word, Wake& wake, std::uint32_t held);
+  void Give(std::atomic<std::uint32_t>& word, Wake& wake);
   std::atomic<std::uint64_t>* Match(int origin) const;
   Status DeadPeer(int peer) const;
 

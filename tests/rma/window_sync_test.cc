@@ -100,7 +100,7 @@ TEST(WindowSync, GatsEpochsInQuickSuccessionNeverMix) {
   // and the target checks both after every wait: a post taken for the wrong epoch shows.
   const int failures = RunRanks(kRanks, [&](int rank) {
     WindowSync sync(m.sync_area, kRanks, rank, 64);
-    sync.info(rank).pid = getpid();
+    sync.SetPid(rank, getpid());
     const int origins[] = {1, 2}, target[] = {0};
     for (int e = 1; e <= kEpochs; ++e) {
       if (rank == 0) {
@@ -181,8 +181,8 @@ TEST(WindowSync, AWaitForARankThatExitedEndsWithAnError) {
   const pid_t kid = fork();
   if (kid == 0) _exit(0);  // rank 1 dies without completing
   WindowSync sync(m.sync_area, kRanks, 0, 64);
-  sync.info(0).pid = getpid();
-  sync.info(1).pid = kid;
+  sync.SetPid(0, getpid());
+  sync.SetPid(1, kid);
   const int origin[] = {1};
   sync.Post(origin);
   Status s = sync.AwaitCompletion();  // the kid is a zombie until waited for: that counts

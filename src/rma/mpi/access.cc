@@ -133,8 +133,6 @@ std::vector<iovec> TouchedRuns(Window& w, const Side& side, std::byte* at) {
   return runs;
 }
 
-}  // namespace
-
 // Copies between `image` (the target's bytes from its first touched byte on) and the target
 // process: a read takes the whole span, a write only the runs the datatype touches (in
 // batches of IOV_MAX; local and remote runs have the same lengths).
@@ -160,6 +158,28 @@ int RemoteCopy(Window& w, int target, MPI_Aint first, std::byte* image, const Si
     }
   }
   return MPI_SUCCESS;
+}
+
+}  // namespace
+
+TargetView::TargetView(Window& w, int rank, MPI_Aint disp, MPI_Aint first, const Side& target,
+                       bool public_copy)
+    : w_(w), rank_(rank), first_(first), side_(target) {
+  std::byte* mem = public_copy && w.coherence == Coherence::kSimulated ? w.pub[rank] : w.base[rank];
+  if (mem != nullptr) {
+    side_.addr = mem + disp * static_cast<MPI_Aint>(w.disp_unit[rank]);
+  } else {
+    image_.resize(static_cast<std::size_t>(target.info.Span(target.count)));
+    side_.addr = image_.data() - target.info.true_lb;
+  }
+}
+
+int TargetView::Load() {
+  return image_.empty() ? MPI_SUCCESS : RemoteCopy(w_, rank_, first_, image_.data(), side_, false);
+}
+
+int TargetView::Store() {
+  return image_.empty() ? MPI_SUCCESS : RemoteCopy(w_, rank_, first_, image_.data(), side_, true);
 }
 
 // Request-based operations complete in the call; the request is a generalized request that

@@ -36,10 +36,27 @@ int CheckTypes(Window& w, Side& origin, Side& target, const char* call);
 const std::byte* Packed(Window& w, const Side& side, std::vector<std::byte>& tmp);
 // Stores n contiguous bytes into count elements of side's type at addr.
 void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side);
-// Between `image` (the target's bytes from its first touched one) and the target process: a
-// read takes the whole span, a write only the runs the datatype touches.
-int RemoteCopy(Window& w, int target, MPI_Aint first, std::byte* image, const Side& side,
-               bool write);
+// The target's elements where this process can load and store them: its memory mapped here,
+// or an image read from its process (Load) and written back (Store: only the bytes the
+// datatype touches). side().addr is where element 0 lies. `public_copy`: in the simulated
+// coherence, the public copy rather than this process's private one (what accumulates use,
+// as atomics act at the point of coherence).
+class TargetView {
+ public:
+  // `first`: the offset of the first byte touched, from CheckRange.
+  TargetView(Window& w, int rank, MPI_Aint disp, MPI_Aint first, const Side& target,
+             bool public_copy);
+  int Load();
+  int Store();
+  const Side& side() const { return side_; }
+
+ private:
+  Window& w_;
+  int rank_;
+  MPI_Aint first_;
+  Side side_;
+  std::vector<std::byte> image_;  // empty when the memory is mapped here
+};
 // Request-based calls need a passive-target epoch to `target`.
 int Requested(Window* w, int target, const char* call);
 // A generalized request that is already complete.

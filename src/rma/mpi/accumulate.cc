@@ -48,39 +48,6 @@ bool PredefinedOp(MPI_Op op) {
   return false;
 }
 
-// The target's elements where this process can load and store them: its mapped memory, or an
-// image read from its process and written back (only the bytes the datatype touches).
-class TargetView {
- public:
-  TargetView(Window& w, int rank, MPI_Aint disp, MPI_Aint first, const Side& t)
-      : w_(w), rank_(rank), first_(first), side_(t) {
-    // Simulated coherence: accumulates act on the public copy, as atomics at the point of
-    // coherence would.
-    std::byte* mem = w.coherence == Coherence::kSimulated ? w.pub[rank] : w.base[rank];
-    if (mem != nullptr) {
-      side_.addr = mem + disp * static_cast<MPI_Aint>(w.disp_unit[rank]);
-    } else {
-      image_.resize(static_cast<std::size_t>(t.info.Span(t.count)));
-      side_.addr = image_.data() - t.info.true_lb;
-    }
-  }
-  int Load() {
-    return image_.empty() ? MPI_SUCCESS
-                          : RemoteCopy(w_, rank_, first_, image_.data(), side_, false);
-  }
-  int Store() {
-    return image_.empty() ? MPI_SUCCESS : RemoteCopy(w_, rank_, first_, image_.data(), side_, true);
-  }
-  const Side& side() const { return side_; }
-
- private:
-  Window& w_;
-  int rank_;
-  MPI_Aint first_;
-  Side side_;
-  std::vector<std::byte> image_;
-};
-
 class AccumulateLock {
  public:
   AccumulateLock(Window& w, int target) : w_(w), target_(target) {
@@ -101,6 +68,7 @@ struct Accumulation {
   Side origin, result, target;
   bool fetch;  // result receives the target's previous contents
   MPI_Op op;
+  MPI_Datatype basic = MPI_DATATYPE_NULL;  // the elements' predefined type, set by the check
 };
 
 int CheckAccumulate(Window& w, Accumulation& a, const char* call) {
@@ -112,8 +80,8 @@ int CheckAccumulate(Window& w, Accumulation& a, const char* call) {
   if (a.fetch && a.op != MPI_NO_OP) {
     if (int rc = CheckTypes(w, a.result, a.target, call); rc != MPI_SUCCESS) return rc;
   }
-  const MPI_Datatype basic = BasicType(a.target.type);
-  if (basic == MPI_DATATYPE_NULL || BasicType(data.type) != basic) {
+  a.basic = BasicType(a.target.type);
+  if (a.basic == MPI_DATATYPE_NULL || BasicType(data.type) != a.basic) {
     return Fail(w, Misuse::kOp,
                 fmt::format("{}: origin and target are not made of one and the same "
                             "predefined type",
@@ -135,11 +103,10 @@ int Combine(Window& w, const Accumulation& a, TargetView& view) {
   if (a.op == MPI_REPLACE) {
     std::memcpy(current.data(), o, n);
   } else {
-    const MPI_Datatype basic = BasicType(a.target.type);
     int size = 1;
-    PMPI_Type_size(basic, &size);
+    PMPI_Type_size(a.basic, &size);
     PMPI_Reduce_local(o, current.data(), static_cast<int>(n / static_cast<std::size_t>(size)),
-                      basic, a.op);
+                      a.basic, a.op);
   }
   Unpacked(w, current.data(), n, const_cast<void*>(view.side().addr), view.side());
   return view.Store();
@@ -156,7 +123,7 @@ int Accumulate(Window* w, Accumulation a, int target, MPI_Aint disp, const char*
   }
   AccumulateLock lock(*w, target);
   if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
-  TargetView view(*w, target, disp, first, a.target);
+  TargetView view(*w, target, disp, first, a.target, true);
   return Combine(*w, a, view);
 }
 
@@ -189,7 +156,7 @@ int CompareAndSwapCall(Window* w, const void* origin, const void* compare, void*
   if (int rc = CheckRange(*w, target, disp, 1, t.info, first, call); rc != MPI_SUCCESS) return rc;
   AccumulateLock lock(*w, target);
   if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
-  TargetView view(*w, target, disp, first, t);
+  TargetView view(*w, target, disp, first, t, true);
   if (int rc = view.Load(); rc != MPI_SUCCESS) return rc;
   auto* at = static_cast<std::byte*>(const_cast<void*>(view.side().addr));
   const auto n = static_cast<std::size_t>(t.info.size);

@@ -152,7 +152,8 @@ std::vector<Offer> Exchange(const Window& w, const Offer& mine) {
   return all;
 }
 
-void Describe(Window& w, const std::vector<Offer>& all) {
+// Keeps what every rank offered: sizes, displacement units, processes, addresses.
+void Record(Window& w, const std::vector<Offer>& all) {
   for (const Offer& o : all) {
     w.size.push_back(o.size);
     w.disp_unit.push_back(o.disp_unit);
@@ -186,24 +187,15 @@ std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint
 
 // The MPI's window over `base`; then the window is found by every RMA call.
 int Finish(std::unique_ptr<Window> w, void* base, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
-  RankInfo& mine = w->sync->info(w->me);
-  mine.pid = getpid();
-  mine.disp_unit = static_cast<std::uint32_t>(w->attr_disp_unit);
-  mine.size = static_cast<std::uint64_t>(w->attr_size);
-  mine.address = reinterpret_cast<std::uint64_t>(base);
+  w->sync->SetPid(w->me, getpid());
   const int rc = PMPI_Win_create(base, w->attr_size, w->attr_disp_unit, info, comm, win);
   if (rc != MPI_SUCCESS) {
     DropWindow(std::move(w));
     return rc;
   }
   w->win = *win;
-  w->attr_base = base;
   if (Verbose()) Say(w->me, Describe(*w));
-  if (!AddWindow(w.get())) {
-    DropWindow(std::move(w));
-    return MPI_SUCCESS;
-  }
-  w.release();
+  AddWindow(w.release());  // owned by the registry until MPI_Win_free
   return MPI_SUCCESS;
 }
 
@@ -258,7 +250,7 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
   }
   w->memory.push_back(std::move(*memory));
   for (int r = 0; r < w->ranks; ++r) w->base.push_back(w->memory[0].data() + offset[r]);
-  Describe(*w, all);
+  Record(*w, all);
   if (mode == Coherence::kSimulated) {
     // The segment holds the public copies; the program works on a private one.
     w->local.assign(w->memory[0].data() + offset[w->me],
@@ -318,16 +310,16 @@ bool Reach(Window& w, const std::vector<Offer>& all) {
       w.base[r] = reinterpret_cast<std::byte*>(o.address);
     } else if (o.size == 0) {
       continue;
-    } else if (o.segment.pid != 0) {
-      Result<SharedSegment> s = SharedSegment::Open(o.segment);
-      if (s.ok()) {
-        w.base[r] = s->data() + o.offset;
-        w.memory.push_back(std::move(*s));
-        continue;
-      }
-      if (Verbose()) Say(w.me, fmt::format("rank {}: {}", r, s.status().message()));
-      ok = CanReadProcess(o.pid, reinterpret_cast<const void*>(o.address));
     } else {
+      if (o.segment.pid != 0) {
+        Result<SharedSegment> s = SharedSegment::Open(o.segment);
+        if (s.ok()) {
+          w.base[r] = s->data() + o.offset;
+          w.memory.push_back(std::move(*s));
+          continue;
+        }
+        if (Verbose()) Say(w.me, fmt::format("rank {}: {}", r, s.status().message()));
+      }
       ok = CanReadProcess(o.pid, reinterpret_cast<const void*>(o.address));
     }
   }
@@ -354,10 +346,10 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
   mine.pid = getpid();
   mine.address = reinterpret_cast<std::uint64_t>(base);
   const std::vector<Offer> all = Exchange(*w, mine);
-  Describe(*w, all);
-  // Every rank has opened the others' memfds: their descriptors can go.
+  Record(*w, all);
   std::byte* own_public = w->memory.empty() ? nullptr : w->memory[0].data();
   const bool reached = Reach(*w, all) && (mode != Coherence::kSimulated || AllMapped(*w));
+  // Every rank has opened the others' memfds: their descriptors can go.
   for (SharedSegment& s : w->memory) s.MarkMapped();
   if (reached) {
     if (mode == Coherence::kSimulated) {
@@ -444,7 +436,7 @@ extern "C" int MPI_Win_get_attr(MPI_Win win, int keyval, void* value, int* flag)
   if (w == nullptr) return PMPI_Win_get_attr(win, keyval, value, flag);
   void* out = nullptr;
   if (keyval == MPI_WIN_BASE) {
-    out = w->attr_base;
+    out = w->base[w->me];  // the address the program was given (its private copy when simulated)
   } else if (keyval == MPI_WIN_SIZE) {
     out = &w->attr_size;
   } else if (keyval == MPI_WIN_DISP_UNIT) {

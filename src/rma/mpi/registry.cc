@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 
 #include "rma/mpi/window.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 // Open addressing over the handle's bits (a pointer in Open MPI, an int in MPICH). Lookups are
 // lock-free: they run on every RMA call. Writers (window creation and free) take the mutex.
+// Windows beyond the table's slots (thousands alive at once) go to a map under the mutex.
 constexpr std::size_t kSlots = 4096;
 struct Entry {
   std::atomic<std::uint64_t> key{0};
@@ -23,6 +25,8 @@ struct Entry {
 };
 std::array<Entry, kSlots> g_table;
 std::mutex g_table_mu;
+std::unordered_map<std::uint64_t, Window*> g_overflow;
+std::atomic<bool> g_overflow_used{false};
 
 std::uint64_t KeyOf(MPI_Win win) {
   std::uint64_t k = 0;
@@ -89,12 +93,15 @@ Window* FindWindow(MPI_Win win) {
   for (std::size_t i = Home(key), probes = 0; probes < kSlots; i = (i + 1) % kSlots, ++probes) {
     const std::uint64_t k = g_table[i].key.load(std::memory_order_acquire);
     if (k == key) return g_table[i].window.load(std::memory_order_acquire);
-    if (k == 0) return nullptr;
+    if (k == 0) break;
   }
-  return nullptr;
+  if (!g_overflow_used.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard lock(g_table_mu);
+  auto it = g_overflow.find(key);
+  return it == g_overflow.end() ? nullptr : it->second;
 }
 
-bool AddWindow(Window* w) {
+void AddWindow(Window* w) {
   std::lock_guard lock(g_table_mu);
   std::call_once(g_codes_once, MakeCodes);
   const std::uint64_t key = KeyOf(w->win);
@@ -113,10 +120,13 @@ bool AddWindow(Window* w) {
     }
     if (use == nullptr && g_table[i].window.load() == nullptr) use = &g_table[i];
   }
-  if (use == nullptr) return false;
+  if (use == nullptr) {
+    g_overflow[key] = w;
+    g_overflow_used.store(true, std::memory_order_release);
+    return;
+  }
   use->window.store(w, std::memory_order_release);
   use->key.store(key, std::memory_order_release);
-  return true;
 }
 
 void RemoveWindow(MPI_Win win) {
@@ -128,6 +138,7 @@ void RemoveWindow(MPI_Win win) {
       return;
     }
   }
+  g_overflow.erase(key);
 }
 
 int Fail(const Window& w, Misuse what, const std::string& detail) {

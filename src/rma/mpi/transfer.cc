@@ -1,10 +1,6 @@
 // Communication: MPI_Put, MPI_Get and their request-based forms. A transfer is complete when
 // its call returns: the bytes are in the target's window (mapped memory: memcpy or the MPI's
 // own unpacking into it) or copied with process_vm_readv/writev.
-#include <limits.h>
-#include <sys/uio.h>
-
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -20,42 +16,19 @@ namespace {
 
 constexpr std::size_t kSmallCopy = 4096;
 
-// Target memory mapped here: the bytes go straight into (out of) it.
-int MappedCopy(Window& w, const Side& origin, Side target, std::byte* at, std::size_t n, bool put) {
-  if (n < kSmallCopy && origin.info.Contiguous(origin.count) &&
-      target.info.Contiguous(target.count)) {
-    // The latency path: no packing, no kernel dispatch.
-    auto* o = static_cast<std::byte*>(const_cast<void*>(origin.addr)) + origin.info.true_lb;
-    std::byte* t = at + target.info.true_lb;
-    std::memcpy(put ? t : o, put ? o : t, n);
-    return MPI_SUCCESS;
+// Both sides contiguous, the target mapped here, a small copy: the latency path, without
+// packing or the copy kernel's dispatch.
+bool SmallCopy(Window& w, const Side& origin, const Side& target, int rank, MPI_Aint disp,
+               std::size_t n, bool put) {
+  if (w.base[rank] == nullptr || n >= kSmallCopy || !origin.info.Contiguous(origin.count) ||
+      !target.info.Contiguous(target.count)) {
+    return false;
   }
-  std::vector<std::byte> tmp;
-  if (put) {
-    Unpacked(w, Packed(w, origin, tmp), n, at, target);
-    return MPI_SUCCESS;
-  }
-  target.addr = at;
-  Unpacked(w, Packed(w, target, tmp), n, const_cast<void*>(origin.addr), origin);
-  return MPI_SUCCESS;
-}
-
-// Target memory in another process only: through a local image of the target's span.
-int RemoteTransfer(Window& w, const Side& origin, Side target, int rank, MPI_Aint offset,
-                   std::size_t n, bool put) {
-  const auto span = static_cast<std::size_t>(target.info.Span(target.count));
-  std::vector<std::byte> image(span), tmp;
-  std::byte* image_base = image.data() - target.info.true_lb;  // where element 0 starts
-  if (put) {
-    Unpacked(w, Packed(w, origin, tmp), n, image_base, target);
-    return RemoteCopy(w, rank, offset, image.data(), target, true);
-  }
-  if (int rc = RemoteCopy(w, rank, offset, image.data(), target, false); rc != MPI_SUCCESS) {
-    return rc;
-  }
-  target.addr = image_base;
-  Unpacked(w, Packed(w, target, tmp), n, const_cast<void*>(origin.addr), origin);
-  return MPI_SUCCESS;
+  auto* o = static_cast<std::byte*>(const_cast<void*>(origin.addr)) + origin.info.true_lb;
+  std::byte* t =
+      w.base[rank] + disp * static_cast<MPI_Aint>(w.disp_unit[rank]) + target.info.true_lb;
+  std::memcpy(put ? t : o, put ? o : t, n);
+  return true;
 }
 
 int Transfer(Window* w, Side origin, int target_rank, MPI_Aint disp, Side target, bool put,
@@ -63,17 +36,22 @@ int Transfer(Window* w, Side origin, int target_rank, MPI_Aint disp, Side target
   if (target_rank == MPI_PROC_NULL) return MPI_SUCCESS;
   if (int rc = CheckAccess(*w, target_rank, call); rc != MPI_SUCCESS) return rc;
   if (int rc = CheckTypes(*w, origin, target, call); rc != MPI_SUCCESS) return rc;
-  MPI_Aint offset = 0;
-  if (int rc = CheckRange(*w, target_rank, disp, target.count, target.info, offset, call);
+  MPI_Aint first = 0;
+  if (int rc = CheckRange(*w, target_rank, disp, target.count, target.info, first, call);
       rc != MPI_SUCCESS) {
     return rc;
   }
   const auto n = static_cast<std::size_t>(origin.count * origin.info.size);
-  if (n == 0) return MPI_SUCCESS;
-  std::byte* base = w->base[target_rank];
-  const MPI_Aint at = disp * static_cast<MPI_Aint>(w->disp_unit[target_rank]);
-  return base != nullptr ? MappedCopy(*w, origin, target, base + at, n, put)
-                         : RemoteTransfer(*w, origin, target, target_rank, offset, n, put);
+  if (n == 0 || SmallCopy(*w, origin, target, target_rank, disp, n, put)) return MPI_SUCCESS;
+  TargetView view(*w, target_rank, disp, first, target, false);
+  std::vector<std::byte> tmp;
+  if (put) {
+    Unpacked(*w, Packed(*w, origin, tmp), n, const_cast<void*>(view.side().addr), view.side());
+    return view.Store();
+  }
+  if (int rc = view.Load(); rc != MPI_SUCCESS) return rc;
+  Unpacked(*w, Packed(*w, view.side(), tmp), n, const_cast<void*>(origin.addr), origin);
+  return MPI_SUCCESS;
 }
 
 template <typename Count>

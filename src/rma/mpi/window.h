@@ -59,15 +59,13 @@ struct Window {
   const std::byte* last_large_copy = nullptr;  // where the last large put went (access.cc)
 
   // Attributes reported for the window (the MPI underneath saw a created window).
-  void* attr_base = nullptr;
   MPI_Aint attr_size = 0;
   int attr_disp_unit = 1;
 };
 
 // nullptr for a window the library does not accelerate (or MPI_WIN_NULL).
 Window* FindWindow(MPI_Win win);
-// False when 4096 windows are alive at once: the window then stays with the MPI underneath.
-bool AddWindow(Window* w);
+void AddWindow(Window* w);
 void RemoveWindow(MPI_Win win);
 
 // The kinds of user error the library reports, each an error code of its own class whose
