@@ -384,6 +384,75 @@ void LargeCount() {
 }
 #endif
 
+// Found by MPICH's test/mpi/rma suite: a type that covers its extent but in another order
+// (a transpose), MPI_PROC_NULL as a target of every call, accumulates of no bytes with
+// unlike types, and MAXLOC on a pair type with padding (MPI_LONG_DOUBLE_INT).
+void Transpose(Win& w) {
+  MPI_Datatype column, xpose;
+  MPI_Type_vector(4, 1, 4, MPI_INT, &column);
+  MPI_Type_create_hvector(4, 1, sizeof(int), column, &xpose);
+  MPI_Type_commit(&xpose);
+  int src[16];
+  for (int i = 0; i < 16; ++i) src[i] = 16 * g_rank + i;
+  MPI_Win_fence(0, w.win);
+  MPI_Put(src, 16, MPI_INT, Right(), 40, 1, xpose, w.win);
+  MPI_Type_free(&column);
+  MPI_Type_free(&xpose);  // freed before the epoch ends, as MPI allows
+  MPI_Win_fence(0, w.win);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const int got = w.base[40 + 4 * i + j], want = 16 * Left() + 4 * j + i;
+      CHECK(got == want, "transposed [%d][%d]: %d, want %d", i, j, got, want);
+    }
+  }
+}
+
+// Communication with MPI_PROC_NULL does nothing (MPI 3.1 §11.3). Lock, unlock and flush of
+// MPI_PROC_NULL too with the library, as MPICH does (Open MPI 4.1 refuses the lock and
+// crashes in the flush).
+void ProcNull(Win& w, bool library) {
+  const int v = 5;
+  int got = -3, rc = MPI_SUCCESS;
+  if (library) rc |= MPI_Win_lock(MPI_LOCK_EXCLUSIVE, MPI_PROC_NULL, 0, w.win);
+  MPI_Win_lock_all(0, w.win);
+  rc |= MPI_Put(&v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, w.win);
+  rc |= MPI_Get(&got, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, w.win);
+  rc |= MPI_Accumulate(&v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, MPI_SUM, w.win);
+  rc |= MPI_Fetch_and_op(&v, &got, MPI_INT, MPI_PROC_NULL, 0, MPI_SUM, w.win);
+  rc |= MPI_Compare_and_swap(&v, &v, &got, MPI_INT, MPI_PROC_NULL, 0, w.win);
+  MPI_Request r = MPI_REQUEST_NULL;
+  rc |= MPI_Rput(&v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, w.win, &r);
+  rc |= MPI_Wait(&r, MPI_STATUS_IGNORE);
+  MPI_Win_unlock_all(w.win);
+  if (library) rc |= MPI_Win_flush(MPI_PROC_NULL, w.win);
+  if (library) rc |= MPI_Win_unlock(MPI_PROC_NULL, w.win);
+  CHECK(rc == MPI_SUCCESS && got == -3, "RMA with MPI_PROC_NULL: %d, result %d", rc, got);
+}
+
+// With the library only: Open MPI 4.1 alone refuses the empty accumulate (MPI_ERR_ARG) and,
+// on created windows, leaves the second of two padded pairs unchanged.
+void EmptyAndPairAccumulates(Win& w) {
+  struct LongDoubleInt {
+    long double a;
+    int b;
+  };
+  auto* at = reinterpret_cast<LongDoubleInt*>(w.base + 40);  // 16-byte aligned: 160 bytes in
+  for (int k = 0; k < 2; ++k) at[k] = {-1.0L, -1};
+  MPI_Win_fence(0, w.win);
+  const int v = 1;
+  int rc = MPI_Accumulate(&v, 0, MPI_INT, Right(), 0, 0, MPI_DOUBLE, MPI_SUM, w.win);
+  CHECK(rc == MPI_SUCCESS, "an accumulate of no bytes: %d", rc);
+  const LongDoubleInt mine[2] = {{10.0L * g_rank, g_rank}, {10.0L * g_rank + 1, g_rank}};
+  rc = MPI_Accumulate(mine, 2, MPI_LONG_DOUBLE_INT, Right(), 40, 2, MPI_LONG_DOUBLE_INT, MPI_MAXLOC,
+                      w.win);
+  CHECK(rc == MPI_SUCCESS, "MAXLOC on MPI_LONG_DOUBLE_INT: %d", rc);
+  MPI_Win_fence(0, w.win);
+  for (int k = 0; k < 2; ++k) {
+    CHECK(at[k].a == 10.0L * Left() + k && at[k].b == Left(), "pair [%d]: %Lf %d", k, at[k].a,
+          at[k].b);
+  }
+}
+
 int ErrorClass(int rc) {
   int c = rc;
   MPI_Error_class(rc, &c);
@@ -440,6 +509,9 @@ int main(int argc, char** argv) {
     LockAllFlushRequests(w);
     Datatypes(w);
     Accumulates(w);
+    Transpose(w);
+    ProcNull(w, library);
+    if (library) EmptyAndPairAccumulates(w);
     if (library) Errors(w);
     if (g_failures != before)
       std::fprintf(stderr, "rank %d: failures on %s windows\n", g_rank, Name(k));

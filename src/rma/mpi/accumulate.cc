@@ -15,31 +15,6 @@ namespace tierflow::rma {
 
 namespace {
 
-// The predefined type every element of `type` is made of; MPI_DATATYPE_NULL when it mixes
-// several (which accumulates forbid).
-MPI_Datatype BasicType(MPI_Datatype type) {
-  int ni = 0, na = 0, nd = 0, combiner = 0;
-  if (PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS) {
-    return MPI_DATATYPE_NULL;
-  }
-  if (combiner == MPI_COMBINER_NAMED) return type;
-  std::vector<int> ints(ni);
-  std::vector<MPI_Aint> addrs(na);
-  std::vector<MPI_Datatype> types(nd);
-  PMPI_Type_get_contents(type, ni, na, nd, ints.data(), addrs.data(), types.data());
-  MPI_Datatype basic = MPI_DATATYPE_NULL;
-  bool mixed = false;
-  for (MPI_Datatype& d : types) {
-    const MPI_Datatype b = BasicType(d);
-    mixed = mixed || b == MPI_DATATYPE_NULL || (basic != MPI_DATATYPE_NULL && b != basic);
-    basic = b;
-    int dni, dna, dnd, dcomb;
-    PMPI_Type_get_envelope(d, &dni, &dna, &dnd, &dcomb);
-    if (dcomb != MPI_COMBINER_NAMED) PMPI_Type_free(&d);  // get_contents made a copy
-  }
-  return mixed ? MPI_DATATYPE_NULL : basic;
-}
-
 bool PredefinedOp(MPI_Op op) {
   for (MPI_Op p : {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND,
                    MPI_BOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE, MPI_NO_OP}) {
@@ -80,6 +55,9 @@ int CheckAccumulate(Window& w, Accumulation& a, const char* call) {
   if (a.fetch && a.op != MPI_NO_OP) {
     if (int rc = CheckTypes(w, a.result, a.target, call); rc != MPI_SUCCESS) return rc;
   }
+  if (a.target.count * a.target.info.size == 0 && data.count * data.info.size == 0) {
+    return MPI_SUCCESS;  // nothing moves: any types will do (a.basic stays null)
+  }
   a.basic = BasicType(a.target.type);
   if (a.basic == MPI_DATATYPE_NULL || BasicType(data.type) != a.basic) {
     return Fail(w, Misuse::kOp,
@@ -88,6 +66,30 @@ int CheckAccumulate(Window& w, Accumulation& a, const char* call) {
                             call));
   }
   return MPI_SUCCESS;
+}
+
+// current[i] = o[i] op current[i] over n packed bytes of `basic` elements. Packed pairs
+// (MPI_LONG_DOUBLE_INT: 20 bytes, extent 32) lie apart from their padding in memory, where
+// MPI_Reduce_local expects them: they are unpacked, reduced and packed again.
+void Reduce(const std::byte* o, std::byte* current, std::size_t n, MPI_Datatype basic, MPI_Op op) {
+  int size = 1;
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_size(basic, &size);
+  PMPI_Type_get_extent(basic, &lb, &extent);
+  const int count = static_cast<int>(n / static_cast<std::size_t>(size));
+  if (extent == size) {
+    PMPI_Reduce_local(o, current, count, basic, op);
+    return;
+  }
+  std::vector<std::byte> in(static_cast<std::size_t>(count * extent)), inout(in.size());
+  const int bytes = static_cast<int>(n);
+  int at = 0;
+  PMPI_Unpack(o, bytes, &at, in.data(), count, basic, MPI_COMM_SELF);
+  at = 0;
+  PMPI_Unpack(current, bytes, &at, inout.data(), count, basic, MPI_COMM_SELF);
+  PMPI_Reduce_local(in.data(), inout.data(), count, basic, op);
+  at = 0;
+  PMPI_Pack(inout.data(), count, basic, current, bytes, &at, MPI_COMM_SELF);
 }
 
 // Under the lock: fetch, combine, store.
@@ -103,10 +105,7 @@ int Combine(Window& w, const Accumulation& a, TargetView& view) {
   if (a.op == MPI_REPLACE) {
     std::memcpy(current.data(), o, n);
   } else {
-    int size = 1;
-    PMPI_Type_size(a.basic, &size);
-    PMPI_Reduce_local(o, current.data(), static_cast<int>(n / static_cast<std::size_t>(size)),
-                      a.basic, a.op);
+    Reduce(o, current.data(), n, a.basic, a.op);
   }
   Unpacked(w, current.data(), n, const_cast<void*>(view.side().addr), view.side());
   return view.Store();
@@ -116,6 +115,7 @@ int Accumulate(Window* w, Accumulation a, int target, MPI_Aint disp, const char*
   if (target == MPI_PROC_NULL) return MPI_SUCCESS;
   if (int rc = CheckAccess(*w, target, call); rc != MPI_SUCCESS) return rc;
   if (int rc = CheckAccumulate(*w, a, call); rc != MPI_SUCCESS) return rc;
+  if (a.basic == MPI_DATATYPE_NULL) return MPI_SUCCESS;  // no bytes
   MPI_Aint first = 0;
   if (int rc = CheckRange(*w, target, disp, a.target.count, a.target.info, first, call);
       rc != MPI_SUCCESS) {

@@ -1,5 +1,8 @@
 // What a transfer needs to know of a datatype, looked up once per type and cached: its size,
 // extent and true bounds, and whether `count` of them are one contiguous run of bytes.
+// Contiguity is proven from the type's constructors (MPI_Type_get_envelope/contents), not
+// guessed from its bounds: a type may cover its extent exactly and still visit the bytes in
+// another order (a transpose built from an hvector of vectors).
 #pragma once
 
 #include <mpi.h>
@@ -12,9 +15,11 @@ struct TypeInfo {
   MPI_Aint size = 0;  // bytes of data in one element
   MPI_Aint extent = 0;
   MPI_Aint true_lb = 0, true_extent = 0;
-  // count elements are size*count bytes without gaps starting at true_lb.
+  // One element's type map is a single run of size bytes from true_lb, in order.
+  bool one_run = false;
+  // count elements are size*count bytes without gaps starting at true_lb, in order.
   bool Contiguous(MPI_Aint count) const {
-    return size == true_extent && (count <= 1 || extent == size);
+    return count == 0 || (one_run && (count == 1 || extent == size));
   }
   // The bytes [first, last) that count elements touch, relative to the buffer.
   MPI_Aint Span(MPI_Aint count) const {
@@ -24,6 +29,9 @@ struct TypeInfo {
 
 // Returns false for MPI_DATATYPE_NULL or a type the MPI refuses.
 bool LookUpType(MPI_Datatype type, TypeInfo& out);
+// The predefined type every element of `type` is made of; MPI_DATATYPE_NULL when it mixes
+// several (which accumulates forbid) or the MPI cannot describe it.
+MPI_Datatype BasicType(MPI_Datatype type);
 // A derived type was freed: its handle may come back for another type.
 void ForgetType(MPI_Datatype type);
 

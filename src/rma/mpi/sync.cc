@@ -188,6 +188,7 @@ void Release(Window& w, int rank) {
 extern "C" int MPI_Win_lock(int type, int rank, int asserts, MPI_Win win) {
   Window* w = FindWindow(win);
   if (w == nullptr) return PMPI_Win_lock(type, rank, asserts, win);
+  if (rank == MPI_PROC_NULL) return MPI_SUCCESS;  // a valid target with no effect, as in MPI 3.1
   if (int rc = CheckLockTarget(*w, rank, "MPI_Win_lock"); rc != MPI_SUCCESS) return rc;
   if (w->lock[rank] != kUnlocked || w->lock_all || w->started) {
     return Fail(*w, Misuse::kEpochOpen,
@@ -206,6 +207,7 @@ extern "C" int MPI_Win_lock(int type, int rank, int asserts, MPI_Win win) {
 extern "C" int MPI_Win_unlock(int rank, MPI_Win win) {
   Window* w = FindWindow(win);
   if (w == nullptr) return PMPI_Win_unlock(rank, win);
+  if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
   if (int rc = CheckLockTarget(*w, rank, "MPI_Win_unlock"); rc != MPI_SUCCESS) return rc;
   if (w->lock[rank] == kUnlocked || w->lock_all) {
     return Fail(*w, Misuse::kNoMatchingSync,
@@ -249,6 +251,7 @@ namespace {
 int Flush(MPI_Win win, int rank, const char* call, int (*pass)(int, MPI_Win)) {
   Window* w = FindWindow(win);
   if (w == nullptr) return pass(rank, win);
+  if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
   if (int rc = CheckLockTarget(*w, rank, call); rc != MPI_SUCCESS) return rc;
   if (w->lock[rank] == kUnlocked && !w->lock_all) {
     return Fail(*w, Misuse::kNoMatchingSync,
