@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -76,6 +77,37 @@ void RestorePrivate(std::byte* at, std::size_t size) {
   munmap(copy, size);
 }
 
+// Whether [base, base+size) lies in private anonymous mappings (heap, malloc's mmaps), the only
+// memory that may be replaced by a shared mapping: memory already shared (an MPI's shared
+// window, a file, a window shared in place before) would stop being shared with whoever else
+// maps it. Read from /proc/self/maps, whose lines are in address order.
+Status CheckPrivateAnonymous(std::uintptr_t begin, std::uintptr_t end) {
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return Status::Unsupported("cannot read /proc/self/maps");
+  char line[512];
+  std::uintptr_t covered = begin;
+  std::string why;
+  while (covered < end && why.empty() && std::fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long lo = 0, hi = 0, inode = 0;
+    char perms[8] = {}, path[256] = {};
+    if (std::sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &lo, &hi, perms, &inode, path) < 4 ||
+        hi <= covered) {
+      continue;
+    }
+    if (lo > covered) why = "it is not all mapped";
+    const std::string name = path;
+    if (why.empty() && (perms[3] != 'p' || inode != 0 || (!name.empty() && name != "[heap]"))) {
+      why = fmt::format("it lies in a {} mapping{}{}", perms[3] == 'p' ? "private" : "shared",
+                        name.empty() ? "" : " of ", name);
+    }
+    covered = hi;
+  }
+  std::fclose(maps);
+  if (why.empty() && covered < end) why = "it is not all mapped";
+  if (why.empty()) return Status::Ok();
+  return Status::Unsupported("only private anonymous memory is shared in place, and " + why);
+}
+
 }  // namespace
 
 SharedSegment::SharedSegment(SharedSegment&& other) noexcept
@@ -141,6 +173,10 @@ Result<SharedSegment> SharedSegment::ShareInPlace(void* base, std::size_t size) 
       size % page != 0) {
     return Status::Invalid(
         fmt::format("{} bytes at {}: only whole pages can be shared in place", size, base));
+  }
+  const auto at = reinterpret_cast<std::uintptr_t>(base);
+  if (Status st = CheckPrivateAnonymous(at, at + size); !st.ok()) {
+    return Status::Unsupported(fmt::format("{} bytes at {}: {}", size, base, st.message()));
   }
   Result<SharedSegment> s = Create(size);
   if (!s.ok()) return s.status();

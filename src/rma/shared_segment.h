@@ -41,10 +41,13 @@ class SharedSegment {
   static Result<SharedSegment> Create(std::size_t size, bool named = false);
   // Turns [base, base+size) (whole pages: base and size multiples of the page size) into a
   // segment in place: its bytes are copied into a new memfd whose mapping then replaces the
-  // range in one mremap, so every pointer into it stays valid. On destruction the range becomes
+  // range (MAP_FIXED), so every pointer into it stays valid. On destruction the range becomes
   // private memory again with the same bytes. Stores into the range by other threads while
   // this runs would be lost: call it where the range is quiescent (collective window creation).
-  // Errors: kInvalidArgument for a range that is not whole pages; kOutOfMemory.
+  // Only private anonymous memory (heap, anonymous mmap) qualifies: memory already shared
+  // with someone (an MPI's shared window, a file) must stay theirs.
+  // Errors: kInvalidArgument for a range that is not whole pages; kUnsupported for memory
+  // that is not all private and anonymous (the message says what it is); kOutOfMemory.
   static Result<SharedSegment> ShareInPlace(void* base, std::size_t size);
   // Maps the segment another process of this job created. Errors: kUnsupported when the
   // kernel refuses (another user, a non-dumpable process), kNotFound when the creator is gone

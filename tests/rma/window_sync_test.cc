@@ -3,6 +3,7 @@
 #include "rma/window_sync.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,6 +92,50 @@ TEST(SharedSegment, OpeningWhatIsGoneNamesIt) {
   ASSERT_FALSE(o.ok());
   EXPECT_EQ(o.status().code(), StatusCode::kNotFound);
   EXPECT_NE(o.status().message().find("/proc/99999999/fd/3"), std::string::npos);
+}
+
+TEST(SharedSegment, PrivatePagesAreSharedInPlaceAndPrivateAgainAfter) {
+  const std::size_t size = 2 * 4096;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* bytes = static_cast<std::byte*>(p);
+  bytes[5] = std::byte{42};
+  {
+    Result<SharedSegment> s = SharedSegment::ShareInPlace(p, size);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->data(), bytes);
+    EXPECT_EQ(bytes[5], std::byte{42}) << "the bytes move with the range";
+    Result<SharedSegment> o = SharedSegment::Open(s->name());
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    o->data()[6] = std::byte{43};
+    EXPECT_EQ(bytes[6], std::byte{43});
+  }
+  EXPECT_EQ(bytes[6], std::byte{43}) << "private again, with the same bytes";
+  munmap(p, size);
+}
+
+// Memory someone else already shares (an MPI's shared window, a file) must stay theirs: put
+// in place, a memfd of its own would cut it off from the others.
+TEST(SharedSegment, MemoryAlreadySharedIsNotTakenOver) {
+  const std::size_t size = 4096;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  Result<SharedSegment> s = SharedSegment::ShareInPlace(p, size);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.status().message().find("shared mapping"), std::string::npos) << s.status().message();
+  EXPECT_EQ(RunRanks(2,
+                     [&](int rank) {
+                       if (rank == 1) static_cast<std::byte*>(p)[0] = std::byte{9};
+                       return true;
+                     }),
+            0);
+  EXPECT_EQ(static_cast<std::byte*>(p)[0], std::byte{9}) << "still shared with the child";
+  munmap(p, size);
+  Result<SharedSegment> gone = SharedSegment::ShareInPlace(p, size);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("not all mapped"), std::string::npos)
+      << gone.status().message();
 }
 
 TEST(WindowSync, GatsEpochsInQuickSuccessionNeverMix) {
