@@ -122,37 +122,71 @@ Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows) 
   return Status::Ok();
 }
 
-nlohmann::json ToJson(const std::map<Key, Row>& rows) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& [k, r] : rows) {
-    const auto& [mpi, window, sync, op, n] = k;
-    const double with = Summarize(r.with).median, without = Summarize(r.without).median;
-    nlohmann::json j{{"mpi", mpi},
-                     {"window", window},
-                     {"sync", sync},
-                     {"op", op},
-                     {"with_us", with},
-                     {"without_us", without},
-                     {"ratio", without > 0 ? with / without : 0},
-                     {"data_checked", r.checked}};
-    j[op == "gats" ? "targets" : "bytes"] = n;
-    out.push_back(j);
+// Which JSON array a row of rma_latency belongs to: the contract's `rows` hold latencies
+// (put, get, gats); bandwidth and the cellular automaton have keys of their own.
+std::string Section(const std::string& op) {
+  if (op == "put_bw") return "bandwidth";
+  if (op == "stencil") return "stencil";
+  return "rows";
+}
+
+nlohmann::json RowJson(const Key& k, const Row& r) {
+  const auto& [mpi, window, sync, op, n] = k;
+  const double with = Summarize(r.with).median, without = Summarize(r.without).median;
+  nlohmann::json j{{"mpi", mpi},
+                   {"window", window},
+                   {"sync", sync},
+                   {"op", op},
+                   {"with_us", with},
+                   {"without_us", without},
+                   {"ratio", without > 0 ? with / without : 0},
+                   {"data_checked", r.checked}};
+  j[op == "gats" ? "targets" : "bytes"] = n;
+  if (op == "put_bw") {  // us is per put of n bytes: bytes per microsecond is MB/s
+    j["op"] = "put";
+    j["with_gbps"] = with > 0 ? n / with / 1e3 : 0;
+    j["without_gbps"] = without > 0 ? n / without / 1e3 : 0;
   }
+  if (op == "stencil") {  // sync pscw: halos by GATS puts; two-sided: by MPI_Sendrecv
+    j.erase("sync");
+    j.erase("op");
+    j["exchange"] = sync == "pscw" ? "gats" : "two-sided";
+  }
+  return j;
+}
+
+nlohmann::json ToJson(const std::map<Key, Row>& rows) {
+  nlohmann::json out{{"rows", nlohmann::json::array()},
+                     {"bandwidth", nlohmann::json::array()},
+                     {"stencil", nlohmann::json::array()}};
+  for (const auto& [k, r] : rows) out[Section(std::get<3>(k))].push_back(RowJson(k, r));
   return out;
 }
 
-void PrintTable(const nlohmann::json& rows, std::ostream& out) {
-  out << fmt::format("{:<8} {:<9} {:<6} {:<5} {:>9} {:>12} {:>12} {:>7}  {}\n", "mpi", "window",
+std::string Cell(const nlohmann::json& j, const char* key) {
+  return j.contains(key) ? j[key].get<std::string>() : "";
+}
+
+void PrintSection(const std::string& title, const nlohmann::json& rows, std::ostream& out) {
+  if (rows.empty()) return;
+  out << "\n" << title << "\n";
+  out << fmt::format("{:<8} {:<9} {:<9} {:<5} {:>9} {:>12} {:>12} {:>7}  {}\n", "mpi", "window",
                      "sync", "op", "bytes", "with us", "without us", "ratio", "data");
   for (const nlohmann::json& j : rows) {
-    const long n = j.contains("bytes") ? j["bytes"].get<long>() : j["targets"].get<long>();
-    out << fmt::format("{:<8} {:<9} {:<6} {:<5} {:>9} {:>12.3f} {:>12.3f} {:>7.2f}  {}\n",
-                       j["mpi"].get<std::string>(), j["window"].get<std::string>(),
-                       j["sync"].get<std::string>(), j["op"].get<std::string>(),
-                       j["op"] == "gats" ? fmt::format("{} tgts", n) : std::to_string(n),
+    const std::string n = j.contains("bytes") ? std::to_string(j["bytes"].get<long>())
+                                              : fmt::format("{} tgts", j["targets"].get<long>());
+    const std::string sync = j.contains("exchange") ? Cell(j, "exchange") : Cell(j, "sync");
+    out << fmt::format("{:<8} {:<9} {:<9} {:<5} {:>9} {:>12.3f} {:>12.3f} {:>7.2f}  {}\n",
+                       Cell(j, "mpi"), Cell(j, "window"), sync, Cell(j, "op"), n,
                        j["with_us"].get<double>(), j["without_us"].get<double>(),
                        j["ratio"].get<double>(), j["data_checked"] ? "checked" : "WRONG");
   }
+}
+
+void PrintTables(const nlohmann::json& doc, std::ostream& out) {
+  PrintSection("latency (µs per operation and synchronisation)", doc["rows"], out);
+  PrintSection("bandwidth (µs per put, 64 puts per lock epoch)", doc["bandwidth"], out);
+  PrintSection("cellular automaton (µs per step)", doc["stencil"], out);
 }
 
 }  // namespace
@@ -178,22 +212,26 @@ Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
         "no MPI to run: this build has libtierflow_rma for none of them "
         "(install Open MPI or MPICH with `make setup` and rebuild)");
   }
-  const nlohmann::json j = ToJson(rows);
+  nlohmann::json doc = ToJson(rows);
   if (c.json) {
-    out << nlohmann::json{{"reps", c.reps}, {"iters", c.iters}, {"rows", j}}.dump(2) << "\n";
+    doc["reps"] = c.reps;
+    doc["iters"] = c.iters;
+    out << doc.dump(2) << "\n";
   } else {
     out << fmt::format(
         "libtierflow_rma against the MPI alone: medians of {} alternated runs; "
-        "put latency with 2 ranks, GATS with {} ranks on {} CPUs\n",
+        "put/get latency with 2 ranks, GATS with {} ranks on {} CPUs\n",
         c.reps, c.gats_ranks, sysconf(_SC_NPROCESSORS_ONLN));
-    PrintTable(j, out);
+    PrintTables(doc, out);
   }
   if (!c.plot.empty()) {
-    if (Status s = Plot("plot_rma.py", j, c.plot); !s.ok()) return s;
+    if (Status s = Plot("plot_rma.py", doc["rows"], c.plot); !s.ok()) return s;
   }
-  for (const nlohmann::json& r : j) {
-    if (!r["data_checked"].get<bool>()) {
-      return Status(StatusCode::kFailed, "a row received wrong data (marked WRONG above)");
+  for (const char* section : {"rows", "bandwidth", "stencil"}) {
+    for (const nlohmann::json& r : doc[section]) {
+      if (!r["data_checked"].get<bool>()) {
+        return Status(StatusCode::kFailed, "a row received wrong data (marked WRONG above)");
+      }
     }
   }
   return Status::Ok();

@@ -349,8 +349,10 @@ int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
   for (bool allocate : {false, true}) {
     if (!a.gats_only && g_size == 2) {
-      for (const char* sync : {"pscw", "fence", "lock", "flush"}) {
-        for (long n : a.sizes) Row(a, allocate, sync, true, n);
+      for (bool put : {true, false}) {
+        for (const char* sync : {"pscw", "fence", "lock", "flush"}) {
+          for (long n : a.sizes) Row(a, allocate, sync, put, n);
+        }
       }
       for (long n : {4096L, 65536L, 1048576L}) Bandwidth(allocate, n, n >= 1048576 ? 10 : 50);
     }

@@ -218,18 +218,32 @@ class BenchRma(unittest.TestCase):
                              "--gats-ranks", "3", "--json").stdout)
         rows = doc["rows"]
         self.assertTrue(rows, "no rows: was no MPI built?")
-        for r in rows:
+        for r in rows + doc["bandwidth"]:
             for k in ("mpi", "window", "sync", "op", "with_us", "without_us", "ratio", "data_checked"):
                 self.assertIn(k, r)
-            self.assertIn("targets" if r["op"] == "gats" else "bytes", r)
             self.assertTrue(r["data_checked"], r)
             self.assertGreater(r["with_us"], 0)
             self.assertGreater(r["without_us"], 0)
+            self.assertAlmostEqual(r["ratio"], r["with_us"] / r["without_us"], places=6)
+        for r in rows:
+            self.assertIn("targets" if r["op"] == "gats" else "bytes", r)
+        # The contract's values only: bandwidth and the automaton have keys of their own.
         self.assertEqual({r["mpi"] for r in rows}, {"openmpi", "mpich"})
-        self.assertEqual({r["op"] for r in rows}, {"put", "put_bw", "gats", "stencil"})
+        self.assertEqual({r["op"] for r in rows}, {"put", "get", "gats"})
+        self.assertEqual({r["sync"] for r in rows}, {"pscw", "fence", "lock", "flush"})
         self.assertEqual({r["window"] for r in rows}, {"create", "allocate"})
-        self.assertEqual({r["bytes"] for r in rows if r["op"] == "put"}, {1, 4096})
+        for op in ("put", "get"):
+            self.assertEqual({r["bytes"] for r in rows if r["op"] == op}, {1, 4096})
+            self.assertEqual(len([r for r in rows if r["op"] == op]), 2 * 2 * 4 * 2)
         self.assertEqual({r["targets"] for r in rows if r["op"] == "gats"}, {1, 2})
+        bw = doc["bandwidth"]
+        self.assertEqual({(r["op"], r["sync"]) for r in bw}, {("put", "lock")})
+        for r in bw:
+            self.assertAlmostEqual(r["with_gbps"], r["bytes"] / r["with_us"] / 1e3, places=6)
+        self.assertEqual({r["mpi"] for r in doc["stencil"]}, {"openmpi", "mpich"})
+        for r in doc["stencil"]:
+            self.assertIn(r["exchange"], ("gats", "two-sided"))
+            self.assertTrue(r["data_checked"], r)
 
     def test_unknown_mpi(self):
         r = run("bench", "rma", "--mpi", "lam", ok=False)
@@ -401,5 +415,6 @@ class BenchSubmit(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    # cli_test.py TIERFLOW FIXTURES [unittest arguments, e.g. a test class to run alone]
     TIERFLOW, FIXTURES = sys.argv[1], sys.argv[2]
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    unittest.main(argv=sys.argv[:1] + sys.argv[3:], verbosity=2)
