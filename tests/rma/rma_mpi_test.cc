@@ -453,6 +453,32 @@ void EmptyAndPairAccumulates(Win& w) {
   }
 }
 
+// Many small MPI_Alloc_mem blocks attached to a dynamic window (MPICH's linked-list tests):
+// Open MPI attaches at most 64 regions, so the blocks must share pages as the MPI's own do.
+void ManySmallAllocations() {
+  MPI_Win win;
+  MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+  MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+  std::vector<long*> blocks(300, nullptr);
+  int failed = 0;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    failed += MPI_Alloc_mem(32, MPI_INFO_NULL, &blocks[i]) != MPI_SUCCESS;
+    if (blocks[i] == nullptr) continue;
+    blocks[i][0] = static_cast<long>(i);
+    blocks[i][3] = -static_cast<long>(i);
+    failed += MPI_Win_attach(win, blocks[i], 32) != MPI_SUCCESS;
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    CHECK(blocks[i] != nullptr && blocks[i][0] == static_cast<long>(i) &&
+              blocks[i][3] == -static_cast<long>(i),
+          "block %zu overlaps another", i);
+  }
+  for (long* b : blocks) failed += MPI_Win_detach(win, b) != MPI_SUCCESS;
+  MPI_Win_free(&win);
+  for (long* b : blocks) failed += MPI_Free_mem(b) != MPI_SUCCESS;
+  CHECK(failed == 0, "%d of 300 small allocations, attaches, detaches or frees failed", failed);
+}
+
 int ErrorClass(int rc) {
   int c = rc;
   MPI_Error_class(rc, &c);
@@ -519,6 +545,7 @@ int main(int argc, char** argv) {
 #if MPI_VERSION >= 4
   LargeCount();
 #endif
+  ManySmallAllocations();
   int total = 0;
   MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (g_rank == 0) std::printf("%s: %d failures\n", total == 0 ? "PASS" : "FAIL", total);

@@ -4,9 +4,12 @@
 
 #include <climits>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -20,6 +23,42 @@ namespace {
 // Memory MPI_Alloc_mem handed out: shared segments, by address.
 std::mutex g_alloc_mu;
 std::map<std::uintptr_t, SharedSegment> g_alloc;
+
+// Small allocations share segments, in power-of-two classes from 64 bytes: a memfd and a page
+// per call would run into the descriptor limit, and Open MPI's osc/rdma attaches at most 64
+// regions to a dynamic window (a linked list of MPI_Alloc_mem elements needs one per page).
+// Freed blocks are reused by their class; the segments stay until the process ends.
+constexpr std::size_t kSmallest = 64, kSmallAlloc = 2048, kChunk = 256 * 1024;
+constexpr int kClasses = 6;  // 64 ... 2048
+static_assert(kSmallest << (kClasses - 1) == kSmallAlloc);
+std::vector<std::byte*> g_free[kClasses];
+std::unordered_map<std::uintptr_t, int> g_small;    // live small block: its class
+std::unordered_map<std::uintptr_t, bool> g_chunks;  // segments of small blocks, by address
+
+int ClassOf(std::size_t size) {
+  int c = 0;
+  while ((kSmallest << c) < size) ++c;
+  return c;
+}
+
+// Under g_alloc_mu. nullptr when no segment can be made.
+std::byte* TakeSmall(std::size_t size) {
+  const int c = ClassOf(size);
+  const std::size_t block = kSmallest << c;
+  if (g_free[c].empty()) {
+    Result<SharedSegment> s = SharedSegment::Create(kChunk);
+    if (!s.ok()) return nullptr;
+    for (std::size_t at = kChunk; at >= block; at -= block) {
+      g_free[c].push_back(s->data() + at - block);  // lowest address handed out first
+    }
+    g_chunks[reinterpret_cast<std::uintptr_t>(s->data())] = true;
+    g_alloc.emplace(reinterpret_cast<std::uintptr_t>(s->data()), std::move(*s));
+  }
+  std::byte* p = g_free[c].back();
+  g_free[c].pop_back();
+  g_small[reinterpret_cast<std::uintptr_t>(p)] = c;
+  return p;
+}
 
 // What each rank tells the others about its window memory.
 struct Offer {
@@ -389,6 +428,13 @@ extern "C" int MPI_Win_create_c(void* base, MPI_Aint size, MPI_Aint disp_unit, M
 
 extern "C" int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
   if (size < 0) return PMPI_Alloc_mem(size, info, baseptr);
+  if (static_cast<std::size_t>(size) <= kSmallAlloc) {
+    std::lock_guard lock(g_alloc_mu);
+    if (std::byte* p = TakeSmall(static_cast<std::size_t>(size)); p != nullptr) {
+      *static_cast<void**>(baseptr) = p;
+      return MPI_SUCCESS;
+    }
+  }
   Result<SharedSegment> s = SharedSegment::Create(static_cast<std::size_t>(size));
   if (!s.ok()) return PMPI_Alloc_mem(size, info, baseptr);
   void* p = s->data();
@@ -403,8 +449,24 @@ extern "C" int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
 extern "C" int MPI_Free_mem(void* base) {
   {
     std::lock_guard lock(g_alloc_mu);
-    auto it = g_alloc.find(reinterpret_cast<std::uintptr_t>(base));
-    if (it != g_alloc.end()) {
+    if (auto small = g_small.find(reinterpret_cast<std::uintptr_t>(base)); small != g_small.end()) {
+      g_free[small->second].push_back(static_cast<std::byte*>(base));
+      g_small.erase(small);
+      return MPI_SUCCESS;
+    }
+    const auto a = reinterpret_cast<std::uintptr_t>(base);
+    auto it = g_alloc.upper_bound(a);
+    if (it != g_alloc.begin() && a < std::prev(it)->first + std::prev(it)->second.size()) {
+      --it;
+      if (g_chunks.count(it->first) != 0 || it->first != a) {
+        // Inside a segment of ours but not a live allocation: freed twice, or never ours.
+        if (Verbose()) {
+          int me = 0;
+          PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+          Say(me, fmt::format("MPI_Free_mem({}): not a live MPI_Alloc_mem block", base));
+        }
+        return MPI_ERR_ARG;
+      }
       g_alloc.erase(it);
       return MPI_SUCCESS;
     }
