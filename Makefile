@@ -3,7 +3,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: setup configure build demo test test-format test-unit test-asan test-tsan test-clang test-arm64 test-install format clean
+.PHONY: setup configure build demo test rma-conformance test-format test-unit test-asan test-tsan test-clang test-arm64 test-install format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -28,6 +28,11 @@ demo: build
 
 test: build
 	$(MAKE) --no-print-directory test-format test-unit test-asan test-tsan test-clang test-arm64 test-install
+
+# MPICH's RMA test suite under both MPIs with libtierflow_rma preloaded (docs/rma.md): not part
+# of `make test`, it fetches Debian's mpich source and runs for tens of minutes.
+rma-conformance: build
+	bash scripts/rma_conformance.sh $(BUILD)
 
 # Formatting is clang-format's (.clang-format), not the reviewer's: `make format` applies it,
 # test-format fails on any file that differs.

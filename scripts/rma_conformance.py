@@ -1,0 +1,109 @@
+"""Runs one directory of MPICH's test suite (test/mpi/rma) under an MPI with libtierflow_rma
+preloaded. A test that fails with the library runs again without it, so that every failure
+is told apart: the MPI alone fails it too, or the library broke it (a regression: exit 1).
+
+usage: rma_conformance.py TESTDIR openmpi|mpich LIBRARY OUT.json
+
+A test passes when it exits 0 and prints "No Errors", as MPICH's runtests decides.
+RMA_CONFORMANCE_TIMEOUT (seconds, default 60) bounds each run: with more ranks than CPUs
+some tests spin in the MPI's own calls for minutes, with or without the library.
+RMA_CONFORMANCE_FILTER (a regular expression) runs only the tests whose names match.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+
+def tests(testdir):
+    """(name, ranks, args, env) per line of the testlist, as MPICH's runtests reads it."""
+    for line in open(os.path.join(testdir, "testlist")):
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        args, env = [], {}
+        for opt in fields[2:]:
+            key, _, value = opt.partition("=")
+            if key == "arg":
+                args.append(value)
+            elif key == "env":
+                k, _, v = value.partition("=")
+                env[k] = v
+        yield line, fields[0], int(fields[1]), args, env
+
+
+def command(mpi, ranks, library, env, program, args):
+    if mpi == "mpich":
+        cmd = ["mpiexec.mpich", "-n", str(ranks)]
+        for k, v in env.items():
+            cmd += ["-genv", k, v]
+        if library:
+            cmd += ["-genv", "LD_PRELOAD", library]
+    else:
+        cmd = ["mpirun.openmpi", "--oversubscribe", "-np", str(ranks)]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        for k, v in env.items():
+            cmd += ["-x", f"{k}={v}"]
+        if library:
+            cmd += ["-x", f"LD_PRELOAD={library}"]
+    return cmd + ["./" + program] + args
+
+
+def run(testdir, cmd, timeout):
+    """'pass', 'fail' or 'timeout', and the output's end."""
+    p = subprocess.Popen(cmd, cwd=testdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, errors="replace", start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return "timeout", out[-2000:]
+    ok = p.returncode == 0 and "No Errors" in out
+    return ("pass" if ok else "fail"), out[-2000:]
+
+
+def main():
+    testdir, mpi, library, out_path = sys.argv[1:5]
+    timeout = int(os.environ.get("RMA_CONFORMANCE_TIMEOUT", "60"))
+    only = re.compile(os.environ.get("RMA_CONFORMANCE_FILTER", ""))
+    results = []
+    for line, program, ranks, args, env in tests(testdir):
+        if not only.search(program):
+            continue
+        if not os.path.exists(os.path.join(testdir, program)):
+            results.append({"test": line, "with": "not built"})
+            continue
+        t0 = time.time()
+        r = {"test": line}
+        r["with"], output = run(testdir, command(mpi, ranks, library, env, program, args), timeout)
+        if r["with"] != "pass":
+            r["output_with"] = output
+            r["alone"], r["output_alone"] = run(testdir, command(mpi, ranks, None, env, program,
+                                                                 args), timeout)
+        r["seconds"] = round(time.time() - t0, 1)
+        results.append(r)
+        print(f"{r['with']:8} {r.get('alone', ''):8} {r['seconds']:6.1f}s  {line}", flush=True)
+    regressions = [r for r in results if r["with"] != "pass" and r.get("alone") == "pass"]
+    summary = {
+        "mpi": mpi,
+        "tests": len(results),
+        "pass": sum(r["with"] == "pass" for r in results),
+        "fail_alone_too": sum(r["with"] != "pass" and r.get("alone") not in (None, "pass")
+                              for r in results),
+        "regressions": [r["test"] for r in regressions],
+        "not_built": [r["test"] for r in results if r["with"] == "not built"],
+    }
+    with open(out_path, "w") as f:
+        json.dump({"summary": summary, "results": results}, f, indent=1)
+    print(json.dumps(summary, indent=1))
+    return 1 if regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

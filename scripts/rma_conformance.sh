@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# MPICH's RMA test suite (test/mpi/rma of Debian's mpich source package) under each MPI with
+# libtierflow_rma preloaded; see docs/rma.md. Needs the libraries built (make build) and
+# Debian's source packages (a deb-src entry is added when there is none: root only).
+#
+# usage: scripts/rma_conformance.sh [BUILD_DIR] [openmpi|mpich ...]
+# Writes BUILD_DIR/rma-conformance/<mpi>.json; exits 1 if a test passes with the MPI alone
+# and fails with the library.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:-build}" && pwd)
+shift || true
+if [ $# -gt 0 ]; then mpis=("$@"); else mpis=(openmpi mpich); fi
+work="$build/rma-conformance"
+mkdir -p "$work"
+
+fetch_source() {
+  [ -d "$work/src/test/mpi/rma" ] && return
+  cd "$work"
+  if ! apt-get source --download-only mpich >/dev/null 2>&1; then
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "rma_conformance: apt has no deb-src entry and only root may add one;" \
+        "add deb-src lines for Debian to /etc/apt/sources.list.d and run again" >&2
+      exit 2
+    fi
+    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
+      >/etc/apt/sources.list.d/tierflow-deb-src.sources
+    apt-get update -qq
+    apt-get source --download-only mpich >/dev/null
+  fi
+  rm -rf src && mkdir src
+  tar -xf mpich_*.orig.tar.* -C src --strip-components=1 --wildcards '*/test/mpi'
+}
+
+# The suite configured against one MPI's compiler wrapper; only what test/mpi/rma needs.
+build_suite() {
+  local mpi=$1 dir="$work/$1"
+  [ -f "$dir/.built" ] && return
+  rm -rf "$dir" && cp -a "$work/src/test/mpi" "$dir"
+  cd "$dir"
+  local cc=mpicc.$mpi run=mpirun.openmpi
+  [ "$mpi" = mpich ] && run=mpiexec.mpich
+  # Open MPI 4.1 declares the MPI-1 functions that dtpools still calls only when asked.
+  ./configure CC=$cc MPICC=$cc MPIEXEC=$run CPPFLAGS=-DOMPI_OMIT_MPI1_COMPAT_DECLS=0 \
+    --enable-fortran=no --disable-cxx \
+    --disable-spawn --disable-romio --enable-strictmpi >configure.log 2>&1 ||
+    { echo "rma_conformance: configure failed, see $dir/configure.log" >&2; exit 2; }
+  make -j"$(nproc)" -C util >make.log 2>&1
+  make -j"$(nproc)" -C dtpools >>make.log 2>&1
+  # -k: a test the MPI cannot compile (an MPICH extension) is reported as not built.
+  make -k -j"$(nproc)" -C rma >>make.log 2>&1 || true
+  touch .built
+}
+
+fetch_source
+status=0
+for mpi in "${mpis[@]}"; do
+  lib="$build/libtierflow_rma_$mpi.so"
+  [ -f "$lib" ] || { echo "rma_conformance: $lib is missing: build first (make build)" >&2; exit 2; }
+  build_suite "$mpi"
+  echo "== MPICH test/mpi/rma under $mpi, libtierflow_rma preloaded"
+  python3 "$here/rma_conformance.py" "$work/$mpi/rma" "$mpi" "$lib" "$work/$mpi.json" || status=1
+done
+exit $status
