@@ -78,13 +78,8 @@ bool AllTrue(MPI_Comm comm, bool mine) {
   return out != 0;
 }
 
-// Whether every rank of `comm` runs on this node and gave arguments the library takes (an
-// intercommunicator never is accelerated). Collective: the ranks agree even when one rank's
-// arguments are wrong, so they all go the same way (the MPI underneath then reports it).
-bool OneNode(MPI_Comm comm, bool valid) {
-  int inter = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return false;
+// Whether every rank of the intracommunicator `comm` runs on this node. Collective.
+bool OnThisNode(MPI_Comm comm) {
   MPI_Comm node;
   if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
     return false;
@@ -93,7 +88,7 @@ bool OneNode(MPI_Comm comm, bool valid) {
   PMPI_Comm_size(node, &node_size);
   PMPI_Comm_size(comm, &size);
   PMPI_Comm_free(&node);
-  return AllTrue(comm, valid && node_size == size);
+  return node_size == size;
 }
 
 // Long spins while every rank can have a CPU of its own (the MPI may have bound each rank to
@@ -131,15 +126,20 @@ std::size_t PageRound(std::uint64_t n) {
   return (n + page - 1) / page * page;
 }
 
-// The coherence mode every rank of `comm` asked for; MPI_ERR_ARG through the communicator's
-// error handler for a mode nobody knows or ranks that disagree.
-int AgreedCoherence(MPI_Comm comm, Coherence& mode) {
+// Whether every rank of `comm` is on this node and gave arguments the library takes, and the
+// coherence mode every rank asked for, in one collective: the ranks agree even when one
+// rank's arguments are wrong, so they all go the same way (the MPI underneath then reports
+// it). A mode nobody knows or ranks that disagree are MPI_ERR_ARG through the
+// communicator's error handler.
+int Agree(MPI_Comm comm, bool valid, bool& accelerate, Coherence& mode) {
   std::string error;
   const int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
-  int lo = 0, hi = 0;
-  PMPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, comm);
-  PMPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, comm);
-  if (lo == hi && lo >= 0) return MPI_SUCCESS;
+  const int in[3] = {valid && OnThisNode(comm) ? 1 : 0, mine, -mine};
+  int out[3] = {};
+  PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MIN, comm);
+  accelerate = out[0] != 0;
+  if (!accelerate || (out[1] == -out[2] && out[1] >= 0)) return MPI_SUCCESS;
+  accelerate = false;
   int me = 0;
   PMPI_Comm_rank(comm, &me);
   if (!error.empty() || me == 0) {
@@ -218,9 +218,14 @@ std::string Describe(const Window& w) {
 // the MPI underneath (ranks on several nodes, arguments it will refuse itself, no shared
 // memory); an error in `rc`, already reported, for a coherence mode the ranks do not agree on.
 std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size, int& rc) {
-  if (comm == MPI_COMM_NULL || !OneNode(comm, size >= 0 && disp_unit > 0)) return nullptr;
+  if (comm == MPI_COMM_NULL) return nullptr;
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return nullptr;  // the same on every rank: no collective needed to agree
+  bool accelerate = false;
   Coherence mode;
-  if ((rc = AgreedCoherence(comm, mode)) != MPI_SUCCESS) return nullptr;
+  rc = Agree(comm, size >= 0 && disp_unit > 0, accelerate, mode);
+  if (!accelerate) return nullptr;
   return NewWindow(comm, flavor, disp_unit, size, mode);
 }
 
