@@ -99,16 +99,30 @@ Key KeyOf(const std::string& mpi, const nlohmann::json& j) {
   return {mpi, j["window"], j["sync"], j["op"], n};
 }
 
+// The launches of one repetition: each window kind and operation in a process of its own (an
+// MPI alone may slow down after many windows in one process: rma_latency.cc), GATS with
+// gats_ranks ranks, the cellular automaton once.
+std::vector<std::pair<int, std::string>> Launches(const RmaBenchConfig& c) {
+  const std::string lat = fmt::format("--iters {} --sizes {}", c.iters, c.sizes);
+  std::vector<std::pair<int, std::string>> out;
+  for (const char* window : {"create", "allocate"}) {
+    for (const char* op : {"put", "get"}) {
+      out.emplace_back(2, fmt::format("{} --windows {} --ops {} --no-stencil", lat, window, op));
+    }
+  }
+  out.emplace_back(2, lat + " --windows none --ops none");  // the cellular automaton alone
+  out.emplace_back(c.gats_ranks, "--gats-only");
+  return out;
+}
+
 Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows) {
   Result<std::pair<std::string, std::string>> files = Files(m.name);
   if (!files.ok()) return files.status();
   const auto& [prog, lib] = *files;
-  const std::string lat = fmt::format("--iters {} --sizes {}", c.iters, c.sizes);
   for (int rep = 0; rep < c.reps; ++rep) {
-    for (int k = 0; k < 2; ++k) {
-      const bool with = (rep + k) % 2 == 1;  // alternate which goes first
-      for (const auto& [ranks, args] :
-           {std::pair{2, lat}, std::pair{c.gats_ranks, std::string("--gats-only")}}) {
+    for (const auto& [ranks, args] : Launches(c)) {
+      for (int k = 0; k < 2; ++k) {
+        const bool with = (rep + k) % 2 == 1;  // alternate which goes first
         Result<std::vector<nlohmann::json>> got = Launch(Command(m, prog, lib, ranks, with, args));
         if (!got.ok()) return got.status();
         for (const nlohmann::json& j : *got) {

@@ -4,8 +4,12 @@
 // under mpirun with or without libtierflow_rma preloaded; rank 0 prints one JSON object per
 // row. The received data are checked after each row: a row whose data are wrong says so.
 //
-// Usage: rma_latency [--iters N] [--sizes a,b,...] [--gats-only]
+// Usage: rma_latency [--iters N] [--sizes a,b,...] [--windows create,allocate] [--ops put,get]
+//                    [--gats-only] [--no-stencil]
 // With 2 ranks and without --gats-only it ends with the cellular automaton (see Stencil).
+// Open MPI alone slows down after many windows were created in one process (its 1 MiB puts
+// to allocated windows took 7-8x longer after about a hundred windows): `tierflow bench rma`
+// launches each window kind and operation in a process of its own.
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,8 +29,21 @@ int g_rank = 0, g_size = 0;
 struct Args {
   int iters = 1000;
   std::vector<long> sizes{1, 8, 64, 512, 4096, 32768, 262144, 1048576};
-  bool gats_only = false;
+  bool gats_only = false, stencil = true;
+  std::vector<std::string> windows{"create", "allocate"}, ops{"put", "get"};
 };
+
+std::vector<std::string> Split(char* list) {
+  std::vector<std::string> out;
+  for (char* t = std::strtok(list, ","); t != nullptr; t = std::strtok(nullptr, ",")) {
+    out.emplace_back(t);
+  }
+  return out;
+}
+
+bool Has(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
 
 Args Parse(int argc, char** argv) {
   Args a;
@@ -34,6 +51,9 @@ Args Parse(int argc, char** argv) {
     const std::string s = argv[i];
     if (s == "--iters" && i + 1 < argc) a.iters = std::atoi(argv[++i]);
     if (s == "--gats-only") a.gats_only = true;
+    if (s == "--no-stencil") a.stencil = false;
+    if (s == "--windows" && i + 1 < argc) a.windows = Split(argv[++i]);
+    if (s == "--ops" && i + 1 < argc) a.ops = Split(argv[++i]);
     if (s == "--sizes" && i + 1 < argc) {
       a.sizes.clear();
       for (char* t = std::strtok(argv[++i], ","); t != nullptr; t = std::strtok(nullptr, ",")) {
@@ -348,17 +368,21 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   const Args a = Parse(argc, argv);
   for (bool allocate : {false, true}) {
+    if (!Has(a.windows, allocate ? "allocate" : "create")) continue;
     if (!a.gats_only && g_size == 2) {
       for (bool put : {true, false}) {
+        if (!Has(a.ops, put ? "put" : "get")) continue;
         for (const char* sync : {"pscw", "fence", "lock", "flush"}) {
           for (long n : a.sizes) Row(a, allocate, sync, put, n);
         }
       }
-      for (long n : {4096L, 65536L, 1048576L}) Bandwidth(allocate, n, n >= 1048576 ? 10 : 50);
+      if (Has(a.ops, "put")) {
+        for (long n : {4096L, 65536L, 1048576L}) Bandwidth(allocate, n, n >= 1048576 ? 10 : 50);
+      }
     }
-    Gats(allocate, 1001);
+    if (a.gats_only || Has(a.ops, "put")) Gats(allocate, 1001);
   }
-  if (!a.gats_only) Stencil(512, 2048, 50);
+  if (!a.gats_only && a.stencil) Stencil(512, 2048, 50);
   MPI_Finalize();
   return 0;
 }
