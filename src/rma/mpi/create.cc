@@ -210,7 +210,7 @@ std::string Describe(const Window& w) {
       w.flavor == MPI_WIN_FLAVOR_ALLOCATE ? "MPI_Win_allocate" : "MPI_Win_create", w.ranks,
       remote == 0 ? std::string("every rank's memory mapped here")
                   : fmt::format("{} rank(s) reached with process_vm copies (their memory is "
-                                "neither from MPI_Alloc_mem nor whole pages)",
+                                "neither from MPI_Alloc_mem nor whole pages of private memory)",
                                 remote));
 }
 
@@ -403,11 +403,12 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
     }
     return Finish(std::move(w), base, info, comm, win);
   }
-  PassThroughReason(comm, "MPI_Win_create",
-                    "some rank's window memory is neither from MPI_Alloc_mem nor whole pages, "
-                    "and the kernel refuses process_vm_readv between the ranks (ptrace rules: "
-                    "Yama ptrace_scope, another user); allocate it with MPI_Alloc_mem or use "
-                    "MPI_Win_allocate");
+  PassThroughReason(
+      comm, "MPI_Win_create",
+      "some rank's window memory is neither from MPI_Alloc_mem nor private whole pages, "
+      "and the kernel refuses process_vm_readv between the ranks (ptrace rules: "
+      "Yama ptrace_scope, another user); allocate it with MPI_Alloc_mem or use "
+      "MPI_Win_allocate");
   DropWindow(std::move(w));
   return PMPI_Win_create(base, size, disp_unit, info, comm, win);
 }
