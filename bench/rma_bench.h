@@ -1,11 +1,11 @@
 // `tierflow bench rma`: libtierflow_rma against the MPI underneath, in the same run. For each
 // MPI it was built for, the MPI program rma_latency runs through that MPI's launcher
-// alternately without and with the library preloaded (--reps times each), 2 ranks for put
-// latency per window kind (create, allocate) x synchronisation (pscw, fence, lock, flush) x
-// size, and --gats-ranks ranks (more than the CPUs: oversubscribed) for the thesis' GATS
-// benchmark. Medians per row; ratio = with / without (below 1: the library is faster).
-// Every row's received data are checked by the MPI program; a row whose data were wrong
-// fails the command.
+// alternately without and with the library preloaded (--reps times each): 2 ranks for put and
+// get latency per window kind (create, allocate) x synchronisation (pscw, fence, lock, flush) x
+// size, each kind and operation in a launch of its own; --gats-ranks ranks (more than the
+// CPUs: oversubscribed) for the thesis' GATS benchmark; 2 ranks for the cellular automaton.
+// Medians per row; ratio = with / without (below 1: the library is faster). Every row's
+// received data are checked by the MPI program; a row whose data were wrong fails the command.
 #pragma once
 
 #include <ostream>
