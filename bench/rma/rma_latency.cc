@@ -56,9 +56,7 @@ Args Parse(int argc, char** argv) {
     if (s == "--ops" && i + 1 < argc) a.ops = Split(argv[++i]);
     if (s == "--sizes" && i + 1 < argc) {
       a.sizes.clear();
-      for (char* t = std::strtok(argv[++i], ","); t != nullptr; t = std::strtok(nullptr, ",")) {
-        a.sizes.push_back(std::atol(t));
-      }
+      for (const std::string& t : Split(argv[++i])) a.sizes.push_back(std::atol(t.c_str()));
     }
   }
   return a;

@@ -24,24 +24,29 @@ Status CheckMapped(const char* what, const void* p, std::size_t size) {
   return Status::Ok();
 }
 
+std::FILE* OpenMaps() { return std::fopen("/proc/self/maps", "r"); }
+
+bool NextMapping(std::FILE* maps, MapsLine& line) {
+  char text[512];
+  while (std::fgets(text, sizeof text, maps) != nullptr) {
+    line = MapsLine{};
+    if (std::sscanf(text, "%" SCNxPTR "-%" SCNxPTR " %4s %*s %*s %lu %255s", &line.lo, &line.hi,
+                    line.perms, &line.inode, line.path) >= 4) {
+      return true;
+    }
+  }
+  return false;
+}
+
 PageAccess QueryPageAccess(const void* addr) {
   PageAccess out;
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
-  FILE* f = std::fopen("/proc/self/maps", "r");
-  if (f == nullptr) return out;
-  char line[512];
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    std::uintptr_t lo = 0, hi = 0;
-    char perms[5] = {};
-    if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s", &lo, &hi, perms) != 3) continue;
-    if (a >= lo && a < hi) {
-      out.mapped = true;
-      out.readable = perms[0] == 'r';
-      out.writable = perms[1] == 'w';
-      break;
-    }
-  }
-  std::fclose(f);
+  ForEachMapping(a, a + 1, [&](const MapsLine& m) {
+    out.mapped = true;
+    out.readable = m.perms[0] == 'r';
+    out.writable = m.perms[1] == 'w';
+    return false;
+  });
   return out;
 }
 

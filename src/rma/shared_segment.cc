@@ -8,11 +8,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "common/mapping.h"
 
 namespace tierflow::rma {
 
@@ -82,27 +85,20 @@ void RestorePrivate(std::byte* at, std::size_t size) {
 // window, a file, a window shared in place before) would stop being shared with whoever else
 // maps it. Read from /proc/self/maps, whose lines are in address order.
 Status CheckPrivateAnonymous(std::uintptr_t begin, std::uintptr_t end) {
-  FILE* maps = std::fopen("/proc/self/maps", "r");
-  if (maps == nullptr) return Status::Unsupported("cannot read /proc/self/maps");
-  char line[512];
   std::uintptr_t covered = begin;
   std::string why;
-  while (covered < end && why.empty() && std::fgets(line, sizeof line, maps) != nullptr) {
-    unsigned long lo = 0, hi = 0, inode = 0;
-    char perms[8] = {}, path[256] = {};
-    if (std::sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &lo, &hi, perms, &inode, path) < 4 ||
-        hi <= covered) {
-      continue;
-    }
-    if (lo > covered) why = "it is not all mapped";
-    const std::string name = path;
-    if (why.empty() && (perms[3] != 'p' || inode != 0 || (!name.empty() && name != "[heap]"))) {
-      why = fmt::format("it lies in a {} mapping{}{}", perms[3] == 'p' ? "private" : "shared",
+  const bool read = ForEachMapping(begin, end, [&](const MapsLine& m) {
+    const std::string_view name = m.path;
+    if (m.lo > covered) {
+      why = "it is not all mapped";
+    } else if (m.perms[3] != 'p' || m.inode != 0 || (!name.empty() && name != "[heap]")) {
+      why = fmt::format("it lies in a {} mapping{}{}", m.perms[3] == 'p' ? "private" : "shared",
                         name.empty() ? "" : " of ", name);
     }
-    covered = hi;
-  }
-  std::fclose(maps);
+    covered = m.hi;
+    return why.empty() && covered < end;
+  });
+  if (!read) return Status::Unsupported("cannot read /proc/self/maps");
   if (why.empty() && covered < end) why = "it is not all mapped";
   if (why.empty()) return Status::Ok();
   return Status::Unsupported("only private anonymous memory is shared in place, and " + why);

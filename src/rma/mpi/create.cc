@@ -4,11 +4,11 @@
 
 #include <climits>
 #include <cstring>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -32,13 +32,21 @@ constexpr std::size_t kSmallest = 64, kSmallAlloc = 2048, kChunk = 256 * 1024;
 constexpr int kClasses = 6;  // 64 ... 2048
 static_assert(kSmallest << (kClasses - 1) == kSmallAlloc);
 std::vector<std::byte*> g_free[kClasses];
-std::unordered_map<std::uintptr_t, int> g_small;    // live small block: its class
-std::unordered_map<std::uintptr_t, bool> g_chunks;  // segments of small blocks, by address
+std::unordered_map<std::uintptr_t, int> g_small;  // live small block: its class
+std::unordered_set<std::uintptr_t> g_chunks;      // segments of small blocks, by address
 
 int ClassOf(std::size_t size) {
   int c = 0;
   while ((kSmallest << c) < size) ++c;
   return c;
+}
+
+// Under g_alloc_mu: the MPI_Alloc_mem segment holding [a, a+n), or g_alloc.end().
+std::map<std::uintptr_t, SharedSegment>::iterator Holding(std::uintptr_t a, std::uint64_t n) {
+  auto it = g_alloc.upper_bound(a);
+  if (it == g_alloc.begin()) return g_alloc.end();
+  --it;
+  return a + n <= it->first + it->second.size() ? it : g_alloc.end();
 }
 
 // Under g_alloc_mu. nullptr when no segment can be made.
@@ -51,7 +59,7 @@ std::byte* TakeSmall(std::size_t size) {
     for (std::size_t at = kChunk; at >= block; at -= block) {
       g_free[c].push_back(s->data() + at - block);  // lowest address handed out first
     }
-    g_chunks[reinterpret_cast<std::uintptr_t>(s->data())] = true;
+    g_chunks.insert(reinterpret_cast<std::uintptr_t>(s->data()));
     g_alloc.emplace(reinterpret_cast<std::uintptr_t>(s->data()), std::move(*s));
   }
   std::byte* p = g_free[c].back();
@@ -254,10 +262,8 @@ void PassThroughReason(MPI_Comm comm, const char* call, const std::string& why) 
 std::pair<SegmentName, std::uint64_t> AllocatedSegment(const void* p, std::uint64_t n) {
   std::lock_guard lock(g_alloc_mu);
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  auto it = g_alloc.upper_bound(a);
-  if (it == g_alloc.begin()) return {};
-  --it;
-  if (a + n > it->first + it->second.size()) return {};
+  auto it = Holding(a, n);
+  if (it == g_alloc.end()) return {};
   return {it->second.name(), a - it->first};
 }
 
@@ -461,9 +467,7 @@ extern "C" int MPI_Free_mem(void* base) {
       return MPI_SUCCESS;
     }
     const auto a = reinterpret_cast<std::uintptr_t>(base);
-    auto it = g_alloc.upper_bound(a);
-    if (it != g_alloc.begin() && a < std::prev(it)->first + std::prev(it)->second.size()) {
-      --it;
+    if (auto it = Holding(a, 1); it != g_alloc.end()) {
       if (g_chunks.count(it->first) != 0 || it->first != a) {
         // Inside a segment of ours but not a live allocation: freed twice, or never ours.
         if (Verbose()) {
