@@ -18,7 +18,7 @@ namespace tierflow::bench {
 
 struct RmaBenchConfig {
   int reps = 3;
-  int iters = 1000;  // timed iterations per row (a tenth from 64 KiB up)
+  int iters = 1000;  // timed iterations per row, at every size
   std::string sizes = "1,8,64,512,4096,32768,262144,1048576";
   int gats_ranks = 4;             // 1 origin and gats_ranks - 1 targets
   std::vector<std::string> mpis;  // empty: every MPI the library was built for

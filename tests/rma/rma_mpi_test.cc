@@ -407,6 +407,33 @@ void Transpose(Win& w) {
   }
 }
 
+// A freed type's handle comes back for the next type made (MPICH reuses it at once): a
+// contiguous type of 4 ints, then a strided one of 4 ints, each used and freed in turn. A
+// library that still took the strided type for the contiguous one would copy the wrong ints.
+void ReusedTypeHandles(Win& w) {
+  int src[8];
+  for (int i = 0; i < 8; ++i) src[i] = 8 * g_rank + i;
+  for (int round = 0; round < 4; ++round) {
+    const bool strided = round % 2 == 1;
+    MPI_Datatype t;
+    if (strided) {
+      MPI_Type_vector(4, 1, 2, MPI_INT, &t);
+    } else {
+      MPI_Type_contiguous(4, MPI_INT, &t);
+    }
+    MPI_Type_commit(&t);
+    MPI_Win_fence(0, w.win);
+    MPI_Put(src, 1, t, Right(), 60, 4, MPI_INT, w.win);
+    MPI_Win_fence(0, w.win);
+    MPI_Type_free(&t);
+    for (int i = 0; i < 4; ++i) {
+      const int want = 8 * Left() + (strided ? 2 * i : i);
+      CHECK(w.base[60 + i] == want, "round %d (%s) [%d]: %d, want %d", round,
+            strided ? "strided" : "contiguous", i, w.base[60 + i], want);
+    }
+  }
+}
+
 // Communication with MPI_PROC_NULL does nothing (MPI 3.1 §11.3). Lock, unlock and flush of
 // MPI_PROC_NULL too with the library, as MPICH does (Open MPI 4.1 refuses the lock and
 // crashes in the flush).
@@ -536,6 +563,7 @@ int main(int argc, char** argv) {
     Datatypes(w);
     Accumulates(w);
     Transpose(w);
+    ReusedTypeHandles(w);
     ProcNull(w, library);
     if (library) EmptyAndPairAccumulates(w);
     if (library) Errors(w);

@@ -11,8 +11,10 @@ namespace tierflow::rma {
 namespace {
 
 // A direct-mapped cache per thread (no lock on the path of every put); a miss asks the MPI
-// (three calls). MPI_Type_free bumps a global generation that empties every thread's cache,
-// since a freed handle may come back for another type.
+// (its bounds, and its constructors for contiguity). A freed handle may come back for another
+// type, so MPI_Type_free bumps the generation of the one slot its handle maps to: every
+// thread's entry in that slot is stale, the other slots stay (a program that frees types
+// inside its RMA loop keeps the cache for the types it still uses).
 struct Cached {
   std::uint64_t key = 0;
   std::uint64_t generation = 0;  // 0: empty
@@ -22,7 +24,8 @@ constexpr std::size_t kCached = 64;
 // initial-exec: no __tls_get_addr call on every lookup (the library is loaded at start-up,
 // with LD_PRELOAD or as a dependency, where static TLS has room for it).
 thread_local std::array<Cached, kCached> t_types __attribute__((tls_model("initial-exec")));
-std::atomic<std::uint64_t> g_generation{1};
+// A slot's entries hold its generation plus one (0 is an empty entry).
+std::array<std::atomic<std::uint64_t>, kCached> g_generation{};
 
 std::uint64_t KeyOf(MPI_Datatype t) {
   std::uint64_t k = 0;
@@ -176,8 +179,9 @@ bool Ask(MPI_Datatype type, TypeInfo& out) {
 bool LookUpType(MPI_Datatype type, TypeInfo& out) {
   if (type == MPI_DATATYPE_NULL) return false;
   const std::uint64_t key = KeyOf(type);
-  const std::uint64_t generation = g_generation.load(std::memory_order_acquire);
-  Cached& c = t_types[Slot(key)];
+  const std::size_t slot = Slot(key);
+  const std::uint64_t generation = g_generation[slot].load(std::memory_order_acquire) + 1;
+  Cached& c = t_types[slot];
   if (c.generation == generation && c.key == key) {
     out = c.info;
     return true;
@@ -202,7 +206,9 @@ MPI_Datatype BasicType(MPI_Datatype type) {
   return basic;
 }
 
-void ForgetType(MPI_Datatype) { g_generation.fetch_add(1, std::memory_order_acq_rel); }
+void ForgetType(MPI_Datatype type) {
+  g_generation[Slot(KeyOf(type))].fetch_add(1, std::memory_order_acq_rel);
+}
 
 }  // namespace tierflow::rma
 
