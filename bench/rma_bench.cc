@@ -137,10 +137,12 @@ Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows) 
 }
 
 // Which JSON array a row of rma_latency belongs to: the contract's `rows` hold latencies
-// (put, get, gats); bandwidth and the cellular automaton have keys of their own.
+// (put, get, gats); bandwidth, the cellular automaton and window creation have keys of their
+// own.
 std::string Section(const std::string& op) {
   if (op == "put_bw") return "bandwidth";
   if (op == "stencil") return "stencil";
+  if (op == "create_free") return "creation";
   return "rows";
 }
 
@@ -161,6 +163,10 @@ nlohmann::json RowJson(const Key& k, const Row& r) {
     j["with_gbps"] = with > 0 ? n / with / 1e3 : 0;
     j["without_gbps"] = without > 0 ? n / without / 1e3 : 0;
   }
+  if (op == "create_free") {  // MPI_Win_allocate or MPI_Win_create, then MPI_Win_free
+    j.erase("sync");
+    j.erase("op");
+  }
   if (op == "stencil") {  // sync pscw: halos by GATS puts; two-sided: by MPI_Sendrecv
     j.erase("sync");
     j.erase("op");
@@ -172,7 +178,8 @@ nlohmann::json RowJson(const Key& k, const Row& r) {
 nlohmann::json ToJson(const std::map<Key, Row>& rows) {
   nlohmann::json out{{"rows", nlohmann::json::array()},
                      {"bandwidth", nlohmann::json::array()},
-                     {"stencil", nlohmann::json::array()}};
+                     {"stencil", nlohmann::json::array()},
+                     {"creation", nlohmann::json::array()}};
   for (const auto& [k, r] : rows) out[Section(std::get<3>(k))].push_back(RowJson(k, r));
   return out;
 }
@@ -201,6 +208,8 @@ void PrintTables(const nlohmann::json& doc, std::ostream& out) {
   PrintSection("latency (µs per operation and synchronisation)", doc["rows"], out);
   PrintSection("bandwidth (µs per put, 64 puts per lock epoch)", doc["bandwidth"], out);
   PrintSection("cellular automaton (µs per step)", doc["stencil"], out);
+  PrintSection("window creation (µs per creation and MPI_Win_free of 64 KiB)", doc["creation"],
+               out);
 }
 
 }  // namespace
@@ -241,7 +250,7 @@ Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
   if (!c.plot.empty()) {
     if (Status s = Plot("plot_rma.py", doc["rows"], c.plot); !s.ok()) return s;
   }
-  for (const char* section : {"rows", "bandwidth", "stencil"}) {
+  for (const char* section : {"rows", "bandwidth", "stencil", "creation"}) {
     for (const nlohmann::json& r : doc[section]) {
       if (!r["data_checked"].get<bool>()) {
         return Status(StatusCode::kFailed, "a row received wrong data (marked WRONG above)");

@@ -182,6 +182,28 @@ void Row(const Args& a, bool allocate, const std::string& sync, bool put, long n
   MPI_Group_free(&world);
 }
 
+// What a window costs to make and free: MPI_Win_allocate or MPI_Win_create of 64 KiB (page
+// aligned and cleared, as in Row, inside the timing) and MPI_Win_free, median of `n` pairs,
+// each after a barrier; the slowest rank's median.
+void Creation(bool allocate, int n) {
+  std::vector<double> times;
+  for (int i = 0; i < n; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    { Window w(allocate, 65536); }
+    times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  double mine = Median(times), slowest = 0;
+  MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    std::printf(
+        "{\"window\":\"%s\",\"sync\":\"none\",\"op\":\"create_free\",\"bytes\":65536,"
+        "\"us\":%.4f,\"data_checked\":true}\n",
+        allocate ? "allocate" : "create", slowest);
+    std::fflush(stdout);
+  }
+}
+
 // The thesis' benchmark: origin 0 and targets 1..k, start/complete against post/wait, no data
 // and no barrier between epochs; medians of per-epoch times, origin and targets apart.
 void Gats(bool allocate, int epochs) {
@@ -378,6 +400,7 @@ int main(int argc, char** argv) {
       }
       if (Has(a.ops, "put")) {
         for (long n : {4096L, 65536L, 1048576L}) Bandwidth(allocate, n, n >= 1048576 ? 10 : 50);
+        Creation(allocate, std::max(a.iters / 5, 11));
       }
     }
     if (a.gats_only || Has(a.ops, "put")) Gats(allocate, 1001);

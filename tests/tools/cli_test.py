@@ -244,6 +244,13 @@ class BenchRma(unittest.TestCase):
         for r in doc["stencil"]:
             self.assertIn(r["exchange"], ("gats", "two-sided"))
             self.assertTrue(r["data_checked"], r)
+        creation = doc["creation"]
+        self.assertEqual({(r["mpi"], r["window"]) for r in creation},
+                         {(m, w) for m in ("openmpi", "mpich") for w in ("create", "allocate")})
+        for r in creation:
+            self.assertNotIn("op", r)
+            self.assertGreater(r["with_us"], 0)
+            self.assertGreater(r["without_us"], 0)
 
     def test_unknown_mpi(self):
         r = run("bench", "rma", "--mpi", "lam", ok=False)

@@ -86,8 +86,29 @@ bool AllTrue(MPI_Comm comm, bool mine) {
   return out != 0;
 }
 
-// Whether every rank of the intracommunicator `comm` runs on this node. Collective.
+// The attribute that keeps OnThisNode's answer on a communicator: not copied to duplicates,
+// dropped when the communicator is freed.
+int NodeKeyval() {
+  static const int keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr);
+    return k;
+  }();
+  return keyval;
+}
+
+// Whether every rank of the intracommunicator `comm` runs on this node. Collective on the first
+// call for a communicator; later calls answer from its attribute without communicating
+// (MPI_Comm_split_type cost as much as the rest of a window's creation: docs/rma.md). Every
+// rank sets the attribute in the same call, so all ranks skip the split alike.
 bool OnThisNode(MPI_Comm comm) {
+  const int keyval = NodeKeyval();
+  void* cached = nullptr;
+  int found = 0;
+  if (keyval != MPI_KEYVAL_INVALID &&
+      PMPI_Comm_get_attr(comm, keyval, &cached, &found) == MPI_SUCCESS && found) {
+    return cached == reinterpret_cast<void*>(1);
+  }
   MPI_Comm node;
   if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
     return false;
@@ -96,7 +117,11 @@ bool OnThisNode(MPI_Comm comm) {
   PMPI_Comm_size(node, &node_size);
   PMPI_Comm_size(comm, &size);
   PMPI_Comm_free(&node);
-  return node_size == size;
+  const bool here = node_size == size;
+  if (keyval != MPI_KEYVAL_INVALID) {
+    PMPI_Comm_set_attr(comm, keyval, reinterpret_cast<void*>(here ? 1 : 2));
+  }
+  return here;
 }
 
 // Long spins while every rank can have a CPU of its own (the MPI may have bound each rank to
@@ -142,7 +167,10 @@ std::size_t PageRound(std::uint64_t n) {
 int Agree(MPI_Comm comm, bool valid, bool& accelerate, Coherence& mode) {
   std::string error;
   const int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
-  const int in[3] = {valid && OnThisNode(comm) ? 1 : 0, mine, -mine};
+  // OnThisNode first: it may be collective, so every rank calls it, even one whose arguments
+  // are wrong.
+  const bool here = OnThisNode(comm);
+  const int in[3] = {valid && here ? 1 : 0, mine, -mine};
   int out[3] = {};
   PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MIN, comm);
   accelerate = out[0] != 0;
