@@ -402,6 +402,32 @@ void LargeCount() {
 }
 #endif
 
+// Accumulates done in place in the window: MPI_REPLACE, MPI_SUM over a contiguous derived
+// type, and a fetching MPI_SUM, each checked at the target and, fetched, at the origin.
+void AccumulateInPlace(Win& w) {
+  for (int i = 56; i < 60; ++i) w.base[i] = 0;
+  MPI_Datatype pair;
+  MPI_Type_contiguous(2, MPI_INT, &pair);
+  MPI_Type_commit(&pair);
+  const int replace[2] = {7 + g_rank, 8 + g_rank}, add[2] = {1, 2}, ten[2] = {10, 10};
+  MPI_Win_fence(0, w.win);
+  MPI_Accumulate(replace, 2, MPI_INT, Right(), 56, 2, MPI_INT, MPI_REPLACE, w.win);
+  MPI_Accumulate(add, 1, pair, Right(), 58, 1, pair, MPI_SUM, w.win);
+  MPI_Win_fence(0, w.win);
+  CHECK(w.base[56] == 7 + Left() && w.base[57] == 8 + Left(), "MPI_REPLACE: %d %d", w.base[56],
+        w.base[57]);
+  CHECK(w.base[58] == 1 && w.base[59] == 2, "MPI_SUM of a pair type: %d %d", w.base[58],
+        w.base[59]);
+  int got[2] = {-1, -1};
+  MPI_Win_fence(0, w.win);
+  MPI_Get_accumulate(ten, 2, MPI_INT, got, 2, MPI_INT, Right(), 56, 2, MPI_INT, MPI_SUM, w.win);
+  MPI_Win_fence(0, w.win);
+  CHECK(got[0] == 7 + g_rank && got[1] == 8 + g_rank, "fetched: %d %d", got[0], got[1]);
+  CHECK(w.base[56] == 17 + Left() && w.base[57] == 18 + Left(), "fetching MPI_SUM: %d %d",
+        w.base[56], w.base[57]);
+  MPI_Type_free(&pair);
+}
+
 // Found by MPICH's test/mpi/rma suite: a type that covers its extent but in another order
 // (a transpose), MPI_PROC_NULL as a target of every call, accumulates of no bytes with
 // unlike types, and MAXLOC on a pair type with padding (MPI_LONG_DOUBLE_INT).
@@ -610,6 +636,7 @@ int main(int argc, char** argv) {
     LockAllFlushRequests(w);
     Datatypes(w);
     Accumulates(w);
+    AccumulateInPlace(w);
     Transpose(w);
     ReusedTypeHandles(w);
     ProcNull(w, accelerated);

@@ -49,6 +49,8 @@ class TargetView {
   int Load();
   int Store();
   const Side& side() const { return side_; }
+  // The target's memory is mapped here: side().addr is the window itself.
+  bool mapped() const { return image_.empty(); }
 
  private:
   Window& w_;

@@ -171,6 +171,13 @@ bool OneRun(MPI_Datatype type, const TypeInfo& t, int depth) {
 bool Ask(MPI_Datatype type, TypeInfo& out) {
   if (!Bounds(type, out)) return false;
   out.one_run = OneRun(type, out, 0);
+  out.basic = BasicType(type);
+  int size = 0;
+  MPI_Aint lb = 0, extent = 0;
+  if (out.basic != MPI_DATATYPE_NULL && PMPI_Type_size(out.basic, &size) == MPI_SUCCESS &&
+      PMPI_Type_get_extent(out.basic, &lb, &extent) == MPI_SUCCESS && extent == size) {
+    out.basic_size = size;
+  }
   return true;
 }
 

@@ -17,6 +17,11 @@ struct TypeInfo {
   MPI_Aint true_lb = 0, true_extent = 0;
   // One element's type map is a single run of size bytes from true_lb, in order.
   bool one_run = false;
+  // The predefined type every element is made of (BasicType), MPI_DATATYPE_NULL for a mix.
+  MPI_Datatype basic = MPI_DATATYPE_NULL;
+  // Bytes of one `basic` element; 0 when it has none or is padded (MPI_LONG_DOUBLE_INT: 20 of
+  // data in an extent of 32).
+  MPI_Aint basic_size = 0;
   // count elements are size*count bytes without gaps starting at true_lb, in order.
   bool Contiguous(MPI_Aint count) const {
     return count == 0 || (one_run && (count == 1 || extent == size));
