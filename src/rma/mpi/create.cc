@@ -393,7 +393,8 @@ constexpr bool kMpiSmallTransfersBeatProcessVm = false;
 // epoch and the library's sleeping ones microseconds. Every rank decides alike from what all
 // offered.
 int TinyUnmappedRank(const Window& w, const std::vector<Offer>& all) {
-  if (!kMpiSmallTransfersBeatProcessVm || Oversubscribed(w.ranks)) return -1;
+  // Alone in its window a rank reaches only its own memory, directly.
+  if (!kMpiSmallTransfersBeatProcessVm || w.ranks == 1 || Oversubscribed(w.ranks)) return -1;
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r].segment.pid == 0 && all[r].size > 0 && all[r].size < page) {
