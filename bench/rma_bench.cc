@@ -170,13 +170,13 @@ nlohmann::json RowJson(const Key& k, const Row& r) {
     j["with_gbps"] = with > 0 ? n / with / 1e3 : 0;
     j["without_gbps"] = without > 0 ? n / without / 1e3 : 0;
   }
-  if (op == "create_free") {  // MPI_Win_allocate or MPI_Win_create, then MPI_Win_free
+  // Window creation (MPI_Win_allocate or MPI_Win_create, then MPI_Win_free) and the cellular
+  // automaton have no synchronisation or operation of the contract's.
+  if (op == "create_free" || op == "stencil") {
     j.erase("sync");
     j.erase("op");
   }
   if (op == "stencil") {  // sync pscw: halos by GATS puts; two-sided: by MPI_Sendrecv
-    j.erase("sync");
-    j.erase("op");
     j["exchange"] = sync == "pscw" ? "gats" : "two-sided";
   }
   return j;

@@ -143,6 +143,18 @@ bool Check(bool put, Window& w, unsigned char* buf, long n, unsigned char patter
   return all != 0;
 }
 
+// µs per call of `step` over `iters` timed calls, after a tenth as many untimed ones.
+template <typename Step>
+double PerIteration(int iters, Step step) {
+  const int warmup = iters / 10;
+  Clock::time_point t0;
+  for (int i = 0; i < warmup + iters; ++i) {
+    if (i == warmup) t0 = Clock::now();
+    step();
+  }
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+}
+
 // What glibc's memcpy takes for the row's bytes, measured by the origin right after it: the
 // same n bytes between its buffer and page-aligned private memory (where a window starts), in
 // the row's direction, as many times, no MPI involved. The alignments matter: glibc 2.36's
@@ -155,14 +167,10 @@ double Memcpy(unsigned char* buf, long n, int iters, bool put) {
   std::memset(mem, 1, rounded);
   unsigned char* to = put ? mem : buf;
   const unsigned char* from = put ? buf : mem;
-  const int warmup = iters / 10;
-  Clock::time_point t0;
-  for (int i = 0; i < warmup + iters; ++i) {
-    if (i == warmup) t0 = Clock::now();
+  const double us = PerIteration(iters, [&] {
     std::memcpy(to, from, n);
     asm volatile("" : : "r"(to) : "memory");  // every copy happens
-  }
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+  });
   std::free(mem);
   return us;
 }
@@ -188,13 +196,7 @@ void Row(const Args& a, bool allocate, const std::string& sync, bool put, long n
   MPI_Barrier(MPI_COMM_WORLD);
   if (sync == "fence") MPI_Win_fence(0, w.win);
   if (sync == "flush" && g_rank == 0) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w.win);
-  const int warmup = iters / 10;
-  Clock::time_point t0;
-  for (int i = 0; i < warmup + iters; ++i) {
-    if (i == warmup) t0 = Clock::now();
-    Iteration(sync, put, w, buf.data(), n, peer);
-  }
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+  const double us = PerIteration(iters, [&] { Iteration(sync, put, w, buf.data(), n, peer); });
   if (sync == "flush" && g_rank == 0) MPI_Win_unlock(1, w.win);
   if (sync == "fence") MPI_Win_fence(MPI_MODE_NOSUCCEED, w.win);
   const bool checked = Check(put, w, buf.data(), n, pattern);

@@ -67,9 +67,7 @@ MapQuery QueryMapping(std::FILE* maps, std::uintptr_t addr, MapsLine& line) {
   if (e == ENAMETOOLONG || e == E2BIG) {  // a file's path longer than MapsLine keeps
     e = AskKernel(maps, addr, nullptr, 0, q);
     std::snprintf(line.path, sizeof line.path, "%s", "[name too long]");
-  } else if (e == 0 && q.vma_name_size == 0) {
-    line.path[0] = '\0';  // anonymous: no name
-  }
+  }  // else an anonymous mapping has no name: the kernel wrote none, line.path stays empty
   if (e == ENOENT) return MapQuery::kNone;
   if (e != 0) return MapQuery::kUnsupported;
   line.lo = q.vma_start;

@@ -34,6 +34,9 @@ int CheckRange(Window& w, int target, MPI_Aint disp, MPI_Aint count, const TypeI
 int CheckTypes(Window& w, Side& origin, Side& target, const char* call);
 // The bytes of `side` as one contiguous run: the memory itself, or packed into `tmp`.
 const std::byte* Packed(Window& w, const Side& side, std::vector<std::byte>& tmp);
+// Copies n bytes between non-overlapping buffers: glibc's memcpy below 1 KiB, this CPU's copy
+// kernel from there on (`stream`: non-temporal stores).
+void CopyBytes(void* to, const void* from, std::size_t n, bool stream = false);
 // Stores n contiguous bytes into count elements of side's type at addr.
 void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side);
 // The target's elements where this process can load and store them: its memory mapped here,

@@ -1,27 +1,19 @@
 // Communication: MPI_Put, MPI_Get and their request-based forms. A transfer is complete when
 // its call returns: the bytes are in the target's window (mapped memory: memcpy or the MPI's
 // own unpacking into it) or copied with process_vm_readv/writev.
-#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "kernels/kernels.h"
 #include "rma/mpi/access.h"
 #include "rma/mpi/datatype.h"
 #include "rma/mpi/window.h"
-#include "tierflow/cpu_isa.h"
 
 namespace tierflow::rma {
 
 namespace {
 
 constexpr std::size_t kSmallCopy = 4096;
-// From here on the copy kernel rather than glibc's memcpy: as fast below it, and glibc 2.36
-// switches to rep movsb at 2112 bytes, which on Zen 3 takes 25-30 times longer when the
-// destination lies a few bytes above the source modulo 4 KiB (a get into a malloc'd buffer
-// from a page-aligned window: docs/rma.md).
-constexpr std::size_t kKernelCopy = 1024;
 
 // Both sides contiguous, the target mapped here, a small copy: the latency path, without
 // packing or TargetView.
@@ -34,12 +26,7 @@ bool SmallCopy(Window& w, const Side& origin, const Side& target, int rank, MPI_
   auto* o = static_cast<std::byte*>(const_cast<void*>(origin.addr)) + origin.info.true_lb;
   std::byte* t =
       w.base[rank] + disp * static_cast<MPI_Aint>(w.disp_unit[rank]) + target.info.true_lb;
-  if (n < kKernelCopy) {
-    std::memcpy(put ? t : o, put ? o : t, n);
-  } else {
-    static const kernels::Kernels& k = kernels::KernelsFor(DetectCpuIsa());
-    k.copy(put ? t : o, put ? o : t, n, false);
-  }
+  CopyBytes(put ? t : o, put ? o : t, n);
   return true;
 }
 
