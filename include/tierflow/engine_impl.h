@@ -68,6 +68,7 @@ class TIERFLOW_EXPORT OpRef {
   explicit OpRef(detail::OpState* state) : state_(state) {}  // the engine layer makes these
 
  private:
+  friend class Submission;
   detail::OpState* state_ = nullptr;
 };
 
@@ -78,6 +79,14 @@ class TIERFLOW_EXPORT Submission {
  public:
   // Registers n more parts. Must happen before any of them can complete.
   void AddParts(std::uint32_t n) { parts_->fetch_add(n, std::memory_order_relaxed); }
+  // Reports work that this thread ran to completion inside Enqueue, without registering it as
+  // a part first: `bytes` done, and for a compare the first differing byte (as CompletePart).
+  // Cheaper than AddParts(1) + CompletePart: while no registered part is outstanding nothing
+  // else can touch the operation, so its results are written without atomic read-modify-write
+  // instructions. FailHere reports such work that failed. Submitting thread, during Enqueue.
+  void CompleteHere(std::uint64_t bytes,
+                    std::uint64_t first_difference = OpRef::kNoDifference) const;
+  void FailHere(std::uint64_t bytes, StatusCode code, std::string message) const;
   OpRef op() const { return op_; }
   // Where the operations given to this engine start within the caller's operation (non-zero
   // when a copy is split over engines): add it to reported compare differences.

@@ -168,10 +168,16 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
   // Under the exclusive lock: a hit found meanwhile, or nothing in the way of a new entry
   // (a failed one is dropped to be retried; dirty ones overlapping the range are written back,
   // so that the new entry's fill reads their modifications).
+  // `searched`: the index version at which the caller found nothing containing the range
+  // (kNotSearched if it did not look), so that an unchanged index is not searched again.
+  static constexpr std::uint64_t kNotSearched = ~std::uint64_t{0};
   Result<CacheEntryState*> ClearTheWayLocked(std::unique_lock<cache::ReaderLock> & held,
-                                             std::uintptr_t p, std::size_t size) {
+                                             std::uintptr_t p, std::size_t size,
+                                             std::uint64_t searched) {
     for (;;) {
-      if (CacheEntryState* found = core->index.FindContaining(p, size)) {
+      const bool known_absent = core->index.version() == searched;
+      searched = kNotSearched;  // the lock may be let go below: look again next time
+      if (CacheEntryState* found = known_absent ? nullptr : core->index.FindContaining(p, size)) {
         if (found->phase.load(std::memory_order_acquire) != cache::kFailed) return found;
         core->RemoveLocked(found);
       }
@@ -217,28 +223,30 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
     return e;
   }
 
+  // The fill's copy, on the configured engines by the copy policy.
+  Result<Handle> StartFill(CacheEntryState * e, int from) const {
+    const CacheConfig& cfg = core->config;
+    SubmitOptions so;
+    so.callback = [e](const Completion& c) { FillCompleted(e, c.status); };
+    const Operation op = Operation::Copy(e->mem, e->src, e->size);
+    // One engine and the single policy: nothing to plan (the common configuration; planning
+    // allocates).
+    if (cfg.engines.size() == 1 && cfg.copy_policy.kind == PolicyKind::kSingle) {
+      return cfg.engines.front()->Submit(op, std::move(so));
+    }
+    const int to = e->node->id;
+    Result<std::vector<CopyPart>> plan = PlanFill(cfg.copy_policy, *core->topology, cfg.engines,
+                                                  e->src, from >= 0 ? from : to, to, e->size);
+    if (!plan.ok()) return plan.status();
+    return plan->size() == 1 ? plan->front().engine->Submit(op, std::move(so))
+                             : SubmitParts(op, *plan, std::move(so));
+  }
+
   // Submits the fill of a claimed entry (outside the lock). Until the handle is published,
   // waiters sleep on the phase word.
   void SubmitFill(CacheEntryState * e, int from) {
-    const CacheConfig& cfg = core->config;
-    const int to = e->node->id;
-    // One engine and the single policy: nothing to plan (the common configuration; planning
-    // allocates).
-    Result<std::vector<CopyPart>> plan =
-        cfg.engines.size() == 1 && cfg.copy_policy.kind == PolicyKind::kSingle
-            ? Result<std::vector<CopyPart>>(
-                  std::vector<CopyPart>{{cfg.engines.front(), 0, e->size}})
-            : PlanFill(cfg.copy_policy, *core->topology, cfg.engines, e->src, from >= 0 ? from : to,
-                       to, e->size);
-    Result<Handle> fill = plan.status();
     core->CopyStarted();
-    if (plan.ok()) {
-      SubmitOptions so;
-      so.callback = [e](const Completion& c) { FillCompleted(e, c.status); };
-      const Operation op = Operation::Copy(e->mem, e->src, e->size);
-      fill = plan->size() == 1 ? plan->front().engine->Submit(op, std::move(so))
-                               : SubmitParts(op, *plan, std::move(so));
-    }
+    Result<Handle> fill = StartFill(e, from);
     if (!fill.ok()) {
       e->node->failed_fills.fetch_add(1, std::memory_order_relaxed);
       e->Finish(cache::kFailed, Status(fill.status().code(),
@@ -249,10 +257,7 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
       return;
     }
     e->fill = std::move(*fill);
-    std::uint32_t expected = cache::kClaimed;
-    if (e->phase.compare_exchange_strong(expected, cache::kSubmitted, std::memory_order_acq_rel)) {
-      FutexWake(&e->phase, INT_MAX);
-    }  // else the fill completed inside Submit and the phase is final already
+    (void)e->MarkSubmitted();  // false: the fill completed inside Submit, the phase is final
   }
 
   static void FillCompleted(CacheEntryState * e, const Status& status) {
@@ -360,12 +365,14 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size, bool*
         fmt::format("cache access [{}, +{}) wraps around the address space", src, size));
   }
   const char* s = static_cast<const char*>(src);
+  std::uint64_t searched = Impl::kNotSearched;
   {
     std::shared_lock held(core.lock);
     CacheEntryState* e = core.index.FindContaining(p, size);
     if (e != nullptr && e->phase.load(std::memory_order_acquire) != cache::kFailed) {
       return m.Hit(e, s, size);
     }
+    if (e == nullptr) searched = core.index.version();
   }
   int from = -1;
   Result<cache::NodeState*> node = m.Place(src, size, &from);
@@ -373,7 +380,7 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size, bool*
   CacheEntryState* e = nullptr;
   {
     std::unique_lock held(core.lock);
-    Result<CacheEntryState*> found = m.ClearTheWayLocked(held, p, size);
+    Result<CacheEntryState*> found = m.ClearTheWayLocked(held, p, size, searched);
     if (!found.ok()) return found.status();
     if (*found != nullptr) return m.Hit(*found, s, size);
     e = m.ClaimLocked(**node, s, size);

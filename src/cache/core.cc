@@ -23,10 +23,22 @@ void CacheEntryState::Unref() {
   delete this;
 }
 
+// The phase is published and `sleepers` read in seq_cst order, and AwaitFill counts itself in
+// `sleepers` before it sleeps (the kernel checks the phase again): either the waiter sees the
+// new phase, or the publisher sees the waiter and wakes it.
 void CacheEntryState::Finish(cache::Phase p, Status s) {
   status = std::move(s);
-  phase.store(p, std::memory_order_release);
-  FutexWake(&phase, INT_MAX);
+  phase.store(p, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) != 0) FutexWake(&phase, INT_MAX);
+}
+
+bool CacheEntryState::MarkSubmitted() {
+  std::uint32_t expected = cache::kClaimed;
+  if (!phase.compare_exchange_strong(expected, cache::kSubmitted, std::memory_order_seq_cst)) {
+    return false;
+  }
+  if (sleepers.load(std::memory_order_seq_cst) != 0) FutexWake(&phase, INT_MAX);
+  return true;
 }
 
 const Status& CacheEntryState::AwaitFill() const {
@@ -38,7 +50,10 @@ const Status& CacheEntryState::AwaitFill() const {
       (void)fill.Wait(core->config.wait_mode);
       continue;
     }
-    FutexWait(const_cast<std::atomic<std::uint32_t>*>(&phase), cache::kClaimed);  // until submitted
+    auto& self = const_cast<CacheEntryState&>(*this);
+    self.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    FutexWait(&self.phase, cache::kClaimed);  // until submitted
+    self.sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
@@ -94,17 +109,23 @@ void Core::Free(NodeState& n, void* p, std::size_t size) {
 }
 
 void Core::CopyDone() {
-  if (copies_in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  // As for an entry's phase (Finish): the count drops and the sleepers are read in seq_cst
+  // order, the waiter counts itself before it sleeps.
+  if (copies_in_flight.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      copy_sleepers.load(std::memory_order_seq_cst) != 0) {
     FutexWake(&copies_in_flight, INT_MAX);
   }
 }
 
 void Core::WaitForCopies() const {
   // Counted, not looked up: a fill whose entry was already invalidated still reads its source.
-  const std::atomic<std::uint32_t>& n = copies_in_flight;
+  auto& n = const_cast<std::atomic<std::uint32_t>&>(copies_in_flight);
+  auto& sleepers = const_cast<std::atomic<std::uint32_t>&>(copy_sleepers);
   for (std::uint32_t v = n.load(std::memory_order_acquire); v != 0;
        v = n.load(std::memory_order_acquire)) {
-    FutexWait(const_cast<std::atomic<std::uint32_t>*>(&n), v);
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    FutexWait(&n, v);
+    sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 

@@ -31,13 +31,16 @@ struct Core {
   std::vector<std::unique_ptr<NodeState>> nodes;  // indexed by OS node index (null where none)
   HoldTables holds;                               // hits' holds on entries, per thread slot
   // Fills and write-backs submitted and not finished, entries indexed or not (a futex word:
-  // WaitForCopies sleeps until it is 0).
-  std::atomic<std::uint32_t> copies_in_flight{0};
+  // WaitForCopies sleeps until it is 0). On a line of their own: the engine's threads write
+  // them as fills complete, and a miss on another core must not wait for that line to take
+  // the lock or read the clock.
+  alignas(64) std::atomic<std::uint32_t> copies_in_flight{0};
+  std::atomic<std::uint32_t> copy_sleepers{0};  // threads asleep in WaitForCopies
   // Some entry was marked dirty once: from then on, misses look for dirty entries they overlap.
-  std::atomic<bool> dirty_used{false};
+  alignas(64) std::atomic<bool> dirty_used{false};
   std::atomic<std::uint64_t> tick{1};  // advanced on every miss: the LRU clock
   // Hits and MarkDirty take it shared; inserting and removing entries take it exclusively.
-  mutable ReaderLock lock;
+  alignas(64) mutable ReaderLock lock;
   EntryIndex index;  // under `lock`
 
   NodeState* NodeOf(int id) const {

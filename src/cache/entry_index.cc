@@ -35,6 +35,7 @@ EntryIndex::Entry* EntryIndex::LargestAt(std::uintptr_t p) const {
 }
 
 void EntryIndex::Insert(Entry* e) {
+  ++version_;
   const Key k = KeyOf(e);
   const int c = ClassOf(e->size);
   by_class_[c].emplace(k, e);
@@ -44,6 +45,7 @@ void EntryIndex::Insert(Entry* e) {
 }
 
 void EntryIndex::Erase(Entry* e) {
+  ++version_;
   const Key k = KeyOf(e);
   const int c = ClassOf(e->size);
   by_class_[c].erase(k);

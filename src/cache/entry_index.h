@@ -55,6 +55,8 @@ class EntryIndex {
   void Insert(Entry* e);
   void Erase(Entry* e);
   bool empty() const { return classes_used_ == 0; }
+  // Changes with every Insert and Erase: a search repeated at the same version finds the same.
+  std::uint64_t version() const { return version_; }
 
  private:
   using Key = std::pair<std::uintptr_t, std::size_t>;
@@ -68,6 +70,7 @@ class EntryIndex {
   std::array<Map, kClasses> by_class_;
   std::uint64_t classes_used_ = 0;  // bit c: by_class_[c] is not empty
   AddressIndex<Entry> by_start_;    // the largest entry of each start address
+  std::uint64_t version_ = 0;
 };
 
 }  // namespace tierflow::cache

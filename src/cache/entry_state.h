@@ -33,8 +33,10 @@ struct NodeState {
   std::atomic<bool> capacity_known{false};  // set on first use when not configured
   std::unique_ptr<NodeArena> arena;         // the default allocator
   std::atomic<std::uint64_t> used{0}, entries{0}, peak{0};
-  std::atomic<std::uint64_t> misses{0}, not_cached{0}, failed_fills{0}, evictions{0},
-      invalidations{0}, write_backs{0}, bytes_filled{0};
+  std::atomic<std::uint64_t> misses{0}, not_cached{0}, evictions{0}, invalidations{0},
+      write_backs{0};
+  // Counted as fills complete, on the engine's threads: off the line that misses write.
+  alignas(64) std::atomic<std::uint64_t> bytes_filled{0}, failed_fills{0};
   HitCounters hit[kCounterSlots];
 };
 
@@ -44,10 +46,15 @@ struct Core;
 
 namespace tierflow::detail {
 
-struct alignas(64) CacheEntryState {
+// Not over-aligned (that would send every miss through the allocator's slow aligned path);
+// the reference count is kept off the phase's line by distance instead (see line_gap_).
+struct CacheEntryState {
   // Read by every hit; written once per phase change. Kept off the reference count's line,
   // which hits on other cores write.
   std::atomic<std::uint32_t> phase{cache::kClaimed};
+  // Threads asleep on `phase` (AwaitFill): a phase change makes the futex system call only
+  // when there is one, instead of twice for every miss.
+  std::atomic<std::uint32_t> sleepers{0};
   // Modifications: MarkDirty counts them in dirty_seq; a completed write-back raises clean_seq
   // to the count it had read before copying, a discard to the count now. The entry is dirty
   // while they differ, so a MarkDirty that comes during a write-back keeps it dirty.
@@ -68,8 +75,10 @@ struct alignas(64) CacheEntryState {
   char* mem = nullptr;
   Handle fill;    // set before phase becomes kSubmitted, never changed afterwards
   Status status;  // written before a final phase is published
+  // 64 bytes between `refs` and every field above: never on one cache line.
+  unsigned char line_gap_[64] = {};
   // CacheEntry holders + the cache + a fill or write-back in flight.
-  alignas(64) std::atomic<std::uint32_t> refs{0};
+  std::atomic<std::uint32_t> refs{0};
 
   bool ready() const { return phase.load(std::memory_order_acquire) == cache::kReady; }
   bool dirty() const {
@@ -87,6 +96,9 @@ struct alignas(64) CacheEntryState {
   void Unref();  // frees the memory and the state with the last reference
   // Publishes a final phase (status first) and wakes every waiter.
   void Finish(cache::Phase p, Status s);
+  // Moves the phase from kClaimed to kSubmitted (false: it was final already) and wakes the
+  // waiters.
+  bool MarkSubmitted();
   // Waits until the fill has finished and returns its status. Fair: every waiter waits on the
   // fill itself, none depends on another thread (the submitter included) to wait first.
   const Status& AwaitFill() const;

@@ -209,13 +209,26 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     return Status::Ok();
   }
 
-  // Small work, or a worker submitting: run every operation whole on this thread.
+  // Small work, or a worker submitting: run every operation whole on this thread, reported
+  // without registering parts (Submission::CompleteHere: no locked instruction per piece).
   void RunInline(std::span<const Operation> ops, Submission & submission) {
+    std::uint64_t bytes = 0, failed = 0;
+    for (const Operation& op : ops) {
+      const cpu::Piece p = MakePiece(op, submission, 0, op.size, IsOverlappingMove(op));
+      std::uint64_t diff;
+      Status fault;
+      if (Execute(p, &diff, &fault)) [[likely]] {
+        bytes += p.size;
+        submission.CompleteHere(p.size, diff);
+      } else {
+        ++failed;
+        submission.FailHere(0, fault.code(), fault.message());
+      }
+    }
     counters->ops_inline.fetch_add(ops.size(), std::memory_order_relaxed);
-    submission.AddParts(static_cast<std::uint32_t>(ops.size()));
-    counters->in_flight.fetch_add(ops.size(), std::memory_order_relaxed);
-    for (const Operation& op : ops)
-      Run(MakePiece(op, submission, 0, op.size, IsOverlappingMove(op)));
+    counters->pieces_completed.fetch_add(ops.size(), std::memory_order_relaxed);
+    if (bytes != 0) counters->bytes_completed.fetch_add(bytes, std::memory_order_relaxed);
+    if (failed != 0) counters->pieces_failed.fetch_add(failed, std::memory_order_relaxed);
   }
 
   // Pushes a piece, waking every worker and yielding while the queue is full; cancels it when
@@ -260,27 +273,33 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     Wake(static_cast<int>(std::min<std::size_t>(pieces, INT_MAX)));
   }
 
-  void Run(const cpu::Piece& p) {
-    std::uint64_t diff = OpRef::kNoDifference;
+  // Runs the piece's work; false with *fault set when a memory fault stopped it. *diff: for
+  // a compare, the first differing byte in the caller's operation.
+  bool Execute(const cpu::Piece& p, std::uint64_t* diff, Status* fault) const {
     kernels::PieceWork w = kernels::WorkOf(p);
     w.nt = p.nt;
     w.overlapping = p.overlapping;
     kernels::PieceResult r;
+    if (!kernels::RunPieceGuarded(*kernels, w, &r, fault)) [[unlikely]]
+      return false;
+    *diff = r.difference < p.size ? p.report_base + p.offset + r.difference : OpRef::kNoDifference;
+    if (p.kind == OpKind::kCrc32c) p.state.AddCrc(Crc32cShift(r.crc, p.tail));
+    return true;
+  }
+
+  // Runs a registered piece and reports it.
+  void Run(const cpu::Piece& p) {
+    std::uint64_t diff;
     Status fault;
-    if (!kernels::RunPieceGuarded(*kernels, w, &r, &fault)) [[unlikely]] {
+    const bool ok = Execute(p, &diff, &fault);
+    counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
+    counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    if (!ok) [[unlikely]] {
       counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
-      counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
-      counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
       p.state.FailPart(0, fault.code(), fault.message());
       return;
     }
-    if (r.difference < p.size) diff = p.report_base + p.offset + r.difference;
-    if (p.kind == OpKind::kCrc32c) {
-      p.state.AddCrc(Crc32cShift(r.crc, p.tail));
-    }
-    counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
     counters->bytes_completed.fetch_add(p.size, std::memory_order_relaxed);
-    counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
     p.state.CompletePart(p.size, StatusCode::kOk, nullptr, diff);
   }
 

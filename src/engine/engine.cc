@@ -208,7 +208,7 @@ Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& opti
     return s;
   }
   counters_->ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);
-  detail::CompletePart(state, 0);  // drop the submission guard
+  detail::FinishSubmission(state);  // drop the submission guard
   return Handle(state);
 }
 
@@ -320,7 +320,7 @@ Result<Handle> Engine::SubmitParts(const Operation& op, std::span<const EnginePa
     }
     e.counters_->ops_submitted.fetch_add(1, std::memory_order_relaxed);
   }
-  detail::CompletePart(state, 0);
+  detail::FinishSubmission(state);
   return Handle(state);
 }
 

@@ -30,10 +30,8 @@ thread_local const OpState* t_completing = nullptr;
 
 void Recycle(OpState* s, bool shared);
 
-void Finalize(OpState* s) {
-  if (s->error_claimed.load(std::memory_order_acquire)) {
-    s->final_status = Status(s->error_code, std::move(s->error_text));
-  }
+// Runs the user's callback (if any) with the operation's outcome, which is final.
+void RunCallback(OpState* s) {
   if (s->callback) {
     Completion c;
     c.status = s->final_status;
@@ -53,6 +51,13 @@ void Finalize(OpState* s) {
     t_completing = outer;
     s->callback.Reset();
   }
+}
+
+void Finalize(OpState* s) {
+  if (s->error_claimed.load(std::memory_order_acquire)) {
+    s->final_status = Status(s->error_code, std::move(s->error_text));
+  }
+  RunCallback(s);
   std::uint32_t old = s->word.fetch_or(OpState::kDone, std::memory_order_acq_rel);
   if (old & OpState::kWaiter) FutexWake(&s->word, INT_MAX);
   // The in-flight reference. If it is the last one (the handle went away first), this thread is
@@ -79,14 +84,18 @@ OpState* AcquireOpState() {
 }
 
 void ReleaseOpState(OpState* s) {
-  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) Recycle(s, /*shared=*/false);
+  // refs == 1: this is the last reference and nobody else can take one, so no atomic
+  // decrement is needed (the common case of an operation that completed before its handle).
+  if (s->refs.load(std::memory_order_acquire) == 1 ||
+      s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    Recycle(s, /*shared=*/false);
+  }
 }
 
 namespace {
 void Recycle(OpState* s, bool shared) {
-  s->final_status = Status();
-  s->error_text.clear();
-  s->error_text.shrink_to_fit();
+  if (!s->final_status.ok()) s->final_status = Status();
+  if (s->error_text.capacity() > std::string().capacity()) std::string().swap(s->error_text);
   if (shared) {
     StatePool::PutShared(s);
   } else {
@@ -109,6 +118,39 @@ void CompletePart(OpState* s, std::uint64_t bytes, StatusCode code, const char* 
     s->error_text = message != nullptr ? message : "";
   }
   if (s->parts.fetch_sub(1, std::memory_order_acq_rel) == 1) Finalize(s);
+}
+
+void CompleteHere(OpState* s, std::uint64_t bytes, std::uint64_t first_difference) {
+  if (!IsPrivate(s)) {
+    s->parts.fetch_add(1, std::memory_order_relaxed);
+    CompletePart(s, bytes, StatusCode::kOk, nullptr, first_difference);
+    return;
+  }
+  s->bytes.store(s->bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  if (first_difference < s->first_difference.load(std::memory_order_relaxed)) {
+    s->first_difference.store(first_difference, std::memory_order_relaxed);
+  }
+}
+
+void FailHere(OpState* s, std::uint64_t bytes, StatusCode code, std::string message) {
+  s->parts.fetch_add(1, std::memory_order_relaxed);  // error paths: the general route
+  FailPart(s, bytes, code, std::move(message));
+}
+
+void FinishSubmission(OpState* s) {
+  if (!IsPrivate(s)) {
+    CompletePart(s, 0);
+    return;
+  }
+  // Nothing else refers to the operation yet (its handle is not returned): no waiter to
+  // wake, and the in-flight reference can be dropped with a store.
+  if (s->error_claimed.load(std::memory_order_relaxed)) {
+    s->final_status = Status(s->error_code, std::move(s->error_text));
+  }
+  s->parts.store(0, std::memory_order_relaxed);
+  RunCallback(s);
+  s->word.store(OpState::kDone, std::memory_order_release);
+  s->refs.store(1, std::memory_order_relaxed);
 }
 
 void FailPart(OpState* s, std::uint64_t bytes, StatusCode code, std::string message) {
@@ -227,7 +269,7 @@ Completion Handle::result() const {
 
 Handle Handle::Completed() {
   OpState* state = detail::AcquireOpState();
-  detail::CompletePart(state, 0);  // the submission guard: the operation is complete
+  detail::FinishSubmission(state);  // the submission guard: the operation is complete
   return Handle(state);
 }
 

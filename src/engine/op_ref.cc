@@ -26,6 +26,14 @@ std::atomic<std::uint64_t>& OpRef::claims() const { return state_->piece_claims;
 
 void OpRef::SetHelper(bool (*help)(OpRef op)) const { state_->help = help; }
 
+void Submission::CompleteHere(std::uint64_t bytes, std::uint64_t first_difference) const {
+  detail::CompleteHere(op_.state_, bytes, first_difference);
+}
+
+void Submission::FailHere(std::uint64_t bytes, StatusCode code, std::string message) const {
+  detail::FailHere(op_.state_, bytes, code, std::move(message));
+}
+
 Status CheckMapped(const Operation& op) {
   Status s = CheckMapped("dst", op.dst, op.size);
   if (s.ok()) s = CheckMapped("src", op.src, op.size);

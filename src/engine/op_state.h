@@ -67,4 +67,18 @@ void CompletePart(OpState* state, std::uint64_t bytes, StatusCode code = StatusC
 // Same, with a message that must be built at run time (error paths only).
 void FailPart(OpState* state, std::uint64_t bytes, StatusCode code, std::string message);
 
+// Whether only the submitting thread can touch the state's results: every part registered so
+// far has completed (parts holds just the submission guard). Parts are registered only by the
+// submitting thread, so this stays true until it registers another.
+inline bool IsPrivate(const OpState* state) {
+  return state->parts.load(std::memory_order_acquire) == 1;
+}
+// Records work that ran on the submitting thread, with plain stores when the state is
+// private (no read-modify-write: on x86 each locked instruction drains the store buffer the
+// copy just filled), else as a registered part.
+void CompleteHere(OpState* state, std::uint64_t bytes, std::uint64_t first_difference);
+void FailHere(OpState* state, std::uint64_t bytes, StatusCode code, std::string message);
+// Drops the submission guard: completes the operation when no part is outstanding.
+void FinishSubmission(OpState* state);
+
 }  // namespace tierflow::detail

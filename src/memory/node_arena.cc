@@ -26,8 +26,13 @@ void* NodeArena::Allocate(std::size_t size, Status* error) {
       if (it->second < need) continue;
       const std::size_t off = it->first;
       const std::size_t rest = it->second - need;
-      c->free.erase(it);
-      if (rest != 0) c->free.emplace(off + need, rest);
+      auto hint = std::next(it);
+      auto block = c->free.extract(it);
+      if (rest != 0) {  // the rest keeps the block's map node: no allocation per Allocate
+        block.key() = off + need;
+        block.mapped() = rest;
+        c->free.insert(hint, std::move(block));
+      }
       return c->buffer.data() + off;
     }
   }
@@ -50,21 +55,28 @@ void NodeArena::Free(void* p, std::size_t size) {
   std::lock_guard lock(mu_);
   for (auto& c : chunks_) {
     if (b < c->buffer.data() || b >= c->buffer.data() + c->buffer.size()) continue;
-    std::size_t off = static_cast<std::size_t>(b - c->buffer.data());
-    std::size_t n = len;
+    const auto off = static_cast<std::size_t>(b - c->buffer.data());
     auto next = c->free.lower_bound(off);
-    if (next != c->free.end() && off + n == next->first) {  // merge with the following block
-      n += next->second;
-      next = c->free.erase(next);
-    }
-    if (next != c->free.begin()) {  // and with the preceding one
+    if (next != c->free.begin()) {  // merge with the preceding block
       auto prev = std::prev(next);
       if (prev->first + prev->second == off) {
-        prev->second += n;
+        prev->second += len;
+        if (next != c->free.end() && off + len == next->first) {  // ... and the following
+          prev->second += next->second;
+          c->free.erase(next);
+        }
         return;
       }
     }
-    c->free.emplace(off, n);
+    if (next != c->free.end() && off + len == next->first) {  // the following block grows down
+      auto hint = std::next(next);
+      auto block = c->free.extract(next);
+      block.mapped() += len;
+      block.key() = off;
+      c->free.insert(hint, std::move(block));
+      return;
+    }
+    c->free.emplace_hint(next, off, len);
     return;
   }
 }

@@ -159,11 +159,13 @@ TEST(CpuEngine, ValidationErrorsNameTheProblem) {
   EXPECT_EQ(e->state().ops_submitted, 0u) << "rejected operations are not submitted";
 }
 
-TEST(CpuEngine, UnmappedMemoryIsDetectedBeforeHandOff) {
+TEST(CpuEngine, UnmappedMemoryIsAnErrorAtSubmitOrCompletion) {
   // Everything that maps memory (buffers, worker stacks) is created before the hole is made, so
   // nothing can reuse its address.
   auto e = MakeCpuEngine();
   CpuEngineOptions o;
+  o.check_mappings = MappingCheck::kHandedOff;
+  auto checked = MakeCpuEngine(o);
   o.check_mappings = MappingCheck::kAll;
   auto strict = MakeCpuEngine(o);
   const std::size_t n = 1 << 20;
@@ -171,7 +173,14 @@ TEST(CpuEngine, UnmappedMemoryIsDetectedBeforeHandOff) {
   void* hole = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(hole, MAP_FAILED);
   munmap(hole, n);
-  Result<Handle> h = e->Submit(Operation::Copy(hole, src.data(), n));
+  // By default the copy runs and its handle reports the fault, naming the range.
+  Result<Handle> faulted = e->Submit(Operation::Copy(hole, src.data(), n));
+  ASSERT_TRUE(faulted.ok()) << faulted.status().message();
+  const Status s = faulted->Wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("destination"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not mapped"), std::string::npos) << s.message();
+  Result<Handle> h = checked->Submit(Operation::Copy(hole, src.data(), n));
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.status().message().find("not (entirely) mapped"), std::string::npos);
   // Small (inline) operations are checked only when asked for.
