@@ -30,6 +30,7 @@ struct Row {
   int batch = 1, threads = 1, submitters = 1, src_node = 0, dst_node = 0, participants = 1;
   long repeat = 1;
   Summary gbps;
+  std::string isa;  // the copy kernel that ran ("glibc" for memcpy; empty when not known)
 };
 
 nlohmann::json RowJson(const Row& r) {
@@ -46,7 +47,8 @@ nlohmann::json RowJson(const Row& r) {
           {"inner_repeat", r.repeat},
           {"gbps_median", r.gbps.median},
           {"gbps_min", r.gbps.min},
-          {"gbps_max", r.gbps.max}};
+          {"gbps_max", r.gbps.max},
+          {"isa", r.isa}};
 }
 
 // A slice of the work one submitting thread does each inner iteration.
@@ -296,7 +298,7 @@ void AddBaselines(const CopyBenchConfig& cfg, const std::vector<int>& base_threa
       c.bytes = size;
       c.row = {"memcpy", "single", "split",    size,       1,
                nthreads, 1,        p.src_node, p.dst_node, static_cast<int>(c.slices.size()),
-               1,        {}};
+               1,        {},       "glibc"};
       cands.push_back(std::move(c));
     }
   }
@@ -317,7 +319,10 @@ Result<EngineSet> MakeEngines(const Topology& topo, int threads, std::string& is
     o.workers = threads;
     Result<std::unique_ptr<CpuEngine>> e = CpuEngine::Create(topo, o);
     if (!e.ok()) return e.status();
-    isa = std::string(CpuIsaName((*e)->isa()));
+    isa = (*e)->isa() == (*e)->streaming_isa()
+              ? std::string(CpuIsaName((*e)->isa()))
+              : fmt::format("{} (streaming copies: {})", CpuIsaName((*e)->isa()),
+                            CpuIsaName((*e)->streaming_isa()));
     set.engines.push_back(e->get());
     set.owned.push_back(std::move(*e));
   }
@@ -332,6 +337,11 @@ struct EngineSpec {
   std::string mode;
   std::size_t size = 0;
 };
+
+// The ISA of the kernel that copies operations of `bytes`: streaming at or above the threshold.
+std::string KernelOf(const CpuEngine& e, std::size_t bytes) {
+  return std::string(CpuIsaName(bytes >= e.nt_threshold_bytes() ? e.streaming_isa() : e.isa()));
+}
 
 Result<Candidate> EngineCandidate(const Topology& topo, const EngineSet& set,
                                   const EngineSpec& spec, const Pair& p) {
@@ -364,7 +374,8 @@ Result<Candidate> EngineCandidate(const Topology& topo, const EngineSet& set,
            p.dst_node,
            static_cast<int>(c.slices.size()),
            1,
-           {}};
+           {},
+           KernelOf(*set.owned.front(), c.slices.front().ops.front().size)};
   return c;
 }
 

@@ -314,6 +314,9 @@ struct CpuNumbers {
 Status ReportCpu(const SubmitBenchConfig& cfg, CpuIsa isa, const CpuNumbers& n, std::ostream& out) {
   const double gbps = CpuSubmitSetup::kBatch * k4K / n.batch.median;
   const double guard_ns = n.guard.guarded.median - n.guard.plain.median;
+  // The engine's own cost per operation: submit to done, less the copy kernel's time alone.
+  const double inline_fixed = n.single.median - n.guard.plain.median;
+  const double handoff_fixed = n.handoff.median - n.guard.plain.median;
   nlohmann::json doc;
   doc["engine"] = "cpu";
   doc["model"] = false;
@@ -324,6 +327,8 @@ Status ReportCpu(const SubmitBenchConfig& cfg, CpuIsa isa, const CpuNumbers& n, 
   doc["batch64_4k_ns_median"] = n.batch.median;
   doc["handoff_4k_ns_median"] = n.handoff.median;
   doc["handoff_4k_ns_min"] = n.handoff.min;
+  doc["inline_fixed_ns_median"] = inline_fixed;
+  doc["handoff_fixed_ns_median"] = handoff_fixed;
   doc["fault_guard_ns_median"] = guard_ns;
   doc["piece_4k_plain_ns_median"] = n.guard.plain.median;
   doc["piece_4k_guarded_ns_median"] = n.guard.guarded.median;
@@ -339,12 +344,14 @@ Status ReportCpu(const SubmitBenchConfig& cfg, CpuIsa isa, const CpuNumbers& n, 
       "  submit+wait one 4 KiB copy (inline)      {:8.1f} ns   (min {:.1f})\n"
       "  batch of 64 x 4 KiB, submit+wait         {:8.2f} GB/s ({:.0f} ns per batch)\n"
       "  4 KiB copy handed to a worker            {:8.1f} ns   (min {:.1f}; submit to done)\n"
+      "  engine's fixed cost per operation, inline {:7.1f} ns   (submit+wait less the kernel)\n"
+      "  engine's fixed cost per operation, worker {:7.1f} ns   (hand-off less the kernel)\n"
       "  fault guard per piece (faults as errors) {:8.1f} ns   (4 KiB copy kernel {:.1f} -> "
       "{:.1f})\n"
       "  heap allocations on these paths, warm    {:8} over {} submissions\n",
       CpuIsaName(isa), cfg.samples, n.single.median, n.single.min, gbps, n.batch.median,
-      n.handoff.median, n.handoff.min, guard_ns, n.guard.plain.median, n.guard.guarded.median,
-      n.allocs, n.measured_ops);
+      n.handoff.median, n.handoff.min, inline_fixed, handoff_fixed, guard_ns, n.guard.plain.median,
+      n.guard.guarded.median, n.allocs, n.measured_ops);
   return Status::Ok();
 }
 

@@ -107,7 +107,7 @@ struct CopyCli {
   CLI::App* cmd = nullptr;
   bench::CopyBenchConfig cfg;
   bench::DsaCopyBenchConfig dsa;
-  std::string sizes = "4KiB,64KiB,1MiB,16MiB,64MiB", modes = "single", batches = "16",
+  std::string sizes = "4KiB,64KiB,256KiB,512KiB,1MiB,16MiB,64MiB", modes = "single", batches = "16",
               threads = "0", submitters = "1", policies = "single", src_nodes = "0",
               dst_nodes = "0", experiments = "submission,threads,placement,cpu";
   bool json = false, csv = false, no_flush = false, no_progress = false;

@@ -41,7 +41,7 @@ struct CpuEngineOptions {
   std::size_t max_piece_bytes = 64 * 1024 * 1024;
   std::size_t queue_capacity = 4096;  // pieces waiting for a worker; submit waits when full
   MappingCheck check_mappings = MappingCheck::kOff;
-  CpuIsa isa = CpuIsa::kAuto;
+  CpuIsa isa = CpuIsa::kAuto;         // kAuto: TIERFLOW_ISA, else measured (see isa())
   std::uint32_t worker_spin_us = 50;  // an idle worker polls this long before sleeping
   // A thread waiting on a handle (other than WaitMode::kBlock) runs pieces of that operation
   // that no worker has started yet. Single operations only; batches are left to the workers.
@@ -59,7 +59,12 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
 
   const EngineCapabilities& capabilities() const override;
 
+  // The ISA of the kernel that copies operations below nt_threshold_bytes (and every other
+  // kind of operation), and of the one that streams copies at or above it. With CpuIsa::kAuto
+  // and no TIERFLOW_ISA, each is the fastest of its kind measured on this CPU when the first
+  // engine of the process is created (a few milliseconds); otherwise both are the one asked for.
   CpuIsa isa() const;
+  CpuIsa streaming_isa() const;
   std::size_t nt_threshold_bytes() const;
   int workers() const;
   const CpuEngineOptions& options() const;

@@ -15,6 +15,7 @@
 #include <system_error>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -108,7 +109,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
 
   CpuEngineOptions opts;
   CpuIsa isa = CpuIsa::kBaseline;
-  const kernels::Kernels* kernels = nullptr;
+  CpuIsa streaming_isa = CpuIsa::kBaseline;
+  const kernels::Kernels* kernels = nullptr;     // copies that stay in the cache
+  const kernels::Kernels* nt_kernels = nullptr;  // streaming copies (non-temporal stores)
   std::size_t nt_threshold = 0;
   EngineCapabilities caps;
   std::vector<int> cpus;
@@ -280,7 +283,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     w.nt = p.nt;
     w.overlapping = p.overlapping;
     kernels::PieceResult r;
-    if (!kernels::RunPieceGuarded(*kernels, w, &r, fault)) [[unlikely]]
+    if (!kernels::RunPieceGuarded(p.nt ? *nt_kernels : *kernels, w, &r, fault)) [[unlikely]]
       return false;
     *diff = r.difference < p.size ? p.report_base + p.offset + r.difference : OpRef::kNoDifference;
     if (p.kind == OpKind::kCrc32c) p.state.AddCrc(Crc32cShift(r.crc, p.tail));
@@ -430,6 +433,31 @@ void CpuEngine::Impl::WorkerLoop(int index) {
   }
 }
 
+namespace {
+
+// The ISAs of the kernels for cached and for streaming copies: the one asked for (options or
+// TIERFLOW_ISA) for both, else the fastest of each kind as measured on this CPU.
+Result<std::pair<CpuIsa, CpuIsa>> ChooseKernels(CpuIsa asked) {
+  if (asked == CpuIsa::kAuto) {
+    Result<CpuIsa> chosen = ChooseCpuIsa();
+    if (!chosen.ok()) return chosen.status();
+    if (!kernels::IsaFromEnvironment()) {
+      const kernels::MeasuredKernelChoice m = kernels::MeasuredKernels();
+      return std::pair{m.cached, m.streaming};
+    }
+    asked = *chosen;
+  }
+  if (!kernels::IsaSupported(asked)) {
+    return Status::Unsupported(fmt::format(
+        "this CPU lacks {} (asked for by options or TIERFLOW_ISA); best available here is {}",
+        CpuIsaName(asked),
+        CpuIsaName(kernels::IsaSupported(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kBaseline)));
+  }
+  return std::pair{asked, asked};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
                                                      const CpuEngineOptions& options) {
   Result<const NumaNode*> node = topology.FindNode(options.node);
@@ -457,24 +485,16 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
                     options.min_piece_bytes, options.max_piece_bytes, kPieceAlign));
   }
   if (options.queue_capacity == 0) return Status::Invalid("queue_capacity is 0: use at least 1");
-  CpuIsa isa = options.isa;
-  if (isa == CpuIsa::kAuto) {
-    Result<CpuIsa> chosen = ChooseCpuIsa();
-    if (!chosen.ok()) return chosen.status();
-    isa = *chosen;
-  }
-  if (!kernels::IsaSupported(isa)) {
-    return Status::Unsupported(fmt::format(
-        "this CPU lacks {} (asked for by options or TIERFLOW_ISA); best available here is {}",
-        CpuIsaName(isa),
-        CpuIsaName(kernels::IsaSupported(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kBaseline)));
-  }
+  Result<std::pair<CpuIsa, CpuIsa>> isas = ChooseKernels(options.isa);
+  if (!isas.ok()) return isas.status();
 
   if (Status s = InstallFaultHandler(); !s.ok()) return s;
   auto impl = std::make_unique<Impl>(options.queue_capacity);
   impl->opts = options;
-  impl->isa = isa;
-  impl->kernels = &kernels::KernelsFor(isa);
+  impl->isa = isas->first;
+  impl->streaming_isa = isas->second;
+  impl->kernels = &kernels::KernelsFor(isas->first);
+  impl->nt_kernels = &kernels::KernelsFor(isas->second);
   impl->cpus = (*node)->cpus;
   impl->worker_count = options.workers == 0 ? static_cast<int>(impl->cpus.size()) : options.workers;
   std::uint64_t llc =
@@ -528,6 +548,7 @@ const EngineCapabilities& CpuEngine::capabilities() const { return impl_->caps; 
 EngineQueue CpuEngine::queue() const { return {impl_->queue.capacity(), impl_->queue.size()}; }
 
 CpuIsa CpuEngine::isa() const { return impl_->isa; }
+CpuIsa CpuEngine::streaming_isa() const { return impl_->streaming_isa; }
 std::size_t CpuEngine::nt_threshold_bytes() const { return impl_->nt_threshold; }
 int CpuEngine::workers() const { return impl_->worker_count; }
 const CpuEngineOptions& CpuEngine::options() const { return impl_->opts; }

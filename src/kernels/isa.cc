@@ -41,6 +41,15 @@ Result<CpuIsa> ChooseCpuIsa() {
   return DetectCpuIsa();
 }
 
+namespace kernels {
+bool IsaFromEnvironment() {
+  const char* env = std::getenv("TIERFLOW_ISA");
+  if (env == nullptr || *env == '\0') return false;
+  Result<CpuIsa> isa = ParseCpuIsa(env);
+  return isa.ok() && *isa != CpuIsa::kAuto;
+}
+}  // namespace kernels
+
 CpuIsa DetectCpuIsa() {
   if (const char* env = std::getenv("TIERFLOW_ISA"); env != nullptr && *env != '\0') {
     Result<CpuIsa> isa = ParseCpuIsa(env);

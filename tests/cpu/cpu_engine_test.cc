@@ -14,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/kernels.h"
 #include "testing/engine_fixture.h"
 #include "testing/fixture_topology.h"
+#include "testing/random_bytes.h"
 #include "tierflow/buffer.h"
 
 namespace tierflow {
@@ -84,9 +86,42 @@ TEST(CpuEngine, UnknownTierflowIsaIsAnError) {
   unsetenv("TIERFLOW_ISA");
   ASSERT_TRUE(baseline.ok());
   EXPECT_EQ((*baseline)->isa(), CpuIsa::kBaseline);
+  EXPECT_EQ((*baseline)->streaming_isa(), CpuIsa::kBaseline) << "named: used for every copy";
   setenv("TIERFLOW_ISA", "", 1);  // empty: unset
   EXPECT_TRUE(CpuEngine::Create(ThisSystem(), {}).ok());
   unsetenv("TIERFLOW_ISA");
+}
+
+// Issue 17: with no ISA named, each kind of copy gets the kernel measured fastest on this CPU,
+// once per process; an ISA named in the options is used for both.
+TEST(CpuEngine, AutoIsaIsMeasuredPerKindOfCopy) {
+  const kernels::MeasuredKernelChoice m = kernels::MeasuredKernels();
+  EXPECT_TRUE(kernels::IsaSupported(m.cached));
+  EXPECT_TRUE(kernels::IsaSupported(m.streaming));
+  EXPECT_NE(m.cached, CpuIsa::kAuto);
+  const kernels::MeasuredKernelChoice again = kernels::MeasuredKernels();
+  EXPECT_EQ(again.cached, m.cached);
+  EXPECT_EQ(again.streaming, m.streaming);
+  auto e = MakeCpuEngine();
+  EXPECT_EQ(e->isa(), m.cached);
+  EXPECT_EQ(e->streaming_isa(), m.streaming);
+  CpuEngineOptions o;
+  o.isa = CpuIsa::kBaseline;
+  auto named = MakeCpuEngine(o);
+  EXPECT_EQ(named->isa(), CpuIsa::kBaseline);
+  EXPECT_EQ(named->streaming_isa(), CpuIsa::kBaseline);
+  // Both kernels copy correctly at the sizes that pick them (below and above the threshold).
+  o = {};
+  o.nt_threshold_bytes = 1 << 16;
+  auto split = MakeCpuEngine(o);
+  for (std::size_t n : {std::size_t{(1 << 16) - 64}, std::size_t{(1 << 16) + 100}}) {
+    auto src = testing::RandomBytes(n, static_cast<unsigned>(n));
+    std::vector<unsigned char> dst(n);
+    Result<Handle> h = split->Submit(Operation::Copy(dst.data(), src.data(), n));
+    ASSERT_TRUE(h.ok()) << h.status().message();
+    ASSERT_TRUE(h->Wait().ok());
+    EXPECT_EQ(dst, src) << n;
+  }
 }
 
 // The workers stay in the parent at fork(): the child's engine starts its own on the next

@@ -274,6 +274,10 @@ class BenchCopy(unittest.TestCase):
         self.assertEqual({r["size_bytes"] for r in doc["configs"]}, {65536, 1 << 20})
         self.assertEqual({r["threads"] for r in doc["baseline"]}, {1, 2})
         self.assertEqual({r["engine"] for r in doc["baseline"]}, {"memcpy"})
+        # The kernel that ran: glibc's for the baseline, a CPU ISA for the engine (issue 17).
+        self.assertEqual({r["isa"] for r in doc["baseline"]}, {"glibc"})
+        for row in doc["configs"]:
+            self.assertIn(row["isa"], ("avx512", "avx2", "baseline"))
 
     def test_batch_policies_csv(self):
         out = run("bench", "copy", "--sizes", "4KiB", "--mode", "single,batch", "--batch", "4",
@@ -418,6 +422,11 @@ class BenchSubmit(unittest.TestCase):
         # time); here the counter must be reported.
         self.assertIsInstance(doc["steady_state_allocations"], int)
         self.assertGreater(doc["handoff_4k_ns_median"], 0)
+        # The engine's fixed cost: the measured time less the kernel's (issue 17).
+        self.assertAlmostEqual(doc["handoff_fixed_ns_median"],
+                               doc["handoff_4k_ns_median"] - doc["piece_4k_plain_ns_median"], places=3)
+        self.assertAlmostEqual(doc["inline_fixed_ns_median"],
+                               doc["single_4k_ns_median"] - doc["piece_4k_plain_ns_median"], places=3)
         self.assertFalse(doc["model"])
 
 
