@@ -2,7 +2,7 @@
 //
 // Why measure: the widest vectors are not always the fastest copy. On AMD Zen 5 the AVX-512
 // kernels streamed large copies slower than the AVX2 ones (0.94-0.98x against 1.08x of glibc
-// memcpy at 1 GiB; docs/performance.md), and which ISA wins depends on the core and its
+// memcpy at 1 GiB; issue 17), and which ISA wins depends on the core and its
 // memory, not on the instruction set alone.
 #include <algorithm>
 #include <chrono>
