@@ -17,7 +17,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kCachedBytes = 128 * 1024;       // fits any L2 this runs on, with its source
+constexpr std::size_t kCachedBytes = 128 * 1024;  // fits any L2 this runs on, with its source
 constexpr std::size_t kStreamingBytes = 4 * 1024 * 1024;  // past L2; NT stores skip the caches
 constexpr int kCachedReps = 16, kCachedRounds = 9;
 constexpr int kStreamingRounds = 5;
