@@ -53,10 +53,15 @@ void RunCallback(OpState* s) {
   }
 }
 
-void Finalize(OpState* s) {
+// The final status from the first error a part reported, if any.
+void SettleStatus(OpState* s) {
   if (s->error_claimed.load(std::memory_order_acquire)) {
     s->final_status = Status(s->error_code, std::move(s->error_text));
   }
+}
+
+void Finalize(OpState* s) {
+  SettleStatus(s);
   RunCallback(s);
   std::uint32_t old = s->word.fetch_or(OpState::kDone, std::memory_order_acq_rel);
   if (old & OpState::kWaiter) FutexWake(&s->word, INT_MAX);
@@ -144,9 +149,7 @@ void FinishSubmission(OpState* s) {
   }
   // Nothing else refers to the operation yet (its handle is not returned): no waiter to
   // wake, and the in-flight reference can be dropped with a store.
-  if (s->error_claimed.load(std::memory_order_relaxed)) {
-    s->final_status = Status(s->error_code, std::move(s->error_text));
-  }
+  SettleStatus(s);
   s->parts.store(0, std::memory_order_relaxed);
   RunCallback(s);
   s->word.store(OpState::kDone, std::memory_order_release);
