@@ -116,18 +116,18 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   EngineCapabilities caps;
   std::vector<int> cpus;
   int worker_count = 0;
-  cpu::TaskQueue queue;
   std::vector<std::thread> threads;
-
-  std::atomic<bool> stopping{false};
-  WakeWord idle;  // where workers sleep
-
   EngineCounters* counters = nullptr;  // the engine's (Engine::counters)
-  // Waiting threads inside RunSplit (see HelpSplit): the destructor waits for them.
-  std::atomic<std::uint32_t> helpers{0};
-
+  // Read on every submission and by polling workers, written only at shutdown and fork: on a
+  // line that no hand-off writes, so polling it costs no transfer of a line.
+  std::atomic<bool> stopping{false};
   std::atomic<bool> restart_after_fork{false};
-  std::mutex restart_mu;
+
+  cpu::TaskQueue queue;               // its own line
+  alignas(64) WakeWord idle;          // written by submitters, read by workers going to sleep
+  alignas(64) std::mutex restart_mu;  // rare
+  // Waiting threads inside RunSplit (see HelpSplit): the destructor waits for them.
+  alignas(64) std::atomic<std::uint32_t> helpers{0};
 
   explicit Impl(std::size_t queue_capacity) : queue(queue_capacity) {}
 

@@ -1,15 +1,16 @@
 // A bounded multi-producer, multi-consumer queue of work pieces for the CPU engine's workers.
-// A mutex guards a fixed ring (no allocation after construction); `size` is mirrored in an
-// atomic so idle workers can poll without taking the lock.
+// A spin lock guards a fixed ring (no allocation after construction): a push or pop holds it for
+// a copy of one piece; `size` is mirrored in an atomic so idle workers can poll without taking
+// the lock.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <new>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "tierflow/engine_impl.h"
 #include "tierflow/operation.h"
 
@@ -37,13 +38,15 @@ struct Piece {
   std::uint64_t pattern = 0;
 };
 
-class TaskQueue {
+// Everything a push or a pop writes shares one cache line (the lock, the indices and the size
+// idle workers poll), apart from the ring's slots: a hand-off moves that line once each way.
+class alignas(64) TaskQueue {
  public:
   explicit TaskQueue(std::size_t capacity) : ring_(capacity) {}
 
   // False when full.
   bool TryPush(const Piece& p) {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(lock_);
     if (count_ == ring_.size()) return false;
     ring_[(head_ + count_) % ring_.size()] = p;
     ++count_;
@@ -52,7 +55,7 @@ class TaskQueue {
   }
   bool TryPop(Piece& out) {
     if (size_.load(std::memory_order_acquire) == 0) return false;
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(lock_);
     if (count_ == 0) return false;
     out = ring_[head_];
     head_ = (head_ + 1) % ring_.size();
@@ -64,17 +67,17 @@ class TaskQueue {
   std::size_t capacity() const { return ring_.size(); }
   bool empty() const { return size_.load(std::memory_order_seq_cst) == 0; }
 
-  // fork(): held across it, so the child's copy is consistent; the child gets a fresh mutex.
-  void LockForFork() { mu_.lock(); }
-  void UnlockAfterFork() { mu_.unlock(); }
-  void ResetLockInChild() { new (&mu_) std::mutex(); }
+  // fork(): held across it, so the child's copy is consistent; the child's is released.
+  void LockForFork() { lock_.lock(); }
+  void UnlockAfterFork() { lock_.unlock(); }
+  void ResetLockInChild() { lock_.ResetInChild(); }
 
  private:
-  std::mutex mu_;
-  std::vector<Piece> ring_;
+  SpinLock lock_;
   std::size_t head_ = 0;
   std::size_t count_ = 0;
   std::atomic<std::size_t> size_{0};
+  std::vector<Piece> ring_;  // written only in its slots
 };
 
 }  // namespace tierflow::cpu
