@@ -50,8 +50,11 @@ constexpr std::size_t kPieceAlign = 4096;
 // operations each participant tends to copy the bytes it copied last time (still in its
 // core's cache). The generation changes with every split operation on the state, so a ticket
 // left in the queue after its operation finished (the waiter took the last piece) takes
-// nothing from a later operation on the same state. Even if the 24-bit generation wrapped
-// while a ticket sat in the queue, whoever takes a piece runs it with that operation's own
+// nothing from a later operation on the same state. The next generation comes from the copy
+// kept in the description, not from the claims word, which a worker reading a ticket may have
+// pulled to its core (a load from there stalls the submitter for a transfer of the line). Even
+// if a generation repeated while a ticket sat in the queue (wrapped at 24 bits, or the scratch
+// area last used by another engine), whoever takes a piece runs it with that operation's own
 // description and engine, so the piece is still done correctly and exactly once.
 struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
   Impl* engine = nullptr;
@@ -67,6 +70,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
   std::uint64_t pieces = 0;
   std::uint64_t report_base = 0;
   std::uint64_t pattern = 0;
+  std::uint32_t generation = 0;  // as in the claims word
 
   static constexpr int kIndexBits = 20;
   static constexpr std::uint64_t kMaxPieces = (std::uint64_t{1} << kIndexBits) - 1;
@@ -583,6 +587,10 @@ Status CpuEngine::Enqueue(std::span<const Operation> ops, Submission& submission
 Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   Impl& m = *impl_;
   OpRef state = submission.op();
+  std::uint32_t last_generation;  // of the last split operation on this state, if any
+  std::memcpy(&last_generation,
+              static_cast<const char*>(state.scratch()) + offsetof(SplitWork, generation),
+              sizeof last_generation);
   SplitWork* w = new (state.scratch()) SplitWork;
   w->engine = &m;
   w->kind = op.kind;
@@ -600,9 +608,8 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   w->pieces = (op.size + w->piece - 1) / w->piece;
   w->report_base = submission.offset_base();
   w->pattern = op.pattern;
-  const std::uint32_t generation =
-      (SplitWork::GenerationOf(state.claims().load(std::memory_order_relaxed)) + 1) &
-      SplitWork::kGenerationMask;
+  const std::uint32_t generation = (last_generation + 1) & SplitWork::kGenerationMask;
+  w->generation = generation;
   submission.AddParts(static_cast<std::uint32_t>(w->pieces));
   m.counters->in_flight.fetch_add(w->pieces, std::memory_order_relaxed);
   // Publishes the description: whoever claims a piece reads it after this.

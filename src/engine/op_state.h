@@ -45,7 +45,7 @@ struct OpState {
   // take. Only an engine that owns the whole operation may set it; it may keep what `help`
   // needs in `engine_area`, which lives as long as the state.
   bool (*help)(OpRef op) = nullptr;
-  alignas(64) unsigned char engine_area[128];
+  alignas(64) unsigned char engine_area[128] = {};  // zeroed once: engines may read what they left
   // For an engine that cuts an operation into numbered pieces and hands them out to whoever
   // asks (the CPU engine: its workers and the waiting thread). The engine defines the layout;
   // it must include a generation, because queued references to an operation may outlive it:
