@@ -10,7 +10,8 @@ add_library(tierflow_rma_core STATIC src/rma/shared_segment.cc src/rma/window_sy
             src/common/status.cc src/common/fault_guard.cc src/common/mapping.cc
             src/coherence/coherence.cc src/coherence/lines.cc src/kernels/kernels.cc
             src/kernels/isa.cc src/kernels/kernels_baseline.cc src/kernels/kernels_avx2.cc
-            src/kernels/kernels_avx512.cc src/common/crc32c.cc src/engine/operation.cc)
+            src/kernels/kernels_avx512.cc src/kernels/copy_recoverable.cc src/common/crc32c.cc
+            src/engine/operation.cc)
 target_include_directories(tierflow_rma_core PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
 

@@ -78,6 +78,7 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
   struct Impl;
   struct SplitWork;
   explicit CpuEngine(std::unique_ptr<Impl> impl);
+  Status EnqueueOthers(std::span<const Operation> ops, Submission& submission);
   Status EnqueueSplit(const Operation& op, Submission& submission);
   static bool HelpSplit(OpRef state);
   std::unique_ptr<Impl> impl_;

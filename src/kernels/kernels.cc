@@ -120,7 +120,15 @@ bool RunPieceGuarded(const Kernels& k, const PieceWork& w, PieceResult* result, 
   bool ran;
   if (w.kind == OpKind::kCopy) {  // the common case, without RunPiece's dispatch and copies
     result->difference = w.n;
-    ran = RunGuarded(&w, &LocatePieceFault, &fault, [&] { k.copy(w.dst, w.src, w.n, w.nt); });
+    if (!w.nt && k.copy_recoverable != nullptr) [[likely]] {
+      if (k.copy_recoverable(w.dst, w.src, w.n) == 0) [[likely]]
+        return true;
+      result->faulted = true;
+      result->fault = t_fixup_fault;
+      result->fault.range = LocatePieceFault(&w, result->fault.address);
+    }
+    ran = result->faulted ||
+          RunGuarded(&w, &LocatePieceFault, &fault, [&] { k.copy(w.dst, w.src, w.n, w.nt); });
   } else {
     ran = RunGuarded(&w, &LocatePieceFault, &fault, [&] { *result = RunPiece(k, w); });
   }

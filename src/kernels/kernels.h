@@ -11,6 +11,30 @@
 #include "tierflow/operation.h"
 #include "tierflow/status.h"
 
+// Whether the x86-64 copies that recover from their own faults (copy_recoverable.cc) are
+// built: not under sanitizers, which do not see the accesses of assembly (the C++ kernels,
+// which they do see, copy there instead).
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if !__has_feature(address_sanitizer) && !__has_feature(thread_sanitizer) && \
+    !__has_feature(memory_sanitizer)
+#define TIERFLOW_RECOVERABLE_COPY 1
+#endif
+#else
+#define TIERFLOW_RECOVERABLE_COPY 1
+#endif
+#endif
+#ifndef TIERFLOW_RECOVERABLE_COPY
+#define TIERFLOW_RECOVERABLE_COPY 0
+#endif
+
+#if TIERFLOW_RECOVERABLE_COPY
+extern "C" {
+std::size_t tierflow_copy_recoverable_avx2(void* dst, const void* src, std::size_t n);
+std::size_t tierflow_copy_recoverable_sse2(void* dst, const void* src, std::size_t n);
+}
+#endif
+
 namespace tierflow::kernels {
 
 struct Kernels {
@@ -18,16 +42,21 @@ struct Kernels {
   void (*copy)(void* dst, const void* src, std::size_t n, bool nt);
   // dst[i] = byte ((phase + i) % 8) of pattern.
   void (*fill)(void* dst, std::uint64_t pattern, std::size_t phase, std::size_t n, bool nt);
+  // The same copy with temporal stores, recovering from a memory fault by itself (a fault
+  // fixup: no sigsetjmp per call): 0, or non-zero when an access faulted, with the fault in
+  // t_fixup_fault (what was copied before it stays). The fault handler must be installed.
+  // nullptr where this ISA has none (AVX-512, arm64, sanitizer builds): use RunPieceGuarded.
+  std::size_t (*copy_recoverable)(void* dst, const void* src, std::size_t n) = nullptr;
 };
 
 bool IsaSupported(CpuIsa isa);
 const Kernels& KernelsFor(CpuIsa isa);  // isa must be supported and not kAuto
 
 // The supported ISA whose copy kernel is fastest on this CPU for copies that stay in the
-// cache (temporal stores, a block that fits in L2) and for streaming ones (non-temporal
-// stores, a block past L2), measured the first time it is asked for in a process (a few
-// milliseconds; later calls return the same). A narrower ISA is chosen only when it is at
-// least 5% faster. Thread-safe.
+// cache (temporal stores, timed on a block that fits in L1 and one that fits in L2) and for
+// streaming ones (non-temporal stores, a block past L2), measured the first time it is asked
+// for in a process (a few milliseconds; later calls return the same). A narrower ISA is chosen
+// only when it is at least 5% faster at every size timed. Thread-safe.
 struct MeasuredKernelChoice {
   CpuIsa cached;
   CpuIsa streaming;

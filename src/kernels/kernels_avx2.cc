@@ -28,7 +28,11 @@ void Fill(void* d, std::uint64_t p, std::size_t ph, std::size_t n, bool nt) {
 
 }  // namespace
 
+#if TIERFLOW_RECOVERABLE_COPY
+const Kernels kAvx2Kernels = {&Copy, &Fill, &tierflow_copy_recoverable_avx2};
+#else
 const Kernels kAvx2Kernels = {&Copy, &Fill};
+#endif
 
 }  // namespace tierflow::kernels::internal
 #else

@@ -33,6 +33,10 @@ void Fill(void* dst, std::uint64_t p, std::size_t ph, std::size_t n, bool) {
 
 }  // namespace
 
+#if TIERFLOW_RECOVERABLE_COPY
+const Kernels kBaselineKernels = {&Copy, &Fill, &tierflow_copy_recoverable_sse2};
+#else
 const Kernels kBaselineKernels = {&Copy, &Fill};
+#endif
 
 }  // namespace tierflow::kernels::internal
