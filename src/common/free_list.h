@@ -25,7 +25,7 @@ class FreeList {
   static_assert(kLocalMax >= 2 && kRefill >= 1 && kGrow >= 1);
 
   static T* Get() {
-    Chain& local = Local().chain;
+    Chain& local = t_local;
     if (local.head == nullptr) Refill(local);
     if (local.head == nullptr) {
       for (std::size_t i = 1; i < kGrow; ++i) local.Push(new T);
@@ -35,7 +35,8 @@ class FreeList {
   }
 
   static void Put(T* t) {
-    Chain& local = Local().chain;
+    Chain& local = t_local;
+    if (local.tail == nullptr) ArmExitHandOff();  // first object of an empty list
     local.Push(t);
     if (local.count <= kLocalMax) return;
     Chain half;
@@ -89,24 +90,28 @@ class FreeList {
     void AfterForkParent() override { mu.unlock(); }
     void AfterForkChild() override { new (&mu) std::mutex(); }
   };
-  struct PerThread {
-    Chain chain;
-    ~PerThread() {  // thread exit: hand the objects to the global list
-      if (chain.head == nullptr) return;
+  // Thread exit: hands the thread's objects to the global list. Apart from the list, so that
+  // the list itself is plain thread-local data, read without a guard of first use.
+  struct ExitHandOff {
+    bool armed = false;
+    ~ExitHandOff() {
+      if (t_local.head == nullptr) return;
       Shared& g = Global();
       std::lock_guard lock(g.mu);
-      g.chain.Splice(chain);
+      g.chain.Splice(t_local);
     }
   };
+  static void ArmExitHandOff() {
+    thread_local ExitHandOff hand_off;
+    hand_off.armed = true;
+  }
   static Shared& Global() {
     static Shared* g = new Shared;  // never destroyed: threads may exit after main
     return *g;
   }
-  static PerThread& Local() {
-    thread_local PerThread local;
-    return local;
-  }
+  static inline constinit thread_local Chain t_local{};
   static void Refill(Chain& local) {
+    ArmExitHandOff();
     Shared& g = Global();
     std::lock_guard lock(g.mu);
     for (std::size_t i = 0; i < kRefill && g.chain.head != nullptr; ++i) local.Push(g.chain.Pop());

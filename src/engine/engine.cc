@@ -194,7 +194,7 @@ Status Engine::Validate(const Operation& op) const {
 
 Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& options) {
   detail::OpState* state = detail::AcquireOpState();
-  state->callback = std::move(options.callback);
+  if (options.callback) state->callback = std::move(options.callback);  // a state's is empty
   state->callback_errors = &counters_->callback_errors;
   for (const Operation& op : ops) {
     // The seed's share of the CRC; the engine XORs in the data's (see Crc32cShift).
