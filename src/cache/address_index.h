@@ -50,6 +50,13 @@ class AddressIndex {
     }
     Insert(key, value);
   }
+  // Calls f(value) for every live key, in no particular order. f must not change the index.
+  template <typename F>
+  void ForEachValue(F&& f) const {
+    for (const Slot& s : slots_) {
+      if (s.value != nullptr) f(s.value);
+    }
+  }
   // Leaves a tombstone (key kept, value null) so that probes continue past it.
   void Erase(std::uintptr_t key) {
     const std::size_t mask = slots_.size() - 1;

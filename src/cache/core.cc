@@ -160,6 +160,11 @@ std::vector<Core::Entry*> Core::TargetsLocked(std::uintptr_t p, std::size_t n, b
   } else {
     index.ForEachOverlapping(p, n, add);
   }
+  // In address order, as the caller would expect (the index keeps no order): write-backs go
+  // out in that order and an error names the first entry in the way.
+  std::sort(out.begin(), out.end(), [](const Entry* a, const Entry* b) {
+    return a->src != b->src ? std::less<>()(a->src, b->src) : a->size < b->size;
+  });
   return out;
 }
 
@@ -175,8 +180,9 @@ bool Core::EvictLocked(NodeState& node, std::size_t need, bool one_more) {
     }
     victims.emplace_back(e->last_use.load(std::memory_order_relaxed), e);
   });
-  std::sort(victims.begin(), victims.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(victims.begin(), victims.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : std::less<>()(a.second->src, b.second->src);
+  });
   bool any = false;
   for (const auto& [use, e] : victims) {
     const bool fits = node.used.load(std::memory_order_relaxed) + need <=

@@ -71,7 +71,8 @@ struct CacheEntryState {
   cache::NodeState* node = nullptr;
   const char* src = nullptr;
   std::size_t size = 0;
-  std::size_t charged = 0;  // bytes counted against the node's capacity
+  CacheEntryState* index_next = nullptr;  // the cache index's list (cache/entry_index.h)
+  std::size_t charged = 0;                // bytes counted against the node's capacity
   char* mem = nullptr;
   Handle fill;    // set before phase becomes kSubmitted, never changed afterwards
   Status status;  // written before a final phase is published
