@@ -125,7 +125,7 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
   // A hit: the entry gains a holder and is marked used (only if the LRU clock moved, so that
   // hits on a hot entry do not keep writing its line). Either side of the lock held.
   CacheEntry Hit(CacheEntryState * e, const char* src, std::size_t size) {
-    cache::HoldTables::Word* hold = core->holds.Acquire(cache::ThreadSlot(), e);
+    cache::HoldTables::Word* hold = core->holds.Acquire(cache::ThreadSlot(), e, e->hold_tables);
     if (hold == nullptr) e->Ref();
     const std::uint64_t now = core->tick.load(std::memory_order_relaxed);
     if (e->last_use.load(std::memory_order_relaxed) != now) {
@@ -430,7 +430,7 @@ std::size_t OffloadCache::Flush() {
   std::erase_if(idle, [&core](CacheEntryState* e) {
     return e->refs.load(std::memory_order_acquire) != 1 ||
            !cache::IsFinal(e->phase.load(std::memory_order_acquire)) || e->dirty() ||
-           core.holds.Held(e);
+           core.holds.Held(e, e->hold_tables);
   });
   for (CacheEntryState* e : idle) core.RemoveLocked(e);
   return idle.size();

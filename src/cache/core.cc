@@ -142,7 +142,7 @@ void Core::RemoveLocked(Entry* e) {
   e->indexed.store(false, std::memory_order_relaxed);
   e->node->entries.fetch_sub(1, std::memory_order_relaxed);
   // Holders in the per-thread tables now keep the entry through its shared count.
-  holds.Detach(e, [e](long n) {
+  holds.Detach(e, e->hold_tables, [e](long n) {
     if (n >= 0) {
       e->refs.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
     } else {
@@ -188,7 +188,7 @@ bool Core::EvictLocked(NodeState& node, std::size_t need, bool one_more) {
     const bool fits = node.used.load(std::memory_order_relaxed) + need <=
                       node.capacity.load(std::memory_order_relaxed);
     if (fits && (!one_more || any)) break;
-    if (holds.Held(e)) continue;  // a hit holds it through its table
+    if (holds.Held(e, e->hold_tables)) continue;  // a hit holds it through its table
     RemoveLocked(e);
     node.evictions.fetch_add(1, std::memory_order_relaxed);
     any = true;

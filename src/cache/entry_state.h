@@ -55,6 +55,9 @@ struct CacheEntryState {
   // Threads asleep on `phase` (AwaitFill): a phase change makes the futex system call only
   // when there is one, instead of twice for every miss.
   std::atomic<std::uint32_t> sleepers{0};
+  // The hold tables hits have held this entry in (cache/hold_table.h): set once per table,
+  // then only read, like the phase.
+  std::atomic<std::uint32_t> hold_tables{0};
   // Modifications: MarkDirty counts them in dirty_seq; a completed write-back raises clean_seq
   // to the count it had read before copying, a discard to the count now. The entry is dirty
   // while they differ, so a MarkDirty that comes during a write-back keeps it dirty.

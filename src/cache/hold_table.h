@@ -24,7 +24,7 @@ namespace tierflow::cache {
 
 class HoldTables {
  public:
-  static constexpr std::size_t kTables = 32;
+  static constexpr std::size_t kTables = 32;   // at most 32: TableMask has a bit for each
   static constexpr std::size_t kWords = 2048;  // per table
   static constexpr std::size_t kProbe = 16;
 
@@ -32,10 +32,21 @@ class HoldTables {
 
   HoldTables() : tables_(std::make_unique<Table[]>(kTables)) {}
 
-  // A hold on `entry` in table `table`: the word, or null (use the shared count).
-  Word* Acquire(std::size_t table, const void* entry) {
+  // The tables an entry has been held in, one bit each (kTables fits): kept by the entry,
+  // set by Acquire, read by Held and Detach, which then look at those tables only instead of
+  // every one (a removal read 32 tables' worth of cold lines, about 7000 instructions).
+  using TableMask = std::atomic<std::uint32_t>;
+
+  // A hold on `entry` in table `table`: the word, or null (use the shared count). Sets the
+  // table's bit in `used`. Called under the cache's shared (or exclusive) lock, so that Held
+  // and Detach, under the exclusive lock, see every bit set before.
+  Word* Acquire(std::size_t table, const void* entry, TableMask& used) {
     const std::uint64_t key = Key(entry);
     if (key == 0) return nullptr;
+    const std::uint32_t bit = std::uint32_t{1} << (table % kTables);
+    if ((used.load(std::memory_order_relaxed) & bit) == 0) {
+      used.fetch_or(bit, std::memory_order_relaxed);
+    }
     Table& t = tables_[table % kTables];
     const std::size_t h = Hash(key);
     for (std::size_t d = 0; d < kProbe; ++d) {  // an existing word for this entry
@@ -80,10 +91,11 @@ class HoldTables {
   }
 
   // Whether any table holds `entry`. Only meaningful when no hit can run (exclusive lock).
-  bool Held(const void* entry) const {
+  bool Held(const void* entry, const TableMask& used) const {
     const std::uint64_t key = Key(entry);
     if (key == 0) return false;
-    for (std::size_t t = 0; t < kTables; ++t) {
+    for (std::uint32_t m = used.load(std::memory_order_relaxed); m != 0; m &= m - 1) {
+      const std::size_t t = static_cast<std::size_t>(__builtin_ctz(m));
       for (std::size_t d = 0; d < kProbe; ++d) {
         const std::uint64_t v =
             tables_[t].words[(Hash(key) + d) % kWords].load(std::memory_order_acquire);
@@ -97,10 +109,11 @@ class HoldTables {
   // clears its words. The references are added before a word is cleared, so that a release
   // that finds the word cleared always has a reference to drop. Exclusive lock held.
   template <typename AddRefs>
-  void Detach(const void* entry, AddRefs&& add) {
+  void Detach(const void* entry, const TableMask& used, AddRefs&& add) {
     const std::uint64_t key = Key(entry);
     if (key == 0) return;
-    for (std::size_t t = 0; t < kTables; ++t) {
+    for (std::uint32_t m = used.load(std::memory_order_relaxed); m != 0; m &= m - 1) {
+      const std::size_t t = static_cast<std::size_t>(__builtin_ctz(m));
       for (std::size_t d = 0; d < kProbe; ++d) {
         Word& w = tables_[t].words[(Hash(key) + d) % kWords];
         std::uint64_t v = w.load(std::memory_order_acquire);
