@@ -109,22 +109,23 @@ void Core::Free(NodeState& n, void* p, std::size_t size) {
 }
 
 void Core::CopyDone() {
-  // As for an entry's phase (Finish): the count drops and the sleepers are read in seq_cst
+  // As for an entry's phase (Finish): the count rises and the sleepers are read in seq_cst
   // order, the waiter counts itself before it sleeps.
-  if (copies_in_flight.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-      copy_sleepers.load(std::memory_order_seq_cst) != 0) {
-    FutexWake(&copies_in_flight, INT_MAX);
-  }
+  copies_done.fetch_add(1, std::memory_order_seq_cst);
+  if (copy_sleepers.load(std::memory_order_seq_cst) != 0) FutexWake(&copies_done, INT_MAX);
 }
 
 void Core::WaitForCopies() const {
   // Counted, not looked up: a fill whose entry was already invalidated still reads its source.
-  auto& n = const_cast<std::atomic<std::uint32_t>&>(copies_in_flight);
+  // Completions are read before starts: equal counts then mean that nothing started before
+  // this call is still in flight (a copy completes after it starts).
+  auto& done = const_cast<std::atomic<std::uint32_t>&>(copies_done);
   auto& sleepers = const_cast<std::atomic<std::uint32_t>&>(copy_sleepers);
-  for (std::uint32_t v = n.load(std::memory_order_acquire); v != 0;
-       v = n.load(std::memory_order_acquire)) {
+  for (;;) {
+    const std::uint32_t d = done.load(std::memory_order_acquire);
+    if (copies_started.load(std::memory_order_acquire) == d) return;
     sleepers.fetch_add(1, std::memory_order_seq_cst);
-    FutexWait(&n, v);
+    FutexWait(&done, d);
     sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 }

@@ -30,11 +30,12 @@ struct Core {
   CacheConfig config;
   std::vector<std::unique_ptr<NodeState>> nodes;  // indexed by OS node index (null where none)
   HoldTables holds;                               // hits' holds on entries, per thread slot
-  // Fills and write-backs submitted and not finished, entries indexed or not (a futex word:
-  // WaitForCopies sleeps until it is 0). On a line of their own: the engine's threads write
-  // them as fills complete, and a miss on another core must not wait for that line to take
-  // the lock or read the clock.
-  alignas(64) std::atomic<std::uint32_t> copies_in_flight{0};
+  // Fills and write-backs submitted, and finished (entries indexed or not): the difference is
+  // in flight. Two counts on two lines, each written by one side only: submitting threads
+  // count starts, the engine's threads count completions (a futex word: WaitForCopies sleeps
+  // on it). One count written by both moved its line between the cores on every miss.
+  alignas(64) std::atomic<std::uint32_t> copies_started{0};
+  alignas(64) std::atomic<std::uint32_t> copies_done{0};
   std::atomic<std::uint32_t> copy_sleepers{0};  // threads asleep in WaitForCopies
   // Some entry was marked dirty once: from then on, misses look for dirty entries they overlap.
   alignas(64) std::atomic<bool> dirty_used{false};
@@ -48,7 +49,7 @@ struct Core {
   }
   void* Allocate(NodeState& n, std::size_t size, Status* error);
   void Free(NodeState& n, void* p, std::size_t size);
-  void CopyStarted() { copies_in_flight.fetch_add(1, std::memory_order_acq_rel); }
+  void CopyStarted() { copies_started.fetch_add(1, std::memory_order_acq_rel); }
   void CopyDone();
   void WaitForCopies() const;
 
