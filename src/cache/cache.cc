@@ -203,7 +203,7 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
     const std::size_t charged = NodeArena::Round(size);
     Status why;
     char* mem = core->MakeRoomLocked(node, size, charged, &why);
-    auto* e = new CacheEntryState;
+    CacheEntryState* e = core->entries.Take();
     e->core = core;
     e->node = &node;
     e->src = src;

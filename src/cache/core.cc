@@ -4,6 +4,7 @@
 #include <climits>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -20,7 +21,12 @@ void CacheEntryState::Unref() {
     core->Free(*node, mem, size);
     node->used.fetch_sub(charged, std::memory_order_relaxed);
   }
-  delete this;
+  // Back to the pool as new. The core stays alive until it has the entry: if this was the
+  // last reference to it, the pool goes with it and frees the entry.
+  std::shared_ptr<cache::Core> owner = std::move(core);
+  this->~CacheEntryState();
+  auto* fresh = new (this) CacheEntryState;
+  owner->entries.Give(fresh);
 }
 
 // The phase is published and `sleepers` read in seq_cst order, and AwaitFill counts itself in
@@ -60,6 +66,29 @@ const Status& CacheEntryState::AwaitFill() const {
 }  // namespace detail
 
 namespace cache {
+
+EntryPool::~EntryPool() {
+  Entry* lists[] = {spare_, given_.load(std::memory_order_acquire)};
+  for (Entry* e : lists) {
+    while (e != nullptr) delete std::exchange(e, e->index_next);
+  }
+}
+
+EntryPool::Entry* EntryPool::Take() {
+  if (spare_ == nullptr) spare_ = given_.exchange(nullptr, std::memory_order_acquire);
+  if (spare_ == nullptr) return new Entry;
+  Entry* e = std::exchange(spare_, spare_->index_next);
+  e->index_next = nullptr;
+  return e;
+}
+
+void EntryPool::Give(Entry* e) {
+  Entry* head = given_.load(std::memory_order_relaxed);
+  do {
+    e->index_next = head;
+  } while (
+      !given_.compare_exchange_weak(head, e, std::memory_order_release, std::memory_order_relaxed));
+}
 
 namespace {
 
