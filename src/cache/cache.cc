@@ -269,7 +269,10 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
       e->Finish(cache::kFailed, Status(status.code(), "cache fill failed, reading the source: " +
                                                           status.message()));
     }
-    std::shared_ptr<Core> core = e->core;  // the entry may go with its reference
+    // The entry may go with its reference, and with it its hold on the core; the cache
+    // cannot (its destructor waits for CopyDone to return), so a plain pointer keeps no line
+    // that the misses write moving between cores.
+    Core* core = e->core.get();
     e->Unref();
     core->CopyDone();
   }
@@ -343,7 +346,7 @@ OffloadCache::OffloadCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 OffloadCache::~OffloadCache() {
   Core& core = *impl_->core;
-  core.WaitForCopies();
+  core.WaitForCopiesToLeave();
   std::unique_lock held(core.lock);
   // Best effort: a write-back that fails here cannot be reported (Clear(kWriteBack) first).
   if (core.dirty_used.load(std::memory_order_relaxed)) (void)core.CleanLocked(held, 0, 0, true);

@@ -1,5 +1,7 @@
 #include "cache/core.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <climits>
 #include <mutex>
@@ -142,6 +144,14 @@ void Core::CopyDone() {
   // order, the waiter counts itself before it sleeps.
   copies_done.fetch_add(1, std::memory_order_seq_cst);
   if (copy_sleepers.load(std::memory_order_seq_cst) != 0) FutexWake(&copies_done, INT_MAX);
+  copies_left.fetch_add(1, std::memory_order_release);  // the last access to the core
+}
+
+void Core::WaitForCopiesToLeave() const {
+  WaitForCopies();
+  const std::uint32_t started = copies_started.load(std::memory_order_acquire);
+  while (copies_left.load(std::memory_order_acquire) != started)
+    sched_yield();  // a few instructions
 }
 
 void Core::WaitForCopies() const {

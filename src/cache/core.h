@@ -60,6 +60,9 @@ struct Core {
   alignas(64) std::atomic<std::uint32_t> copies_started{0};
   alignas(64) std::atomic<std::uint32_t> copies_done{0};
   std::atomic<std::uint32_t> copy_sleepers{0};  // threads asleep in WaitForCopies
+  // Raised as CopyDone's last access to the core: once it equals copies_started, no completion
+  // touches the core any more (see WaitForCopiesToLeave).
+  std::atomic<std::uint32_t> copies_left{0};
   // Some entry was marked dirty once: from then on, misses look for dirty entries they overlap.
   alignas(64) std::atomic<bool> dirty_used{false};
   std::atomic<std::uint64_t> tick{1};  // advanced on every miss: the LRU clock
@@ -74,8 +77,12 @@ struct Core {
   void* Allocate(NodeState& n, std::size_t size, Status* error);
   void Free(NodeState& n, void* p, std::size_t size);
   void CopyStarted() { copies_started.fetch_add(1, std::memory_order_acq_rel); }
+  // A copy finished. A completion that has dropped its entry may call this without holding
+  // the core: the cache's destructor waits for it (WaitForCopiesToLeave).
   void CopyDone();
   void WaitForCopies() const;
+  // WaitForCopies, and then until every CopyDone has returned: after this, the core can go.
+  void WaitForCopiesToLeave() const;
 
   // --- the index; the exclusive lock is held ------------------------------------------------
   void IndexLocked(Entry* e);
