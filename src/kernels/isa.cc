@@ -30,30 +30,38 @@ Result<CpuIsa> ParseCpuIsa(std::string_view name) {
                          "': use auto, avx512, avx2 or baseline");
 }
 
-Result<CpuIsa> ChooseCpuIsa() {
-  if (const char* env = std::getenv("TIERFLOW_ISA"); env != nullptr && *env != '\0') {
-    Result<CpuIsa> isa = ParseCpuIsa(env);
-    if (!isa.ok()) {
-      return Status::Invalid(
-          fmt::format("TIERFLOW_ISA={}: {}, or unset it", env, isa.status().message()));
-    }
+namespace {
+
+// What TIERFLOW_ISA names: kAuto when it is unset, empty or "auto"; an error naming the value
+// when it is not an ISA. The one reader of the variable, for the three questions below.
+Result<CpuIsa> IsaInEnvironment() {
+  const char* env = std::getenv("TIERFLOW_ISA");
+  if (env == nullptr || *env == '\0') return CpuIsa::kAuto;
+  Result<CpuIsa> isa = ParseCpuIsa(env);
+  if (!isa.ok()) {
+    return Status::Invalid(
+        fmt::format("TIERFLOW_ISA={}: {}, or unset it", env, isa.status().message()));
   }
+  return isa;
+}
+
+}  // namespace
+
+Result<CpuIsa> ChooseCpuIsa() {
+  if (Result<CpuIsa> named = IsaInEnvironment(); !named.ok()) return named.status();
   return DetectCpuIsa();
 }
 
 namespace kernels {
 bool IsaFromEnvironment() {
-  const char* env = std::getenv("TIERFLOW_ISA");
-  if (env == nullptr || *env == '\0') return false;
-  Result<CpuIsa> isa = ParseCpuIsa(env);
-  return isa.ok() && *isa != CpuIsa::kAuto;
+  Result<CpuIsa> named = IsaInEnvironment();
+  return named.ok() && *named != CpuIsa::kAuto;
 }
 }  // namespace kernels
 
 CpuIsa DetectCpuIsa() {
-  if (const char* env = std::getenv("TIERFLOW_ISA"); env != nullptr && *env != '\0') {
-    Result<CpuIsa> isa = ParseCpuIsa(env);
-    if (isa.ok() && *isa != CpuIsa::kAuto) return *isa;
+  if (Result<CpuIsa> named = IsaInEnvironment(); named.ok() && *named != CpuIsa::kAuto) {
+    return *named;
   }
   if (kernels::IsaSupported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (kernels::IsaSupported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
