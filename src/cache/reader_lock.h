@@ -21,9 +21,19 @@ namespace tierflow::cache {
 // A small number per thread, handed out in order of first use: threads spread over per-thread
 // slots without colliding until there are more threads than slots. (Hashing thread ids does
 // not spread: they are addresses of equally aligned thread descriptors.)
+// Plain constinit thread-local data: a thread_local with a dynamic initializer is read through
+// a guard of first use, and a hit asks for its slot three times.
+struct ThreadSlots {
+  static inline std::atomic<std::size_t> next{0};
+  static inline constinit thread_local std::size_t mine = SIZE_MAX;
+};
+
 inline std::size_t ThreadSlot() {
-  static std::atomic<std::size_t> next{0};
-  thread_local const std::size_t slot = next.fetch_add(1, std::memory_order_relaxed);
+  std::size_t slot = ThreadSlots::mine;
+  if (slot == SIZE_MAX) [[unlikely]] {
+    slot = ThreadSlots::next.fetch_add(1, std::memory_order_relaxed) % (SIZE_MAX / 2);
+    ThreadSlots::mine = slot;
+  }
   return slot;
 }
 
