@@ -204,7 +204,7 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
     Status why;
     char* mem = core->MakeRoomLocked(node, size, charged, &why);
     CacheEntryState* e = core->entries.Take();
-    e->core = core;
+    if (e->core == nullptr) e->core = core;  // new; a recycled one holds it still
     e->node = &node;
     e->src = src;
     e->size = size;
@@ -351,6 +351,8 @@ OffloadCache::~OffloadCache() {
   // Best effort: a write-back that fails here cannot be reported (Clear(kWriteBack) first).
   if (core.dirty_used.load(std::memory_order_relaxed)) (void)core.CleanLocked(held, 0, 0, true);
   for (CacheEntryState* e : core.TargetsLocked(0, 0, true)) core.RemoveLocked(e);
+  held.unlock();
+  core.entries.Close();  // the pooled entries hold the core: let them go
 }
 
 Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size) {

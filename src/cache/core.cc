@@ -23,12 +23,15 @@ void CacheEntryState::Unref() {
     core->Free(*node, mem, size);
     node->used.fetch_sub(charged, std::memory_order_relaxed);
   }
-  // Back to the pool as new. The core stays alive until it has the entry: if this was the
-  // last reference to it, the pool goes with it and frees the entry.
+  // Back to the pool as new, but still holding the core: the next miss takes it without an
+  // atomic increment of the core's count, which cost a miss a transfer of that line. The
+  // cache's destructor closes the pool, which lets the entries (and their references) go.
   std::shared_ptr<cache::Core> owner = std::move(core);
   this->~CacheEntryState();
   auto* fresh = new (this) CacheEntryState;
-  owner->entries.Give(fresh);
+  fresh->core = std::move(owner);
+  cache::Core* c = fresh->core.get();
+  c->entries.Give(fresh);
 }
 
 // The phase is published and `sleepers` read in seq_cst order, and AwaitFill counts itself in
@@ -69,10 +72,19 @@ const Status& CacheEntryState::AwaitFill() const {
 
 namespace cache {
 
-EntryPool::~EntryPool() {
-  Entry* lists[] = {spare_, given_.load(std::memory_order_acquire)};
+namespace {
+// given_ once the cache is gone: entries given back then are deleted.
+EntryPool::Entry* const kPoolClosed =
+    reinterpret_cast<EntryPool::Entry*>(alignof(EntryPool::Entry));
+}  // namespace
+
+EntryPool::~EntryPool() { Close(); }
+
+void EntryPool::Close() {
+  Entry* lists[] = {std::exchange(spare_, nullptr),
+                    given_.exchange(kPoolClosed, std::memory_order_acq_rel)};
   for (Entry* e : lists) {
-    while (e != nullptr) delete std::exchange(e, e->index_next);
+    while (e != nullptr && e != kPoolClosed) delete std::exchange(e, e->index_next);
   }
 }
 
@@ -87,6 +99,10 @@ EntryPool::Entry* EntryPool::Take() {
 void EntryPool::Give(Entry* e) {
   Entry* head = given_.load(std::memory_order_relaxed);
   do {
+    if (head == kPoolClosed) {
+      delete e;  // drops its reference to the core, perhaps the last: touch nothing after
+      return;
+    }
     e->index_next = head;
   } while (
       !given_.compare_exchange_weak(head, e, std::memory_order_release, std::memory_order_relaxed));

@@ -26,8 +26,10 @@ namespace tierflow::cache {
 // The cache's entries, recycled: a miss takes one (exclusive lock held, so one taker at a time)
 // and the last reference to an entry gives it back from any thread, without a lock. A new
 // entry from malloc cost a miss about 200 instructions and writes to lines not in the cache;
-// a recycled one is usually still there. Holds at most the most entries the cache had at
-// once, freed with the cache (each entry keeps the core alive, so none is out when it goes).
+// a recycled one is usually still there. Entries in the pool keep their reference to the core
+// (a miss then copies no shared pointer), so the cache's destructor closes the pool: that
+// deletes them, and entries given back later (held past the cache) are deleted instead. Holds
+// at most the most entries the cache had at once.
 class EntryPool {
  public:
   using Entry = detail::CacheEntryState;
@@ -35,11 +37,14 @@ class EntryPool {
   EntryPool(const EntryPool&) = delete;
   EntryPool& operator=(const EntryPool&) = delete;
   ~EntryPool();
-  // A default-constructed entry. The cache's exclusive lock is held.
+  // An entry as constructed, except that one from the pool holds the core already. The
+  // cache's exclusive lock is held; not after Close.
   Entry* Take();
-  // An entry whose last reference is gone, already reset to default-constructed (its fill
-  // handle and status released). Thread-safe.
+  // An entry whose last reference is gone, reset to constructed apart from its core (its fill
+  // handle and status released). Thread-safe. After Close it is deleted.
   void Give(Entry* e);
+  // The cache is going: deletes the pooled entries, and from now on Give deletes. Once.
+  void Close();
 
  private:
   std::atomic<Entry*> given_{nullptr};  // linked through index_next, pushed by Give
