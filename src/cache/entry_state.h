@@ -49,19 +49,29 @@ namespace tierflow::detail {
 // Not over-aligned (that would send every miss through the allocator's slow aligned path);
 // the reference count is kept off the phase's line by distance instead (see line_gap_).
 struct CacheEntryState {
-  // Read by every hit; written once per phase change. Kept off the reference count's line,
-  // which hits on other cores write.
+  // --- What a hit reads, on one cache line (the entry starts one: the alignment of dirty_seq
+  // below makes the whole entry 64-byte aligned). Hits write none of it but last_use, and that
+  // only when the clock has moved. A hit read the range from a second line before.
+  // Written once per phase change. Kept off the reference count's line, which hits on other
+  // cores write.
   std::atomic<std::uint32_t> phase{cache::kClaimed};
   // Threads asleep on `phase` (AwaitFill): a phase change makes the futex system call only
   // when there is one, instead of twice for every miss.
   std::atomic<std::uint32_t> sleepers{0};
-  // The hold tables hits have held this entry in (cache/hold_table.h): set once per table,
-  // then only read, like the phase.
+  // The hold tables hits have held this entry in (cache/hold_table.h): set when a hit first
+  // claims a word in a table, then only read.
   std::atomic<std::uint32_t> hold_tables{0};
+  const char* src = nullptr;
+  std::size_t size = 0;
+  char* mem = nullptr;
+  cache::NodeState* node = nullptr;
+  std::atomic<std::uint64_t> last_use{0};
+  // --- The rest.
   // Modifications: MarkDirty counts them in dirty_seq; a completed write-back raises clean_seq
   // to the count it had read before copying, a discard to the count now. The entry is dirty
   // while they differ, so a MarkDirty that comes during a write-back keeps it dirty.
-  std::atomic<std::uint64_t> dirty_seq{0}, clean_seq{0};
+  alignas(64) std::atomic<std::uint64_t> dirty_seq{0};
+  std::atomic<std::uint64_t> clean_seq{0};
   // In the cache's index. Changed only under the cache's exclusive lock, so that a reader
   // holding the shared lock sees it stable (MarkDirty relies on that).
   std::atomic<bool> indexed{false};
@@ -69,14 +79,9 @@ struct CacheEntryState {
   // run one at a time: two copies of the same memory in flight could complete out of order,
   // an older snapshot landing last over a newer one that already counted as clean.
   std::atomic<std::uint32_t> writing_back{0};
-  std::atomic<std::uint64_t> last_use{0};
   std::shared_ptr<cache::Core> core;
-  cache::NodeState* node = nullptr;
-  const char* src = nullptr;
-  std::size_t size = 0;
   CacheEntryState* index_next = nullptr;  // the cache index's list (cache/entry_index.h)
   std::size_t charged = 0;                // bytes counted against the node's capacity
-  char* mem = nullptr;
   Handle fill;    // set before phase becomes kSubmitted, never changed afterwards
   Status status;  // written before a final phase is published
   // 64 bytes between `refs` and every field above: never on one cache line.

@@ -43,10 +43,6 @@ class HoldTables {
   Word* Acquire(std::size_t table, const void* entry, TableMask& used) {
     const std::uint64_t key = Key(entry);
     if (key == 0) return nullptr;
-    const std::uint32_t bit = std::uint32_t{1} << (table % kTables);
-    if ((used.load(std::memory_order_relaxed) & bit) == 0) {
-      used.fetch_or(bit, std::memory_order_relaxed);
-    }
     Table& t = tables_[table % kTables];
     const std::size_t h = Hash(key);
     for (std::size_t d = 0; d < kProbe; ++d) {  // an existing word for this entry
@@ -56,7 +52,13 @@ class HoldTables {
         if (w.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel)) return &w;
       }
     }
-    for (std::size_t d = 0; d < kProbe; ++d) {  // a free word
+    // A free word. Only here does the entry get a word in this table (a word naming it was
+    // claimed here before, and Detach clears every one), so only here is the bit set.
+    const std::uint32_t bit = std::uint32_t{1} << (table % kTables);
+    if ((used.load(std::memory_order_relaxed) & bit) == 0) {
+      used.fetch_or(bit, std::memory_order_relaxed);
+    }
+    for (std::size_t d = 0; d < kProbe; ++d) {
       Word& w = t.words[(h + d) % kWords];
       std::uint64_t v = w.load(std::memory_order_relaxed);
       while (Count(v) == 0) {
