@@ -4,7 +4,8 @@
 //
 // Chunks come from the kernel as Buffers (node-bound, prefaulted: page faults during fills
 // turned cache hits into misses in the thesis' measurements) and stay until the arena is
-// destroyed. Blocks are handed out first-fit in 64-byte units; freed blocks are coalesced with
+// destroyed. Blocks are handed out first-fit in 64-byte units (from the end of the first free
+// block that is large enough); freed blocks are coalesced with
 // their neighbours.
 #pragma once
 

@@ -24,16 +24,15 @@ void* NodeArena::Allocate(std::size_t size, Status* error) {
   for (auto& c : chunks_) {
     for (auto it = c->free.begin(); it != c->free.end(); ++it) {
       if (it->second < need) continue;
-      const std::size_t off = it->first;
-      const std::size_t rest = it->second - need;
-      auto hint = std::next(it);
-      auto block = c->free.extract(it);
-      if (rest != 0) {  // the rest keeps the block's map node: no allocation per Allocate
-        block.key() = off + need;
-        block.mapped() = rest;
-        c->free.insert(hint, std::move(block));
+      // From the block's end: the rest keeps the block's offset, so its map node stays where
+      // it is (taking the front re-keyed the node, an extraction and an insertion per call).
+      const std::size_t at = it->first + (it->second - need);
+      if (it->second == need) {
+        c->free.erase(it);
+      } else {
+        it->second -= need;
       }
-      return c->buffer.data() + off;
+      return c->buffer.data() + at;
     }
   }
   Result<Buffer> b = Buffer::OnNode(node_, std::max(chunk_, need), options_);
