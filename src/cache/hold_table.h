@@ -33,13 +33,15 @@ class HoldTables {
   HoldTables() : tables_(std::make_unique<Table[]>(kTables)) {}
 
   // The tables an entry has been held in, one bit each (kTables fits): kept by the entry,
-  // set by Acquire, read by Held and Detach, which then look at those tables only instead of
-  // every one (a removal read 32 tables' worth of cold lines, about 7000 instructions).
+  // set by Acquire when it claims a new word, read by Held and Detach, which then look at
+  // those tables only instead of every one (a removal read 32 tables' worth of cold lines,
+  // about 7000 instructions).
   using TableMask = std::atomic<std::uint32_t>;
 
   // A hold on `entry` in table `table`: the word, or null (use the shared count). Sets the
-  // table's bit in `used`. Called under the cache's shared (or exclusive) lock, so that Held
-  // and Detach, under the exclusive lock, see every bit set before.
+  // table's bit in `used` when it claims a new word. Called under the cache's shared (or
+  // exclusive) lock, so that Held and Detach, under the exclusive lock, see every bit set
+  // before.
   Word* Acquire(std::size_t table, const void* entry, TableMask& used) {
     const std::uint64_t key = Key(entry);
     if (key == 0) return nullptr;
