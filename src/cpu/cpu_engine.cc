@@ -226,33 +226,15 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    // No such kernel, or it faulted: the guarded route, which names the range that faulted
-    // (a copy run again writes the same bytes).
-    CopyInlineGuarded(op, submission);
-  }
-
-  // Out of line: its piece, result and status would otherwise widen CopyInline's frame.
-  [[gnu::noinline]] void CopyInlineGuarded(const Operation& op, Submission& submission) {
-    kernels::PieceWork w;
-    w.dst = static_cast<char*>(op.dst);
-    w.src = static_cast<const char*>(op.src);
-    w.n = op.size;
-    kernels::PieceResult r;
-    Status fault;
-    if (kernels::RunPieceGuarded(*kernels, w, &r, &fault)) [[likely]] {
-      submission.CompleteHere(op.size, OpRef::kNoDifference);
-      counters->bytes_completed.fetch_add(op.size, std::memory_order_relaxed);
-    } else {
-      submission.FailHere(0, fault.code(), fault.message());
-      counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
-    }
-    counters->ops_inline.fetch_add(1, std::memory_order_relaxed);
-    counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
+    // No such kernel, or it faulted: the general route, whose guard names the range that
+    // faulted (a copy run again writes the same bytes).
+    RunInline({&op, 1}, submission);
   }
 
   // Small work, or a worker submitting: run every operation whole on this thread, reported
   // without registering parts (Submission::CompleteHere: no locked instruction per piece).
-  void RunInline(std::span<const Operation> ops, Submission & submission) {
+  // Out of line: its pieces and statuses would otherwise widen CopyInline's frame.
+  [[gnu::noinline]] void RunInline(std::span<const Operation> ops, Submission & submission) {
     std::uint64_t bytes = 0, failed = 0;
     for (const Operation& op : ops) {
       const cpu::Piece p = MakePiece(op, submission, 0, op.size, IsOverlappingMove(op));
