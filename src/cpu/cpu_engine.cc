@@ -459,13 +459,13 @@ namespace {
 // TIERFLOW_ISA) for both, else the fastest of each kind as measured on this CPU.
 Result<std::pair<CpuIsa, CpuIsa>> ChooseKernels(CpuIsa asked) {
   if (asked == CpuIsa::kAuto) {
-    Result<CpuIsa> chosen = ChooseCpuIsa();
-    if (!chosen.ok()) return chosen.status();
-    if (!kernels::IsaFromEnvironment()) {
+    Result<CpuIsa> named = kernels::IsaInEnvironment();
+    if (!named.ok()) return named.status();
+    if (*named == CpuIsa::kAuto) {
       const kernels::MeasuredKernelChoice m = kernels::MeasuredKernels();
       return std::pair{m.cached, m.streaming};
     }
-    asked = *chosen;
+    asked = *named;
   }
   if (!kernels::IsaSupported(asked)) {
     return Status::Unsupported(fmt::format(

@@ -30,10 +30,7 @@ Result<CpuIsa> ParseCpuIsa(std::string_view name) {
                          "': use auto, avx512, avx2 or baseline");
 }
 
-namespace {
-
-// What TIERFLOW_ISA names: kAuto when it is unset, empty or "auto"; an error naming the value
-// when it is not an ISA. The one reader of the variable, for the three questions below.
+namespace kernels {
 Result<CpuIsa> IsaInEnvironment() {
   const char* env = std::getenv("TIERFLOW_ISA");
   if (env == nullptr || *env == '\0') return CpuIsa::kAuto;
@@ -44,23 +41,15 @@ Result<CpuIsa> IsaInEnvironment() {
   }
   return isa;
 }
-
-}  // namespace
+}  // namespace kernels
 
 Result<CpuIsa> ChooseCpuIsa() {
-  if (Result<CpuIsa> named = IsaInEnvironment(); !named.ok()) return named.status();
+  if (Result<CpuIsa> named = kernels::IsaInEnvironment(); !named.ok()) return named.status();
   return DetectCpuIsa();
 }
 
-namespace kernels {
-bool IsaFromEnvironment() {
-  Result<CpuIsa> named = IsaInEnvironment();
-  return named.ok() && *named != CpuIsa::kAuto;
-}
-}  // namespace kernels
-
 CpuIsa DetectCpuIsa() {
-  if (Result<CpuIsa> named = IsaInEnvironment(); named.ok() && *named != CpuIsa::kAuto) {
+  if (Result<CpuIsa> named = kernels::IsaInEnvironment(); named.ok() && *named != CpuIsa::kAuto) {
     return *named;
   }
   if (kernels::IsaSupported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;

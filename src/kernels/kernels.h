@@ -62,8 +62,9 @@ struct MeasuredKernelChoice {
   CpuIsa streaming;
 };
 MeasuredKernelChoice MeasuredKernels();
-// Whether TIERFLOW_ISA names an ISA (other than auto): then it is used, unmeasured.
-bool IsaFromEnvironment();
+// What TIERFLOW_ISA names: kAuto when it is unset, empty or "auto" (then the kernels are
+// measured); an error naming the value when it is not an ISA. The one reader of the variable.
+Result<CpuIsa> IsaInEnvironment();
 
 // Offset of the first differing byte, or n when equal.
 std::size_t FirstDifference(const void* a, const void* b, std::size_t n);
