@@ -1,20 +1,20 @@
 // A reader-writer lock whose readers do not share a cache line: each reader announces itself in
 // one of kSlots padded counters (chosen by thread), so that cache hits on two cores do not
 // bounce one lock word between them, as std::shared_mutex's reader count does. Writers (cache
-// misses that insert, invalidation, eviction) are rare: a writer takes a mutex, raises the
-// writer flag and waits until every slot is empty. Readers that see the flag step back and
-// wait for the writer; a writer cannot starve readers for long, since each writer section is
-// short. Not recursive.
+// misses that insert, invalidation, eviction) are rarer: a writer takes the writer word (a
+// futex mutex, which also tells readers to keep out) and waits until the slots readers have
+// used are empty. Readers that see the word taken step back and wait for the writer; a writer
+// cannot starve readers for long, since each writer section is short. Not recursive.
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <mutex>
 #include <thread>
 
 #include "common/cpu_relax.h"
+#include "common/futex.h"
 
 namespace tierflow::cache {
 
@@ -42,21 +42,33 @@ class ReaderLock {
   static constexpr std::size_t kSlots = 16;
 
   void lock_shared() {
-    std::atomic<std::uint32_t>& slot = slots_[Slot()].readers;
+    const std::size_t slot = Slot();
+    const std::uint32_t bit = std::uint32_t{1} << slot;
+    // Acquire: a bit set by another thread of this slot is then ordered before this reader's
+    // count, so the writer that misses the count cannot miss the bit.
+    if ((used_.load(std::memory_order_acquire) & bit) == 0) {
+      used_.fetch_or(bit, std::memory_order_seq_cst);
+    }
+    std::atomic<std::uint32_t>& count = slots_[slot].readers;
     for (;;) {
-      slot.fetch_add(1, std::memory_order_seq_cst);
-      if (!writer_.load(std::memory_order_seq_cst)) return;
-      slot.fetch_sub(1, std::memory_order_release);
-      while (writer_.load(std::memory_order_acquire)) std::this_thread::yield();
+      count.fetch_add(1, std::memory_order_seq_cst);
+      if (writer_.load(std::memory_order_seq_cst) == kFree) return;
+      count.fetch_sub(1, std::memory_order_release);
+      while (writer_.load(std::memory_order_acquire) != kFree) std::this_thread::yield();
     }
   }
   void unlock_shared() { slots_[Slot()].readers.fetch_sub(1, std::memory_order_release); }
 
+  // Writers queue on the writer word itself (a futex mutex: one atomic exchange when free),
+  // then wait for the readers of the slots ever used: a cache used by one thread reads one
+  // slot line, not kSlots.
   void lock() {
-    writers_.lock();
-    writer_.store(true, std::memory_order_seq_cst);
-    for (auto& s : slots_) {
-      for (unsigned spins = 0; s.readers.load(std::memory_order_seq_cst) != 0; ++spins) {
+    std::uint32_t free = kFree;
+    if (!writer_.compare_exchange_strong(free, kHeld, std::memory_order_seq_cst)) LockSlow();
+    std::uint32_t used = used_.load(std::memory_order_seq_cst);
+    for (; used != 0; used &= used - 1) {
+      const std::atomic<std::uint32_t>& count = slots_[std::countr_zero(used)].readers;
+      for (unsigned spins = 0; count.load(std::memory_order_seq_cst) != 0; ++spins) {
         if (spins < 64) {
           CpuRelax();
         } else {
@@ -66,18 +78,31 @@ class ReaderLock {
     }
   }
   void unlock() {
-    writer_.store(false, std::memory_order_release);
-    writers_.unlock();
+    if (writer_.exchange(kFree, std::memory_order_release) == kHeldWaiters) {
+      FutexWake(&writer_, 1);
+    }
   }
 
  private:
+  // The writer word: readers step back while it is not kFree.
+  static constexpr std::uint32_t kFree = 0, kHeld = 1, kHeldWaiters = 2;
+
   static std::size_t Slot() { return ThreadSlot() % kSlots; }
+  // Another writer holds the lock: sleep until it is free, then hold it marked as contended
+  // (there may be more sleepers; the unlock wakes one).
+  void LockSlow() {
+    while (writer_.exchange(kHeldWaiters, std::memory_order_seq_cst) != kFree) {
+      FutexWait(&writer_, kHeldWaiters);
+    }
+  }
   struct alignas(64) PaddedCount {
     std::atomic<std::uint32_t> readers{0};
   };
   PaddedCount slots_[kSlots];
-  alignas(64) std::atomic<bool> writer_{false};
-  std::mutex writers_;
+  // Written by writers only; the slots readers have used (a bit each, never cleared) beside it:
+  // both read by every reader and changed rarely.
+  alignas(64) std::atomic<std::uint32_t> writer_{kFree};
+  std::atomic<std::uint32_t> used_{0};
 };
 
 }  // namespace tierflow::cache
