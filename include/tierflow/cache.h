@@ -13,7 +13,10 @@
 //  - Memory: each node has a capacity; a fill that does not fit evicts unreferenced entries,
 //    least recently used first; if that is not enough the access reports "not cached" (data()
 //    is the source) and the cache stays within its capacity. An entry's memory is freed when it
-//    has left the cache and its last CacheEntry is gone, never before.
+//    has left the cache and its last CacheEntry is gone, never before: the cache then keeps it
+//    for its next entry of that size on that node (no longer in bytes_used, but within the
+//    capacity together with it) and gives it back to the allocator when another size needs the
+//    room, and when the cache is destroyed.
 //  - Mutable data (the dirty-data contract): modify an entry through mutable_data(), then call
 //    MarkDirty(). From the moment MarkDirty returns ok until the modification is written back
 //    (WriteBack, Invalidate/Clear with kWriteBack, an access that needs the range, or the

@@ -200,25 +200,24 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
   // A new entry for [src, src+size) on `node`: indexed with its memory, or outside the cache
   // reading its source when there is no room. Exclusive lock held.
   CacheEntryState* ClaimLocked(cache::NodeState & node, const char* src, std::size_t size) {
-    const std::size_t charged = NodeArena::Round(size);
-    Status why;
-    char* mem = core->MakeRoomLocked(node, size, charged, &why);
     CacheEntryState* e = core->entries.Take();
     if (e->core == nullptr) e->core = core;  // new; a recycled one holds it still
+    Status why;
+    const bool room = core->MakeRoomLocked(node, e, size, &why);
     e->node = &node;
     e->src = src;
     e->size = size;
-    if (mem == nullptr) {
+    if (!room) {
       node.not_cached.fetch_add(1, std::memory_order_relaxed);
       e->refs.store(1, std::memory_order_relaxed);
       e->Finish(cache::kNoRoom, std::move(why));
       return e;
     }
-    e->mem = mem;
-    e->charged = charged;
     e->refs.store(3, std::memory_order_relaxed);  // the caller, the cache, the fill
-    e->last_use.store(core->tick.fetch_add(1, std::memory_order_relaxed) + 1,
-                      std::memory_order_relaxed);
+    // Misses advance the clock under the exclusive lock only: no atomic increment needed.
+    const std::uint64_t now = core->tick.load(std::memory_order_relaxed) + 1;
+    core->tick.store(now, std::memory_order_relaxed);
+    e->last_use.store(now, std::memory_order_relaxed);
     core->IndexLocked(e);
     return e;
   }

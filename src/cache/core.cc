@@ -20,16 +20,26 @@ namespace detail {
 void CacheEntryState::Unref() {
   if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   if (mem != nullptr) {
-    core->Free(*node, mem, size);
     node->used.fetch_sub(charged, std::memory_order_relaxed);
+    node->pooled.fetch_add(charged, std::memory_order_relaxed);
   }
   // Back to the pool as new, but still holding the core: the next miss takes it without an
   // atomic increment of the core's count, which cost a miss a transfer of that line. The
   // cache's destructor closes the pool, which lets the entries (and their references) go.
+  // The memory stays with the entry for the next miss of its size (see EntryPool).
   std::shared_ptr<cache::Core> owner = std::move(core);
+  cache::NodeState* on = node;
+  char* kept = mem;
+  const std::size_t bytes = mem_bytes, kept_charged = charged;
   this->~CacheEntryState();
   auto* fresh = new (this) CacheEntryState;
   fresh->core = std::move(owner);
+  if (kept != nullptr) {
+    fresh->node = on;
+    fresh->mem = kept;
+    fresh->mem_bytes = bytes;
+    fresh->charged = kept_charged;
+  }
   cache::Core* c = fresh->core.get();
   c->entries.Give(fresh);
 }
@@ -84,7 +94,35 @@ void EntryPool::Close() {
   Entry* lists[] = {std::exchange(spare_, nullptr),
                     given_.exchange(kPoolClosed, std::memory_order_acq_rel)};
   for (Entry* e : lists) {
-    while (e != nullptr && e != kPoolClosed) delete std::exchange(e, e->index_next);
+    while (e != nullptr && e != kPoolClosed) Discard(std::exchange(e, e->index_next));
+  }
+}
+
+void EntryPool::Discard(Entry* e) {
+  ReleaseMemoryOf(e);
+  delete e;  // drops its reference to the core, perhaps the last: touch nothing after
+}
+
+void EntryPool::ReleaseMemoryOf(Entry* e) {
+  if (e->mem == nullptr) return;
+  e->node->pooled.fetch_sub(e->charged, std::memory_order_relaxed);
+  e->core->Free(*e->node, e->mem, e->mem_bytes);
+  e->mem = nullptr;
+  e->mem_bytes = 0;
+  e->charged = 0;
+}
+
+void EntryPool::ReleaseMemory(const NodeState* node) {
+  Entry* given = given_.exchange(nullptr, std::memory_order_acquire);
+  if (spare_ == nullptr) {
+    spare_ = given;
+  } else if (given != nullptr) {
+    Entry* last = spare_;
+    while (last->index_next != nullptr) last = last->index_next;
+    last->index_next = given;
+  }
+  for (Entry* e = spare_; e != nullptr; e = e->index_next) {
+    if (node == nullptr || e->node == node) ReleaseMemoryOf(e);
   }
 }
 
@@ -100,7 +138,7 @@ void EntryPool::Give(Entry* e) {
   Entry* head = given_.load(std::memory_order_relaxed);
   do {
     if (head == kPoolClosed) {
-      delete e;  // drops its reference to the core, perhaps the last: touch nothing after
+      Discard(e);
       return;
     }
     e->index_next = head;
@@ -252,33 +290,62 @@ bool Core::EvictLocked(NodeState& node, std::size_t need, bool one_more) {
   return any;
 }
 
-char* Core::MakeRoomLocked(NodeState& node, std::size_t size, std::size_t charged, Status* why) {
+bool Core::Reusable(const Entry& e, const NodeState& node, std::size_t size) const {
+  // A user's allocator gets back the size it was asked for; the arena rounds.
+  return e.node == &node &&
+         (config.allocator.allocate ? e.mem_bytes == size : e.charged == NodeArena::Round(size));
+}
+
+bool Core::AllocateLocked(NodeState& node, Entry* e, std::size_t size, Status* why) {
+  const std::size_t charged = NodeArena::Round(size);
+  const std::size_t capacity = node.capacity.load(std::memory_order_relaxed);
+  // The pool's memory and the entries' together stay within the capacity.
+  if (node.used.load(std::memory_order_relaxed) + node.pooled.load(std::memory_order_relaxed) +
+          charged >
+      capacity) {
+    entries.ReleaseMemory(&node);
+  }
+  void* p = Allocate(node, size, why);
+  if (p == nullptr && node.pooled.load(std::memory_order_relaxed) != 0) {
+    entries.ReleaseMemory(&node);  // fragmented by what the pool holds
+    p = Allocate(node, size, why);
+  }
+  if (p == nullptr) return false;
+  e->mem = static_cast<char*>(p);
+  e->mem_bytes = size;
+  e->charged = charged;
+  node.pooled.fetch_add(charged, std::memory_order_relaxed);  // charged below, as a reuse
+  return true;
+}
+
+bool Core::MakeRoomLocked(NodeState& node, Entry* e, std::size_t size, Status* why) {
+  if (e->mem != nullptr && !Reusable(*e, node, size)) EntryPool::ReleaseMemoryOf(e);
   if (!node.capacity_known.load(std::memory_order_relaxed)) {
     Result<NodeMemory> m = QueryNodeMemory(node.id);
     node.capacity.store(m.ok() ? m->free_bytes / 2 : 0, std::memory_order_relaxed);
     node.capacity_known.store(true, std::memory_order_relaxed);
   }
+  const std::size_t charged = NodeArena::Round(size);
   const std::size_t capacity = node.capacity.load(std::memory_order_relaxed);
   if (charged > capacity) {
+    EntryPool::ReleaseMemoryOf(e);
     *why = Status::Unsupported(
         fmt::format("not cached: {} bytes exceed the cache's capacity on node {} ({} bytes)", size,
                     node.id, capacity));
-    return nullptr;
+    return false;
   }
   if (node.used.load(std::memory_order_relaxed) + charged > capacity) {
     EvictLocked(node, charged, false);
   }
   for (;;) {
     if (node.used.load(std::memory_order_relaxed) + charged <= capacity) {
-      Status error;
-      void* p = Allocate(node, size, &error);
-      if (p != nullptr) {
+      if (e->mem != nullptr || AllocateLocked(node, e, size, why)) {
+        node.pooled.fetch_sub(charged, std::memory_order_relaxed);
         const std::uint64_t now = node.used.fetch_add(charged, std::memory_order_relaxed) + charged;
         if (now > node.peak.load(std::memory_order_relaxed))
           node.peak.store(now, std::memory_order_relaxed);
-        return static_cast<char*>(p);
+        return true;
       }
-      *why = error;
     } else {
       *why = Status::Unsupported(fmt::format(
           "not cached: node {} holds {} of its {} bytes in entries that are in use, dirty "
@@ -287,8 +354,9 @@ char* Core::MakeRoomLocked(NodeState& node, std::size_t size, std::size_t charge
     }
     // Fragmented, or the node itself is short of memory: evict one more and try again.
     if (!EvictLocked(node, charged, true)) {
+      EntryPool::ReleaseMemoryOf(e);
       *why = Status(why->code(), fmt::format("not cached: {}", why->message()));
-      return nullptr;
+      return false;
     }
   }
 }

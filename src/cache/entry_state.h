@@ -33,6 +33,9 @@ struct NodeState {
   std::atomic<bool> capacity_known{false};  // set on first use when not configured
   std::unique_ptr<NodeArena> arena;         // the default allocator
   std::atomic<std::uint64_t> used{0}, entries{0}, peak{0};
+  // Bytes kept by entries in the cache's pool for the next entry of their size (cache/core.h:
+  // EntryPool); not in `used`, but within the capacity together with it.
+  std::atomic<std::uint64_t> pooled{0};
   std::atomic<std::uint64_t> misses{0}, not_cached{0}, evictions{0}, invalidations{0},
       write_backs{0};
   // Counted as fills complete, on the engine's threads: off the line that misses write.
@@ -82,6 +85,7 @@ struct CacheEntryState {
   std::shared_ptr<cache::Core> core;
   CacheEntryState* index_next = nullptr;  // the cache index's list (cache/entry_index.h)
   std::size_t charged = 0;                // bytes counted against the node's capacity
+  std::size_t mem_bytes = 0;              // what the allocator gave `mem` for (it gets it back)
   Handle fill;    // set before phase becomes kSubmitted, never changed afterwards
   Status status;  // written before a final phase is published
   // 64 bytes between `refs` and every field above: never on one cache line.

@@ -457,6 +457,87 @@ TEST(CacheMemory, UserAllocatorIsUsedAndBalanced) {
   EXPECT_EQ(frees.load(), 3);
 }
 
+// An allocator that counts, and remembers the most bytes it had out at once.
+struct CountingAllocator {
+  std::atomic<int> allocs{0}, frees{0};
+  std::atomic<std::size_t> out{0}, most{0};
+  CacheAllocator Make() {
+    return {[this](std::size_t size, int) -> void* {
+              ++allocs;
+              const std::size_t now = out += size;
+              if (now > most) most = now;
+              return std::aligned_alloc(64, (size + 63) / 64 * 64);
+            },
+            [this](void* p, std::size_t size, int) {
+              ++frees;
+              out -= size;
+              std::free(p);
+            }};
+  }
+};
+
+TEST(CacheMemory, FreedEntriesLendTheirMemoryToTheNextOfTheirSizeWithinTheCapacity) {
+  auto engine = MakeCpuEngine();
+  CountingAllocator a;
+  CacheConfig c;
+  c.engines = {engine.get()};
+  c.capacity[0] = 8 * 65536;
+  c.allocator = a.Make();
+  auto src = RandomBytes(8 * 65536, 21);
+  {
+    auto cache = MakeCache(c);
+    auto fill_all = [&](std::size_t size, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i) {
+        CacheEntry e = Take(cache->Access(src.data() + i * size, size));
+        ASSERT_TRUE(e.Wait().ok());
+        ASSERT_TRUE(e.cached()) << "entry " << i << " of " << size << " bytes";
+        EXPECT_EQ(std::memcmp(e.data(), src.data() + i * size, size), 0);
+      }
+    };
+    fill_all(65536, 8);
+    ASSERT_TRUE(cache->Clear().ok());
+    EXPECT_EQ(Node0(*cache).bytes_used, 0u);
+    EXPECT_EQ(a.frees.load(), 0);  // kept for the next entries of that size
+    fill_all(65536, 8);
+    EXPECT_EQ(a.allocs.load(), 8);  // the same memory, filled again
+    ASSERT_TRUE(cache->Clear().ok());
+    // Another size: the kept memory goes back as the capacity needs the room.
+    fill_all(100000, 5);
+    EXPECT_EQ(a.frees.load(), 8);
+    EXPECT_EQ(a.allocs.load(), 13);
+    EXPECT_LE(a.most.load(), c.capacity[0]);
+    EXPECT_EQ(Node0(*cache).bytes_used, 5 * NodeArena::Round(100000));
+  }
+  EXPECT_EQ(a.frees.load(), a.allocs.load());
+  EXPECT_EQ(a.out.load(), 0u);
+}
+
+TEST(CacheMemory, MemoryOfAnEntryHeldPastTheCacheIsFreedWithItsLastHolder) {
+  auto engine = MakeCpuEngine();
+  CountingAllocator a;
+  CacheConfig c;
+  c.engines = {engine.get()};
+  c.capacity[0] = 1 << 20;
+  c.allocator = a.Make();
+  auto src = RandomBytes(3 * 4096, 22);
+  CacheEntry kept;
+  {
+    auto cache = MakeCache(c);
+    for (int i = 0; i < 3; ++i) {
+      CacheEntry e = Take(cache->Access(src.data() + i * 4096, 4096));
+      ASSERT_TRUE(e.Wait().ok());
+      if (i == 1) kept = e;
+    }
+    ASSERT_TRUE(cache->Clear().ok());  // two entries back in the pool with their memory
+  }
+  EXPECT_EQ(a.frees.load(), 2);
+  ASSERT_TRUE(kept.cached());
+  EXPECT_EQ(std::memcmp(kept.data(), src.data() + 4096, 4096), 0);
+  kept = CacheEntry();
+  EXPECT_EQ(a.frees.load(), 3);
+  EXPECT_EQ(a.out.load(), 0u);
+}
+
 // --- the thesis' deadlocks (§5.1.3) ---------------------------------------------------------
 
 // An engine that holds a submission at its validation until the test opens the gate: the
