@@ -37,6 +37,23 @@ class AddressIndex {
       }
     }
   }
+  // The value `key` points at, to read and set in one probe: null when it has none (a slot is
+  // taken for it then; left null it stays absent, as after Erase).
+  Value*& At(std::uintptr_t key) {
+    for (;;) {
+      const std::size_t mask = slots_.size() - 1;
+      for (std::size_t i = Hash(key) & mask;; i = (i + 1) & mask) {
+        Slot& s = slots_[i];
+        if (s.key == key) return s.value;
+        if (s.key != kEmpty) continue;
+        if ((used_ + 1) * 2 > slots_.size()) break;  // grow first, then look again
+        ++used_;
+        s.key = key;
+        return s.value;
+      }
+      Grow();
+    }
+  }
   // Points `key` at `value`, replacing the value it had (Insert would add a second slot).
   void Assign(std::uintptr_t key, Value* value) {
     const std::size_t mask = slots_.size() - 1;

@@ -214,6 +214,7 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
       return e;
     }
     e->refs.store(3, std::memory_order_relaxed);  // the caller, the cache, the fill
+    cache::Bump(node.misses, 1);
     // Misses advance the clock under the exclusive lock only: no atomic increment needed.
     const std::uint64_t now = core->tick.load(std::memory_order_relaxed) + 1;
     core->tick.store(now, std::memory_order_relaxed);
@@ -390,7 +391,6 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size, bool*
     e = m.ClaimLocked(**node, s, size);
   }
   if (e->phase.load(std::memory_order_relaxed) == cache::kNoRoom) return CacheEntry(e, s, size);
-  (*node)->misses.fetch_add(1, std::memory_order_relaxed);
   if (missed != nullptr) *missed = true;
   m.SubmitFill(e, from);
   return CacheEntry(e, s, size);
@@ -475,6 +475,7 @@ std::vector<CacheNodeStats> OffloadCache::stats() const {
 }
 
 void OffloadCache::ResetStats() {
+  std::lock_guard held(impl_->core->lock);  // misses change under it (cache::Bump)
   for (const auto& n : impl_->core->nodes) {
     if (!n) continue;
     for (cache::HitCounters& c : n->hit) {

@@ -228,13 +228,13 @@ void Core::WaitForCopies() const {
 void Core::IndexLocked(Entry* e) {
   index.Insert(e);
   e->indexed.store(true, std::memory_order_relaxed);
-  e->node->entries.fetch_add(1, std::memory_order_relaxed);
+  Bump(e->node->entries, 1);
 }
 
 void Core::RemoveLocked(Entry* e) {
   index.Erase(e);
   e->indexed.store(false, std::memory_order_relaxed);
-  e->node->entries.fetch_sub(1, std::memory_order_relaxed);
+  Bump(e->node->entries, -1);
   // Holders in the per-thread tables now keep the entry through its shared count.
   holds.Detach(e, e->hold_tables, [e](long n) {
     if (n >= 0) {

@@ -63,6 +63,14 @@ class EntryPool {
   Entry* spare_ = nullptr;              // taken from given_ in one exchange, used by Take
 };
 
+// Adds to a counter that changes only under the cache's exclusive lock (readers may read it
+// at any time): a plain load and store, not an atomic read-modify-write, which waits for the
+// store buffer to drain (a miss made a dozen of them).
+inline void Bump(std::atomic<std::uint64_t>& counter, std::int64_t by) {
+  counter.store(counter.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(by),
+                std::memory_order_relaxed);
+}
+
 struct Core {
   using Entry = detail::CacheEntryState;
 

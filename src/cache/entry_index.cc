@@ -49,13 +49,13 @@ void EntryIndex::Insert(Entry* e) {
   ++version_;
   const int c = ClassOf(e->size);
   Class& k = by_class_[c];
-  const std::uintptr_t key = KeyOf(BlockOf(StartOf(e), c), c);
-  e->index_next = k.blocks.Find(key);
-  k.blocks.Assign(key, e);
+  Entry*& head = k.blocks.At(KeyOf(BlockOf(StartOf(e), c), c));
+  e->index_next = head;
+  head = e;
   ++k.entries;
   classes_used_ |= std::uint64_t{1} << c;
-  Entry* largest = by_start_.Find(StartOf(e));
-  if (largest == nullptr || largest->size < e->size) by_start_.Assign(StartOf(e), e);
+  Entry*& largest = by_start_.At(StartOf(e));
+  if (largest == nullptr || largest->size < e->size) largest = e;
 }
 
 void EntryIndex::Erase(Entry* e) {

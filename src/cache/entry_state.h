@@ -36,6 +36,7 @@ struct NodeState {
   // Bytes kept by entries in the cache's pool for the next entry of their size (cache/core.h:
   // EntryPool); not in `used`, but within the capacity together with it.
   std::atomic<std::uint64_t> pooled{0};
+  // `entries` and `misses` change under the cache's exclusive lock only (cache/core.h: Bump).
   std::atomic<std::uint64_t> misses{0}, not_cached{0}, evictions{0}, invalidations{0},
       write_backs{0};
   // Counted as fills complete, on the engine's threads: off the line that misses write.
@@ -49,8 +50,9 @@ struct Core;
 
 namespace tierflow::detail {
 
-// Not over-aligned (that would send every miss through the allocator's slow aligned path);
-// the reference count is kept off the phase's line by distance instead (see line_gap_).
+// Three cache lines, 64-byte aligned (dirty_seq's alignment): what hits read, then what
+// modifications and the index use, then the fill's handle, status and the reference count,
+// which the fill's completion writes together.
 struct CacheEntryState {
   // --- What a hit reads, on one cache line (the entry starts one: the alignment of dirty_seq
   // below makes the whole entry 64-byte aligned). Hits write none of it but last_use, and that
@@ -88,8 +90,6 @@ struct CacheEntryState {
   std::size_t mem_bytes = 0;              // what the allocator gave `mem` for (it gets it back)
   Handle fill;    // set before phase becomes kSubmitted, never changed afterwards
   Status status;  // written before a final phase is published
-  // 64 bytes between `refs` and every field above: never on one cache line.
-  unsigned char line_gap_[64] = {};
   // CacheEntry holders + the cache + a fill or write-back in flight.
   std::atomic<std::uint32_t> refs{0};
 
