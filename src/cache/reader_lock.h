@@ -59,7 +59,7 @@ class ReaderLock {
   }
   void unlock_shared() { slots_[Slot()].readers.fetch_sub(1, std::memory_order_release); }
 
-  // Writers queue on the writer word itself (a futex mutex: one atomic exchange when free),
+  // Writers queue on the writer word itself (a futex mutex: one compare-and-swap when free),
   // then wait for the readers of the slots ever used: a cache used by one thread reads one
   // slot line, not kSlots.
   void lock() {
