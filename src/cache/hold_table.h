@@ -98,15 +98,10 @@ class HoldTables {
   bool Held(const void* entry, const TableMask& used) const {
     const std::uint64_t key = Key(entry);
     if (key == 0) return false;
-    for (std::uint32_t m = used.load(std::memory_order_relaxed); m != 0; m &= m - 1) {
-      const std::size_t t = static_cast<std::size_t>(__builtin_ctz(m));
-      for (std::size_t d = 0; d < kProbe; ++d) {
-        const std::uint64_t v =
-            tables_[t].words[(Hash(key) + d) % kWords].load(std::memory_order_acquire);
-        if ((v & kKeyMask) == key && Count(v) > 0) return true;
-      }
-    }
-    return false;
+    return AnyWordOf(key, used, [key](const Word& w) {
+      const std::uint64_t v = w.load(std::memory_order_acquire);
+      return (v & kKeyMask) == key && Count(v) > 0;
+    });
   }
 
   // Moves every table hold on `entry` to its shared count (`add` adds n shared references) and
@@ -116,19 +111,16 @@ class HoldTables {
   void Detach(const void* entry, const TableMask& used, AddRefs&& add) {
     const std::uint64_t key = Key(entry);
     if (key == 0) return;
-    for (std::uint32_t m = used.load(std::memory_order_relaxed); m != 0; m &= m - 1) {
-      const std::size_t t = static_cast<std::size_t>(__builtin_ctz(m));
-      for (std::size_t d = 0; d < kProbe; ++d) {
-        Word& w = tables_[t].words[(Hash(key) + d) % kWords];
-        std::uint64_t v = w.load(std::memory_order_acquire);
-        while ((v & kKeyMask) == key) {
-          const std::uint64_t n = Count(v);
-          add(static_cast<long>(n));
-          if (w.compare_exchange_weak(v, 0, std::memory_order_acq_rel)) break;
-          add(-static_cast<long>(n));  // a release or copy changed the count: again
-        }
+    AnyWordOf(key, used, [key, &add](Word& w) {
+      std::uint64_t v = w.load(std::memory_order_acquire);
+      while ((v & kKeyMask) == key) {
+        const std::uint64_t n = Count(v);
+        add(static_cast<long>(n));
+        if (w.compare_exchange_weak(v, 0, std::memory_order_acq_rel)) break;
+        add(-static_cast<long>(n));  // a release or copy changed the count: again
       }
-    }
+      return false;  // every word
+    });
   }
 
  private:
@@ -142,6 +134,18 @@ class HoldTables {
   }
   static std::size_t Hash(std::uint64_t key) {
     return static_cast<std::size_t>((key >> 6) * 0x9E3779B97F4A7C15ull >> 40);
+  }
+  // Calls f(word) on each word of `key`'s probe window in the tables `used` names, until f
+  // returns true; whether it did.
+  template <typename F>
+  bool AnyWordOf(std::uint64_t key, const TableMask& used, F&& f) const {
+    for (std::uint32_t m = used.load(std::memory_order_relaxed); m != 0; m &= m - 1) {
+      const std::size_t t = static_cast<std::size_t>(__builtin_ctz(m));
+      for (std::size_t d = 0; d < kProbe; ++d) {
+        if (f(tables_[t].words[(Hash(key) + d) % kWords])) return true;
+      }
+    }
+    return false;
   }
   struct alignas(64) Table {
     std::array<Word, kWords> words{};

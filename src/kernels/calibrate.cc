@@ -29,7 +29,7 @@ struct Probe {
 constexpr Probe kCachedProbes[] = {{4 * 1024, 512}, {128 * 1024, 16}};
 constexpr int kCachedRounds = 9;
 constexpr Probe kStreamingProbes[] = {{4 * 1024 * 1024, 1}};  // past L2; NT stores skip caches
-constexpr std::size_t kStreamingBytes = 4 * 1024 * 1024;
+constexpr std::size_t kStreamingBytes = kStreamingProbes[0].bytes;
 constexpr int kStreamingRounds = 5;
 // A narrower kernel replaces a wider one only when it is this much faster at every probed
 // size: below that the difference is within the noise of a shared machine.

@@ -43,18 +43,24 @@ Result<CpuIsa> IsaInEnvironment() {
 }
 }  // namespace kernels
 
-Result<CpuIsa> ChooseCpuIsa() {
-  if (Result<CpuIsa> named = kernels::IsaInEnvironment(); !named.ok()) return named.status();
-  return DetectCpuIsa();
-}
-
-CpuIsa DetectCpuIsa() {
-  if (Result<CpuIsa> named = kernels::IsaInEnvironment(); named.ok() && *named != CpuIsa::kAuto) {
-    return *named;
-  }
+namespace {
+// The widest ISA this CPU runs.
+CpuIsa WidestSupported() {
   if (kernels::IsaSupported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (kernels::IsaSupported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
   return CpuIsa::kBaseline;
+}
+}  // namespace
+
+Result<CpuIsa> ChooseCpuIsa() {
+  Result<CpuIsa> named = kernels::IsaInEnvironment();
+  if (!named.ok()) return named.status();
+  return *named != CpuIsa::kAuto ? *named : WidestSupported();
+}
+
+CpuIsa DetectCpuIsa() {
+  Result<CpuIsa> named = kernels::IsaInEnvironment();
+  return named.ok() && *named != CpuIsa::kAuto ? *named : WidestSupported();
 }
 
 }  // namespace tierflow
