@@ -39,7 +39,9 @@ struct CpuEngineOptions {
   std::size_t nt_threshold_bytes = 0;  // 0: 3/4 of the last-level cache
   std::size_t min_piece_bytes = 64 * 1024;
   std::size_t max_piece_bytes = 64 * 1024 * 1024;
-  std::size_t queue_capacity = 4096;  // pieces waiting for a worker; submit waits when full
+  // Pieces waiting for a worker (1 .. 2^24, rounded up to a power of two); submit waits while
+  // the queue is full.
+  std::size_t queue_capacity = 4096;
   MappingCheck check_mappings = MappingCheck::kOff;
   CpuIsa isa = CpuIsa::kAuto;         // kAuto: TIERFLOW_ISA, else measured (see isa())
   std::uint32_t worker_spin_us = 50;  // an idle worker polls this long before sleeping

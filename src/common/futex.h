@@ -33,6 +33,15 @@ class WakeWord {
     generation_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) != 0) FutexWake(&generation_, n);
   }
+  // The same, for a waker whose work was published by a sequentially consistent store or
+  // read-modify-write: that operation and the load of the sleeper count are then ordered
+  // without the read-modify-write above (a locked instruction on x86, which waits for every
+  // store before it), and the generation only needs to move for a sleeper this load sees.
+  void WakeAfterSeqCstPublish(int n = INT_MAX) {
+    if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    FutexWake(&generation_, n);
+  }
 
   // Sleeps until a Wake, unless has_work() (checked after announcing the sleep) is true.
   template <typename HasWork>

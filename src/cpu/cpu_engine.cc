@@ -26,6 +26,7 @@
 #include "common/fork_guard.h"
 #include "common/futex.h"
 #include "common/mapping.h"
+#include "common/prefetch.h"
 #include "cpu/task_queue.h"
 #include "kernels/kernels.h"
 #include "tierflow/engine_impl.h"
@@ -56,20 +57,26 @@ constexpr std::size_t kPieceAlign = 4096;
 // if a generation repeated while a ticket sat in the queue (wrapped at 24 bits, or the scratch
 // area last used by another engine), whoever takes a piece runs it with that operation's own
 // description and engine, so the piece is still done correctly and exactly once.
+//
+// When there are two pieces or more and waiting threads run pieces, the last is held for the
+// waiter: it takes it first, through a word of its own (HeldWord), without contending with
+// the workers for the claims word that the first of them has usually pulled to its core by
+// then; workers take it only once the claims word has no piece left (the waiter may never
+// come, or wait without helping). The description fills the scratch area's first line, the
+// held piece is in its second, which workers do not touch until then.
 struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
   Impl* engine = nullptr;
+  char* dst = nullptr;
+  const char* src = nullptr;
+  // The operation's third operand: the pattern (fill, pattern compare), the second source
+  // (compare) or the second destination (dualcast). Split operations are exclusive, so
+  // Submission::offset_base is 0 and not kept.
+  std::uintptr_t extra = 0;
+  std::size_t size = 0;
+  std::size_t piece = 0;
   OpKind kind = OpKind::kCopy;
   bool nt = false;
   bool keep_in_cache = false;
-  char* dst = nullptr;
-  const char* src = nullptr;
-  const char* src2 = nullptr;
-  char* dst2 = nullptr;
-  std::size_t size = 0;
-  std::size_t piece = 0;
-  std::uint64_t pieces = 0;
-  std::uint64_t report_base = 0;
-  std::uint64_t pattern = 0;
   std::uint32_t generation = 0;  // as in the claims word
 
   static constexpr int kIndexBits = 20;
@@ -90,6 +97,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
   // has moved on to another operation).
   static bool Take(OpRef s, std::uint32_t generation, bool from_back, std::uint64_t& index) {
     std::atomic<std::uint64_t>& claims = s.claims();
+    // Usually last written by another participant's core: ask for it owned, so the
+    // compare-and-swap does not wait for a second transfer after the load's shared copy.
+    PrefetchForWrite(&claims);
     std::uint64_t cur = claims.load(std::memory_order_acquire);
     for (;;) {
       std::uint64_t front = cur & kIndexMask;
@@ -104,10 +114,37 @@ struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
       }
     }
   }
+
+  // The held piece: HeldWord = generation << 1 | 1 while piece HeldIndex of that operation is
+  // untaken. Raw words in the scratch area's second line (never re-created with the
+  // description, so a stale ticket may read them at any time).
+  static std::atomic_ref<std::uint32_t> HeldWord(OpRef s) {
+    return std::atomic_ref<std::uint32_t>(
+        *std::launder(reinterpret_cast<std::uint32_t*>(static_cast<char*>(s.scratch()) + 64)));
+  }
+  static void Hold(OpRef s, std::uint32_t generation, std::uint64_t index) {
+    std::memcpy(static_cast<char*>(s.scratch()) + 72, &index, sizeof index);
+    HeldWord(s).store(generation << 1 | 1, std::memory_order_release);
+  }
+  static bool TakeHeld(OpRef s, std::uint32_t generation, std::uint64_t & index) {
+    std::atomic_ref<std::uint32_t> word = HeldWord(s);
+    std::uint32_t held = generation << 1 | 1;
+    if (word.load(std::memory_order_acquire) != held ||
+        !word.compare_exchange_strong(held, generation << 1, std::memory_order_acq_rel)) {
+      return false;
+    }
+    std::memcpy(&index, static_cast<const char*>(s.scratch()) + 72, sizeof index);
+    return true;
+  }
+  // A piece of the operation of `generation` for a worker: from the claims word, else the held
+  // piece.
+  static bool TakeForWorker(OpRef s, std::uint32_t generation, std::uint64_t & index) {
+    return Take(s, generation, /*from_back=*/false, index) || TakeHeld(s, generation, index);
+  }
 };
 
 struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
-  static_assert(sizeof(SplitWork) <= 128, "OpRef::scratch holds 128 bytes");
+  static_assert(sizeof(SplitWork) <= 64, "the description is the scratch area's first line");
   static_assert(alignof(SplitWork) <= 64, "OpRef::scratch is 64-byte aligned");
   static_assert(std::is_trivially_destructible_v<SplitWork>);
 
@@ -142,7 +179,6 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // running at the fork is not in this process any more: its operation never completes here,
   // so wait for operations before forking (a thread's state at fork() is gone in the child).
   void AfterForkChild() override {
-    queue.ResetLockInChild();
     new (&restart_mu) std::mutex();
     for (std::thread& t : threads) new (&t) std::thread();  // abandon, never join
     threads.clear();
@@ -150,17 +186,18 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
         "the process forked before the CPU engine ran this part; it runs in the parent only";
     cpu::Piece piece;
     while (queue.TryPop(piece)) {
-      if (piece.ticket) {
-        std::uint64_t index;
-        while (SplitWork::Take(piece.state, piece.generation, false, index)) {
-          piece.state.CompletePart(0, StatusCode::kCancelled, kForked);
-        }
-      } else {
+      if (!piece.ticket) {
+        piece.state.CompletePart(0, StatusCode::kCancelled, kForked);
+        continue;
+      }
+      std::uint64_t index;
+      while (SplitWork::TakeForWorker(piece.state, piece.generation, index)) {
         piece.state.CompletePart(0, StatusCode::kCancelled, kForked);
       }
     }
+    queue.ResetInChild();
     // Pieces that threads now gone were running (workers, helping waiters) never report.
-    counters->in_flight.store(0, std::memory_order_relaxed);
+    counters->Clear(EngineCounters::kInFlight);
     helpers.store(0, std::memory_order_relaxed);
     restart_after_fork.store(true, std::memory_order_release);
   }
@@ -221,9 +258,10 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     if (kernels->copy_recoverable != nullptr &&
         kernels->copy_recoverable(op.dst, op.src, op.size) == 0) [[likely]] {
       submission.CompleteHere(op.size, OpRef::kNoDifference);
-      counters->bytes_completed.fetch_add(op.size, std::memory_order_relaxed);
-      counters->ops_inline.fetch_add(1, std::memory_order_relaxed);
-      counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
+      const EngineCounters::Local mine = counters->ForThisThread();
+      mine.Add(EngineCounters::kBytesCompleted, op.size);
+      mine.Add(EngineCounters::kOpsInline);
+      mine.Add(EngineCounters::kPiecesCompleted);
       return;
     }
     // No such kernel, or it faulted: the general route, whose guard names the range that
@@ -248,10 +286,10 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
         submission.FailHere(0, fault.code(), fault.message());
       }
     }
-    counters->ops_inline.fetch_add(ops.size(), std::memory_order_relaxed);
-    counters->pieces_completed.fetch_add(ops.size(), std::memory_order_relaxed);
-    if (bytes != 0) counters->bytes_completed.fetch_add(bytes, std::memory_order_relaxed);
-    if (failed != 0) counters->pieces_failed.fetch_add(failed, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kOpsInline, ops.size());
+    counters->Add(EngineCounters::kPiecesCompleted, ops.size());
+    if (bytes != 0) counters->Add(EngineCounters::kBytesCompleted, bytes);
+    if (failed != 0) counters->Add(EngineCounters::kPiecesFailed, failed);
   }
 
   // Pushes a piece, waking every worker and yielding while the queue is full; cancels it when
@@ -281,7 +319,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       }
     }
     submission.AddParts(static_cast<std::uint32_t>(pieces));
-    counters->in_flight.fetch_add(pieces, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kInFlight, pieces);
     std::size_t pushed = 0;
     for (const Operation& op : ops) {
       if (IsOverlappingMove(op)) {
@@ -315,14 +353,14 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     std::uint64_t diff;
     Status fault;
     const bool ok = Execute(p, &diff, &fault);
-    counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
-    counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kPiecesCompleted);
+    counters->Sub(EngineCounters::kInFlight);
     if (!ok) [[unlikely]] {
-      counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
+      counters->Add(EngineCounters::kPiecesFailed);
       p.state.FailPart(0, fault.code(), fault.message());
       return;
     }
-    counters->bytes_completed.fetch_add(p.size, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kBytesCompleted, p.size);
     p.state.CompletePart(p.size, StatusCode::kOk, nullptr, diff);
   }
 
@@ -335,20 +373,22 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     p.size = std::min(w.piece, w.size - p.offset);
     p.dst = w.dst != nullptr ? w.dst + p.offset : nullptr;
     p.src = w.src != nullptr ? w.src + p.offset : nullptr;
-    p.src2 = w.src2 != nullptr ? w.src2 + p.offset : nullptr;
-    p.dst2 = w.dst2 != nullptr ? w.dst2 + p.offset : nullptr;
+    if (w.kind == OpKind::kCompare) p.src2 = reinterpret_cast<const char*>(w.extra) + p.offset;
+    if (w.kind == OpKind::kDualcast) p.dst2 = reinterpret_cast<char*>(w.extra) + p.offset;
+    if (w.kind == OpKind::kFill || w.kind == OpKind::kComparePattern) p.pattern = w.extra;
     p.tail = w.size - p.offset - p.size;
     p.keep_in_cache = w.keep_in_cache;
-    p.report_base = w.report_base;
-    p.pattern = w.pattern;
     Run(p);
   }
 
   // A worker popped a ticket: run pieces of its operation while any is left. The piece runs
   // with the engine recorded in the description (see SplitWork on generations).
   static void RunTicket(const cpu::Piece& ticket) {
+    // The description was last written by the submitter's core: ask for its line while Take
+    // asks for the claims word's, instead of one after the other.
+    PrefetchForRead(ticket.state.scratch());
     std::uint64_t index;
-    while (SplitWork::Take(ticket.state, ticket.generation, /*from_back=*/false, index)) {
+    while (SplitWork::TakeForWorker(ticket.state, ticket.generation, index)) {
       SplitWork& w = SplitWork::Of(ticket.state);
       if (w.engine->stopping.load(std::memory_order_relaxed)) {
         // Shutting down: the rest of this operation is cancelled, piece by piece, as the
@@ -365,7 +405,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // Engine shutdown: every piece of the ticket's operation not taken yet is cancelled.
   void CancelTicket(const cpu::Piece& ticket) {
     std::uint64_t index;
-    while (SplitWork::Take(ticket.state, ticket.generation, /*from_back=*/false, index)) {
+    while (SplitWork::TakeForWorker(ticket.state, ticket.generation, index)) {
       SplitWork& w = SplitWork::Of(ticket.state);
       if (w.engine != this) {  // a wrapped generation: another engine's live operation
         w.engine->RunSplit(w, index, ticket.state);
@@ -378,13 +418,56 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   }
 
   void Cancel(const cpu::Piece& p) {
-    counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
-    counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kPiecesCancelled);
+    counters->Sub(EngineCounters::kInFlight);
     p.state.CompletePart(0, StatusCode::kCancelled,
                          "the CPU engine was destroyed before this part of the operation ran");
   }
 
-  void Wake(int n) { idle.Wake(n); }
+  // Writes the description of a split operation into its state's engine area.
+  const SplitWork& DescribeSplit(const Operation& op, const Submission& submission) {
+    OpRef state = submission.op();
+    std::uint32_t last_generation;  // of the last split operation on this state, if any
+    std::memcpy(&last_generation,
+                static_cast<const char*>(state.scratch()) + offsetof(SplitWork, generation),
+                sizeof last_generation);
+    SplitWork* w = new (state.scratch()) SplitWork;
+    w->engine = this;
+    w->kind = op.kind;
+    w->nt = UseNt(op);
+    w->keep_in_cache = op.keep_in_cache;
+    w->dst = static_cast<char*>(op.dst);
+    w->src = static_cast<const char*>(op.src);
+    if (op.kind == OpKind::kCompare) w->extra = reinterpret_cast<std::uintptr_t>(op.src2);
+    if (op.kind == OpKind::kDualcast) w->extra = reinterpret_cast<std::uintptr_t>(op.dst2);
+    if (op.kind == OpKind::kFill || op.kind == OpKind::kComparePattern) w->extra = op.pattern;
+    w->size = op.size;
+    w->piece = PieceSize(op.size);
+    if (op.size / w->piece >= SplitWork::kMaxPieces) {  // tiny max_piece_bytes, huge operation
+      w->piece = (op.size / SplitWork::kMaxPieces + kPieceAlign) / kPieceAlign * kPieceAlign;
+    }
+    w->generation = (last_generation + 1) & SplitWork::kGenerationMask;
+    return *w;
+  }
+
+  // Queues n copies of a ticket, waking every worker and yielding while the queue is full;
+  // cancels what is left of the operation when the engine stops meanwhile.
+  void PushTickets(const cpu::Piece& ticket, std::size_t n) {
+    for (std::size_t left = n; left != 0;) {
+      left -= queue.TryPushCopies(ticket, left);
+      if (left == 0) break;
+      if (stopping.load(std::memory_order_acquire)) {
+        CancelTicket(ticket);
+        break;
+      }
+      Wake(INT_MAX);
+      sched_yield();
+    }
+    Wake(static_cast<int>(n));
+  }
+
+  // Every piece and ticket is published by the queue's sequentially consistent store.
+  void Wake(int n) { idle.WakeAfterSeqCstPublish(n); }
 
   void WorkerLoop(int index);
 };
@@ -398,15 +481,18 @@ thread_local const void* t_worker_of = nullptr;
 // the engine's in_flight, so the engine cannot finish its destructor before the piece is done;
 // `helpers` covers the completion that follows (callbacks may count errors in the engine).
 bool CpuEngine::HelpSplit(OpRef state) {
-  // The caller holds the handle, so the state still describes its operation.
-  const std::uint32_t generation =
-      SplitWork::GenerationOf(state.claims().load(std::memory_order_acquire));
-  std::uint64_t index;
-  if (!SplitWork::Take(state, generation, /*from_back=*/true, index)) return false;
+  // The caller holds the handle, so the state still describes its operation (read from the
+  // description's line, which workers only read, rather than the claims word's).
   SplitWork& w = SplitWork::Of(state);
+  const std::uint32_t generation = w.generation;
+  std::uint64_t index;
+  if (!SplitWork::TakeHeld(state, generation, index) &&
+      !SplitWork::Take(state, generation, /*from_back=*/true, index)) {
+    return false;
+  }
   Impl* m = w.engine;
   m->helpers.fetch_add(1, std::memory_order_seq_cst);
-  m->counters->pieces_by_waiters.fetch_add(1, std::memory_order_relaxed);
+  m->counters->Add(EngineCounters::kPiecesByWaiters);
   m->RunSplit(w, index, state);
   m->helpers.fetch_sub(1, std::memory_order_seq_cst);
   return true;
@@ -504,7 +590,10 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
         fmt::format("piece sizes min {} / max {}: both must be multiples of {} with min <= max",
                     options.min_piece_bytes, options.max_piece_bytes, kPieceAlign));
   }
-  if (options.queue_capacity == 0) return Status::Invalid("queue_capacity is 0: use at least 1");
+  if (options.queue_capacity == 0 || options.queue_capacity > cpu::TaskQueue::kMaxCapacity) {
+    return Status::Invalid(fmt::format("queue_capacity is {}: use 1..{}", options.queue_capacity,
+                                       cpu::TaskQueue::kMaxCapacity));
+  }
   Result<std::pair<CpuIsa, CpuIsa>> isas = ChooseKernels(options.isa);
   if (!isas.ok()) return isas.status();
 
@@ -557,7 +646,7 @@ CpuEngine::~CpuEngine() {
     }
   }
   // Pieces that waiting threads took before the queue was drained are still running.
-  while (impl_->counters->in_flight.load(std::memory_order_seq_cst) != 0 ||
+  while (impl_->counters->Total(EngineCounters::kInFlight) != 0 ||
          impl_->helpers.load(std::memory_order_seq_cst) != 0) {
     sched_yield();
   }
@@ -615,53 +704,28 @@ Status CpuEngine::EnqueueOthers(std::span<const Operation> ops, Submission& subm
 Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   Impl& m = *impl_;
   OpRef state = submission.op();
-  std::uint32_t last_generation;  // of the last split operation on this state, if any
-  std::memcpy(&last_generation,
-              static_cast<const char*>(state.scratch()) + offsetof(SplitWork, generation),
-              sizeof last_generation);
-  SplitWork* w = new (state.scratch()) SplitWork;
-  w->engine = &m;
-  w->kind = op.kind;
-  w->nt = m.UseNt(op);
-  w->keep_in_cache = op.keep_in_cache;
-  w->dst2 = static_cast<char*>(op.dst2);
-  w->dst = static_cast<char*>(op.dst);
-  w->src = static_cast<const char*>(op.src);
-  w->src2 = static_cast<const char*>(op.src2);
-  w->size = op.size;
-  w->piece = m.PieceSize(op.size);
-  if (op.size / w->piece >= SplitWork::kMaxPieces) {  // tiny max_piece_bytes, huge operation
-    w->piece = (op.size / SplitWork::kMaxPieces + kPieceAlign) / kPieceAlign * kPieceAlign;
-  }
-  w->pieces = (op.size + w->piece - 1) / w->piece;
-  w->report_base = submission.offset_base();
-  w->pattern = op.pattern;
-  const std::uint32_t generation = (last_generation + 1) & SplitWork::kGenerationMask;
-  w->generation = generation;
-  submission.AddParts(static_cast<std::uint32_t>(w->pieces));
-  m.counters->in_flight.fetch_add(w->pieces, std::memory_order_relaxed);
+  // The state is usually back from the core of the worker that finished its last operation:
+  // ask for the description's and the claims word's lines at once, owned, before the stores
+  // below wait for them one after the other.
+  PrefetchForWrite(state.scratch());
+  PrefetchForWrite(&state.claims());
+  const SplitWork& w = m.DescribeSplit(op, submission);
+  const std::uint64_t pieces = (op.size + w.piece - 1) / w.piece;
+  submission.AddParts(static_cast<std::uint32_t>(pieces));
+  m.counters->Add(EngineCounters::kInFlight, pieces);
+  const bool hold = m.opts.waiter_runs_pieces && pieces >= 2;
+  if (hold) SplitWork::Hold(state, w.generation, pieces - 1);
   // Publishes the description: whoever claims a piece reads it after this.
-  state.claims().store(SplitWork::Pack(generation, 0, w->pieces), std::memory_order_release);
+  state.claims().store(SplitWork::Pack(w.generation, 0, hold ? pieces - 1 : pieces),
+                       std::memory_order_release);
   if (m.opts.waiter_runs_pieces) state.SetHelper(&CpuEngine::HelpSplit);
 
   // One ticket per worker that can usefully take part.
-  const auto tickets =
-      static_cast<std::uint32_t>(std::min<std::uint64_t>(w->pieces, m.worker_count));
   cpu::Piece ticket;
   ticket.state = state;
   ticket.ticket = true;
-  ticket.generation = generation;
-  for (std::uint32_t i = 0; i < tickets; ++i) {
-    while (!m.queue.TryPush(ticket)) {
-      if (m.stopping.load(std::memory_order_acquire)) {
-        m.CancelTicket(ticket);
-        break;
-      }
-      m.Wake(INT_MAX);
-      sched_yield();
-    }
-  }
-  m.Wake(static_cast<int>(tickets));
+  ticket.generation = w.generation;
+  m.PushTickets(ticket, std::min<std::uint64_t>(pieces, m.worker_count));
   return Status::Ok();
 }
 

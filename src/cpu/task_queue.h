@@ -1,15 +1,26 @@
-// A bounded multi-producer, multi-consumer queue of work pieces for the CPU engine's workers.
-// A spin lock guards a fixed ring (no allocation after construction): a push or pop holds it for
-// a copy of one piece; `size` is mirrored in an atomic so idle workers can poll without taking
-// the lock.
+// A bounded multi-producer, multi-consumer queue of work pieces for the CPU engine's workers: a
+// ring of cells, each with a sequence number that says whether it holds a piece (the bounded
+// queue of D. Vyukov). No allocation after construction.
+//
+// What each side writes decides what a hand-off costs between cores. Producers write only the
+// cells and their own position (under a lock of their own: producers are the submitting
+// threads, usually one, so the lock's line stays in its core); consumers write only their
+// position and the cells they empty. An idle worker polls the cell at the consumers' position,
+// so a push costs the producer no wait for a line another core holds (the cell's store is
+// buffered) and the worker one transfer of that cell; with one lock for both sides, a push
+// waited for the lock's line, which every polling worker had pulled to its core.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <new>
-#include <vector>
 
+#include "common/prefetch.h"
 #include "common/spin_lock.h"
 #include "tierflow/engine_impl.h"
 #include "tierflow/operation.h"
@@ -38,46 +49,98 @@ struct Piece {
   std::uint64_t pattern = 0;
 };
 
-// Everything a push or a pop writes shares one cache line (the lock, the indices and the size
-// idle workers poll), apart from the ring's slots: a hand-off moves that line once each way.
-class alignas(64) TaskQueue {
+class TaskQueue {
  public:
-  explicit TaskQueue(std::size_t capacity) : ring_(capacity) {}
+  static constexpr std::size_t kMaxCapacity = std::size_t{1} << 24;
+
+  // capacity: 1..kMaxCapacity, rounded up to a power of two.
+  explicit TaskQueue(std::size_t capacity)
+      : mask_(std::bit_ceil(std::clamp<std::size_t>(capacity, 1, kMaxCapacity)) - 1),
+        cells_(new Cell[mask_ + 1]) {
+    Reset();
+  }
 
   // False when full.
-  bool TryPush(const Piece& p) {
-    std::lock_guard lock(lock_);
-    if (count_ == ring_.size()) return false;
-    ring_[(head_ + count_) % ring_.size()] = p;
-    ++count_;
-    size_.store(count_, std::memory_order_seq_cst);
-    return true;
+  bool TryPush(const Piece& p) { return TryPushCopies(p, 1) == 1; }
+  // Up to n copies of p; returns how many fitted. Each is published with a sequentially
+  // consistent store (the engine's wake-up protocol pairs it with the sleeper's check).
+  std::size_t TryPushCopies(const Piece& p, std::size_t n) {
+    std::lock_guard lock(push_lock_);
+    const std::size_t tail = tail_.load(std::memory_order_relaxed);
+    std::size_t k = 0;
+    for (; k < n; ++k) {
+      Cell& c = cells_[(tail + k) & mask_];
+      // Not yet emptied by the consumer that took its last piece: full.
+      if (c.seq.load(std::memory_order_acquire) != tail + k) break;
+      c.piece = p;
+    }
+    for (std::size_t i = 0; i < k; ++i) {
+      cells_[(tail + i) & mask_].seq.store(tail + i + 1, std::memory_order_seq_cst);
+    }
+    tail_.store(tail + k, std::memory_order_relaxed);
+    return k;
   }
-  bool TryPop(Piece& out) {
-    if (size_.load(std::memory_order_acquire) == 0) return false;
-    std::lock_guard lock(lock_);
-    if (count_ == 0) return false;
-    out = ring_[head_];
-    head_ = (head_ + 1) % ring_.size();
-    --count_;
-    size_.store(count_, std::memory_order_seq_cst);
-    return true;
-  }
-  std::size_t size() const { return size_.load(std::memory_order_relaxed); }
-  std::size_t capacity() const { return ring_.size(); }
-  bool empty() const { return size_.load(std::memory_order_seq_cst) == 0; }
 
-  // fork(): held across it, so the child's copy is consistent; the child's is released.
-  void LockForFork() { lock_.lock(); }
-  void UnlockAfterFork() { lock_.unlock(); }
-  void ResetLockInChild() { lock_.ResetInChild(); }
+  bool TryPop(Piece& out) {
+    std::size_t pos = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells_[pos & mask_];
+      const std::size_t seq = c.seq.load(std::memory_order_acquire);
+      const auto lag = static_cast<std::ptrdiff_t>(seq - (pos + 1));
+      if (lag < 0) return false;  // empty
+      if (lag > 0) {              // another consumer took it: look again
+        pos = head_.load(std::memory_order_relaxed);
+        continue;
+      }
+      PrefetchForRead(reinterpret_cast<const char*>(&c) + 64);  // the piece's second line
+      if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        out = c.piece;
+        c.seq.store(pos + mask_ + 1, std::memory_order_release);  // free for the lap after
+        return true;
+      }
+    }
+  }
+
+  std::size_t size() const {
+    const std::size_t head = head_.load(std::memory_order_relaxed);
+    const std::size_t tail = tail_.load(std::memory_order_relaxed);
+    return tail > head ? tail - head : 0;
+  }
+  std::size_t capacity() const { return mask_ + 1; }
+  // Whether the next cell to pop is empty (sequentially consistent, as the pushes).
+  bool empty() const {
+    const std::size_t pos = head_.load(std::memory_order_seq_cst);
+    return cells_[pos & mask_].seq.load(std::memory_order_seq_cst) != pos + 1;
+  }
+
+  // fork(): producers are held out across it (no half-published cell in the child). The child
+  // pops what it can and then calls ResetInChild: a cell that a consumer thread (not copied
+  // into the child) had taken but not yet emptied would otherwise stay taken for good.
+  void LockForFork() { push_lock_.lock(); }
+  void UnlockAfterFork() { push_lock_.unlock(); }
+  void ResetInChild() {
+    push_lock_.ResetInChild();
+    Reset();
+  }
 
  private:
-  SpinLock lock_;
-  std::size_t head_ = 0;
-  std::size_t count_ = 0;
-  std::atomic<std::size_t> size_{0};
-  std::vector<Piece> ring_;  // written only in its slots
+  struct alignas(64) Cell {
+    std::atomic<std::size_t> seq{0};  // pos: free for the push at pos; pos + 1: holds a piece
+    Piece piece;
+  };
+
+  void Reset() {
+    for (std::size_t i = 0; i <= mask_; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+    head_.store(0, std::memory_order_relaxed);
+    tail_.store(0, std::memory_order_relaxed);
+  }
+
+  // Read by both sides, never written after construction: a line that stays in every cache.
+  alignas(64) const std::size_t mask_;
+  const std::unique_ptr<Cell[]> cells_;
+  alignas(64) SpinLock push_lock_;                // producers' line
+  std::atomic<std::size_t> tail_{0};              // written under push_lock_; atomic for size()
+  alignas(64) std::atomic<std::size_t> head_{0};  // consumers' line
 };
 
 }  // namespace tierflow::cpu

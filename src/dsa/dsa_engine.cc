@@ -376,16 +376,15 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
   }
   void ReportDone(Job & j) {
     if (j.done_unreported == 0) return;
-    counters->pieces_completed.fetch_add(j.done_unreported - j.cancelled_unreported,
-                                         std::memory_order_relaxed);
-    counters->pieces_cancelled.fetch_add(j.cancelled_unreported, std::memory_order_relaxed);
-    counters->in_flight.fetch_sub(j.done_unreported, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kPiecesCompleted, j.done_unreported - j.cancelled_unreported);
+    counters->Add(EngineCounters::kPiecesCancelled, j.cancelled_unreported);
+    counters->Sub(EngineCounters::kInFlight, j.done_unreported);
     j.done_unreported = 0;
     j.cancelled_unreported = 0;
   }
 
   void Fail(Job & j, std::uint32_t i, StatusCode code, std::string text) {
-    counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kPiecesFailed);
     if (j.error_code == StatusCode::kOk) {
       j.error_code = code;
       j.error_text = std::move(text);
@@ -602,7 +601,7 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     OpRef state = j->state;
     const std::uint64_t bytes = j->bytes;
     ops_done.fetch_add(1, std::memory_order_relaxed);
-    counters->bytes_completed.fetch_add(bytes, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kBytesCompleted, bytes);
     StatusCode code = j->error_code;
     std::string text = std::move(j->error_text);
     std::uint64_t diff = j->first_difference;
@@ -746,7 +745,7 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     GroupPieces(*j);
     j->open = n;
     descriptors.fetch_add(n, std::memory_order_relaxed);
-    counters->in_flight.fetch_add(n, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kInFlight, n);
     submission.AddParts(1);
     for (Group& g : j->groups) SubmitGroup(*j, g);
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -1003,7 +1002,7 @@ DsaEngineStats DsaEngine::stats() const {
   const Impl& m = *impl_;
   DsaEngineStats s;
   s.ops = m.ops_done.load(std::memory_order_relaxed);
-  s.bytes = counters().bytes_completed.load(std::memory_order_relaxed);
+  s.bytes = counters().Total(EngineCounters::kBytesCompleted);
   s.descriptors = m.descriptors.load(std::memory_order_relaxed);
   s.batches = m.batches.load(std::memory_order_relaxed);
   s.submit_retries = m.submit_retries.load(std::memory_order_relaxed);
@@ -1012,7 +1011,7 @@ DsaEngineStats DsaEngine::stats() const {
   s.faults_resumed = m.faults_resumed.load(std::memory_order_relaxed);
   s.faults_on_cpu = m.faults_on_cpu.load(std::memory_order_relaxed);
   s.credit_waits = m.credit_waits.load(std::memory_order_relaxed);
-  s.errors = counters().pieces_failed.load(std::memory_order_relaxed);
+  s.errors = counters().Total(EngineCounters::kPiecesFailed);
   s.dualcast_splits = m.dualcast_splits.load(std::memory_order_relaxed);
   s.monitor_waits = m.monitor_waits.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < s.size_histogram.size(); ++i) {

@@ -86,14 +86,14 @@ EngineState Engine::state() const {
   EngineState s;
   s.queue_capacity = q.capacity;
   s.queued = q.queued;
-  s.in_flight = c.in_flight.load(std::memory_order_relaxed);
-  s.ops_submitted = c.ops_submitted.load(std::memory_order_relaxed);
-  s.pieces_completed = c.pieces_completed.load(std::memory_order_relaxed);
-  s.bytes_completed = c.bytes_completed.load(std::memory_order_relaxed);
-  s.ops_inline = c.ops_inline.load(std::memory_order_relaxed);
-  s.pieces_by_waiters = c.pieces_by_waiters.load(std::memory_order_relaxed);
-  s.pieces_failed = c.pieces_failed.load(std::memory_order_relaxed);
-  s.pieces_cancelled = c.pieces_cancelled.load(std::memory_order_relaxed);
+  s.in_flight = c.Total(EngineCounters::kInFlight);
+  s.ops_submitted = c.Total(EngineCounters::kOpsSubmitted);
+  s.pieces_completed = c.Total(EngineCounters::kPiecesCompleted);
+  s.bytes_completed = c.Total(EngineCounters::kBytesCompleted);
+  s.ops_inline = c.Total(EngineCounters::kOpsInline);
+  s.pieces_by_waiters = c.Total(EngineCounters::kPiecesByWaiters);
+  s.pieces_failed = c.Total(EngineCounters::kPiecesFailed);
+  s.pieces_cancelled = c.Total(EngineCounters::kPiecesCancelled);
   s.callback_errors = c.callback_errors.load(std::memory_order_relaxed);
   return s;
 }
@@ -207,7 +207,7 @@ Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& opti
     detail::ReleaseOpState(state);  // the handle's
     return s;
   }
-  counters_->ops_submitted.fetch_add(ops.size(), std::memory_order_relaxed);
+  counters_->Add(EngineCounters::kOpsSubmitted, ops.size());
   detail::FinishSubmission(state);  // drop the submission guard
   return Handle(state);
 }
@@ -318,7 +318,7 @@ Result<Handle> Engine::SubmitParts(const Operation& op, std::span<const EnginePa
       detail::FailPart(state, 0, s.code(), fmt::format("part {}: {}", i, s.message()));
       return Handle(state);
     }
-    e.counters_->ops_submitted.fetch_add(1, std::memory_order_relaxed);
+    e.counters_->Add(EngineCounters::kOpsSubmitted);
   }
   detail::FinishSubmission(state);
   return Handle(state);

@@ -81,19 +81,19 @@ void FaultInjectingEngine::Impl::Finished(Pending* p, const Completion& c) {
     // Engine::Start put the seed's share in; the inner engine's CRC holds it too.
     p->state.AddCrc(c.crc ^ Crc32cShift(p->op.crc_seed, p->op.size));
   }
-  m.counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
+  m.counters->Add(EngineCounters::kPiecesCompleted);
   if (c.status.ok()) {
-    m.counters->bytes_completed.fetch_add(c.bytes_completed, std::memory_order_relaxed);
+    m.counters->Add(EngineCounters::kBytesCompleted, c.bytes_completed);
   } else {
-    m.counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
+    m.counters->Add(EngineCounters::kPiecesFailed);
   }
   if (p->has_rest && c.status.ok()) {
     auto* next =
         new Pending{p->m, p->state, p->rest, {}, false, false, p->report_base + p->op.size};
     m.Send(next);
   } else if (p->has_rest) {  // the first half failed: the second never runs
-    m.counters->pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
-    m.counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    m.counters->Add(EngineCounters::kPiecesCancelled);
+    m.counters->Sub(EngineCounters::kInFlight);
     p->state.CompletePart(0, StatusCode::kCancelled,
                           "not run: the first half of this split operation failed");
   }
@@ -101,7 +101,7 @@ void FaultInjectingEngine::Impl::Finished(Pending* p, const Completion& c) {
   const Status status = c.status;
   const std::uint64_t bytes = c.status.ok() ? c.bytes_completed : 0;
   delete p;
-  m.counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
+  m.counters->Sub(EngineCounters::kInFlight);
   if (status.ok()) {
     state.CompletePart(bytes, StatusCode::kOk, nullptr, diff);
   } else {
@@ -142,7 +142,7 @@ FaultInjectingEngine::FaultInjectingEngine(std::unique_ptr<Impl> impl) : impl_(s
 
 FaultInjectingEngine::~FaultInjectingEngine() {
   // Completions in flight still reach this engine's state.
-  while (counters().in_flight.load(std::memory_order_acquire) != 0) {
+  while (counters().Total(EngineCounters::kInFlight) != 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -176,7 +176,7 @@ Status FaultInjectingEngine::Enqueue(std::span<const Operation> ops, Submission&
     const Operation& op = ops[i];
     const Impl::Choice& c = choices[i];
     submission.AddParts(1);
-    m.counters->in_flight.fetch_add(1, std::memory_order_relaxed);
+    m.counters->Add(EngineCounters::kInFlight);
     auto* p = new Impl::Pending{&m, submission.op(), op, {}, false, c.delay, offset};
     offset += op.size;
     if (c.delay) m.delayed.fetch_add(1, std::memory_order_relaxed);
@@ -204,7 +204,7 @@ Status FaultInjectingEngine::Enqueue(std::span<const Operation> ops, Submission&
       p->rest.pattern = RotatePattern(op.pattern, half);  // fills and pattern compares
       p->has_rest = true;
       submission.AddParts(1);
-      m.counters->in_flight.fetch_add(1, std::memory_order_relaxed);
+      m.counters->Add(EngineCounters::kInFlight);
     }
     m.Send(p);
   }

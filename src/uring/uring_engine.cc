@@ -203,13 +203,13 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
   }
 
   void Finish(OpRef s, std::uint64_t done, StatusCode code, std::string message) {
-    counters->pieces_completed.fetch_add(1, std::memory_order_relaxed);
-    counters->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    counters->Add(EngineCounters::kPiecesCompleted);
+    counters->Sub(EngineCounters::kInFlight);
     if (code == StatusCode::kOk) {
-      counters->bytes_completed.fetch_add(done, std::memory_order_relaxed);
+      counters->Add(EngineCounters::kBytesCompleted, done);
       s.CompletePart(done);
     } else {
-      counters->pieces_failed.fetch_add(1, std::memory_order_relaxed);
+      counters->Add(EngineCounters::kPiecesFailed);
       s.FailPart(done, code, std::move(message));
     }
   }
@@ -450,8 +450,8 @@ IoUringEngine::IoUringEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 namespace {
 
 void CancelPiece(EngineCounters& counters, OpRef s, std::uint64_t done) {
-  counters.pieces_cancelled.fetch_add(1, std::memory_order_relaxed);
-  counters.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  counters.Add(EngineCounters::kPiecesCancelled);
+  counters.Sub(EngineCounters::kInFlight);
   s.CompletePart(done, StatusCode::kCancelled,
                  "the io_uring engine was destroyed before this piece was submitted");
 }
@@ -662,8 +662,8 @@ IoUringEngineStats IoUringEngine::stats() const {
   const Impl& m = *impl_;
   auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   IoUringEngineStats s;
-  s.ops = get(counters().ops_submitted);
-  s.bytes = get(counters().bytes_completed);
+  s.ops = counters().Total(EngineCounters::kOpsSubmitted);
+  s.bytes = counters().Total(EngineCounters::kBytesCompleted);
   s.reads = get(m.reads);
   s.direct_reads = get(m.direct_reads);
   s.short_reads = get(m.short_reads);
@@ -672,7 +672,7 @@ IoUringEngineStats IoUringEngine::stats() const {
   s.short_writes = get(m.short_writes);
   s.syncs = get(m.syncs);
   s.file_copies = get(m.file_copies);
-  s.errors = get(counters().pieces_failed);
+  s.errors = counters().Total(EngineCounters::kPiecesFailed);
   return s;
 }
 
@@ -719,7 +719,7 @@ Status IoUringEngine::Enqueue(std::span<const Operation> ops, Submission& submis
   }
   const std::size_t n = pieces.size() + copies.size();
   submission.AddParts(static_cast<std::uint32_t>(n));
-  m.counters->in_flight.fetch_add(n, std::memory_order_relaxed);
+  m.counters->Add(EngineCounters::kInFlight, n);
   if (!copies.empty()) {
     {
       std::lock_guard lock(m.copy_mu);

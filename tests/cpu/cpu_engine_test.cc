@@ -59,6 +59,15 @@ TEST(CpuEngine, CreateErrors) {
   o = {};
   o.queue_capacity = 0;
   EXPECT_EQ(CpuEngine::Create(ThisSystem(), o).status().code(), StatusCode::kInvalidArgument);
+  o.queue_capacity = std::size_t{1} << 40;  // would not fit in memory
+  Result<std::unique_ptr<CpuEngine>> huge = CpuEngine::Create(ThisSystem(), o);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.status().message().find("use 1.."), std::string::npos) << huge.status().message();
+  o.queue_capacity = 1000;
+  Result<std::unique_ptr<CpuEngine>> rounded = CpuEngine::Create(ThisSystem(), o);
+  ASSERT_TRUE(rounded.ok()) << rounded.status().ToString();
+  EXPECT_EQ((*rounded)->state().queue_capacity, 1024u) << "rounded up to a power of two";
   if (!__builtin_cpu_supports("avx512f")) {
     o = {};
     o.isa = CpuIsa::kAvx512;
@@ -485,6 +494,43 @@ TEST(CpuEngine, WaiterHelpCanBeTurnedOff) {
   }
   EXPECT_EQ(dst, src);
   EXPECT_EQ(e->state().pieces_by_waiters, 0u);
+}
+
+// The last piece of a split operation is held for a thread that waits on it; when nobody
+// waits (the caller polls), the workers run it once the other pieces are taken. Every kind that
+// splits keeps its third operand through the held piece (fill pattern, second source, second
+// destination).
+TEST(CpuEngine, HeldPieceRunsOnAWorkerWhenNobodyWaits) {
+  CpuEngineOptions o;
+  o.workers = 2;
+  o.min_piece_bytes = o.max_piece_bytes = 256 << 10;
+  auto e = MakeCpuEngine(o);
+  constexpr std::size_t kSize = (1 << 20) + 4096;  // 5 pieces, the last one short
+  auto src = Pattern(kSize, 7);
+  std::vector<unsigned char> dst(kSize), dst2(kSize), filled(kSize), other = src;
+  other[kSize - 10] ^= 1;  // differs in the held piece only
+  const std::uint64_t pattern = 0x0123456789abcdefULL;
+  const Operation ops[] = {Operation::Copy(dst.data(), src.data(), kSize),
+                           Operation::Dualcast(dst.data(), dst2.data(), src.data(), kSize),
+                           Operation::Fill(filled.data(), pattern, kSize),
+                           Operation::Compare(src.data(), other.data(), kSize)};
+  for (const Operation& op : ops) {
+    Result<Handle> h = e->Submit(op);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    while (!h->done()) std::this_thread::yield();  // polls: never runs a piece itself
+    ASSERT_TRUE(h->status().ok()) << OpKindName(op.kind);
+    if (op.kind == OpKind::kCompare) {
+      EXPECT_FALSE(h->result().equal);
+      EXPECT_EQ(h->result().first_difference, kSize - 10);
+    }
+  }
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(dst2, src);
+  for (std::size_t i = 0; i < kSize; ++i) {
+    ASSERT_EQ(filled[i], static_cast<unsigned char>(pattern >> (8 * (i % 8)))) << i;
+  }
+  EXPECT_EQ(e->state().pieces_by_waiters, 0u);
+  EXPECT_EQ(e->state().pieces_completed, 4u * 5u);
 }
 
 TEST(CpuEngine, QueueSmallerThanWork) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include "testing/random_bytes.h"
 #include "tierflow/dsa_engine.h"
 #include "tierflow/dsa_model.h"
+#include "tierflow/engine_impl.h"
 #include "tierflow/uring_engine.h"
 
 namespace tierflow {
@@ -150,6 +152,39 @@ TEST(EngineCounters, SplittingOverEnginesCountsEachPart) {
     EXPECT_EQ(e->state().bytes_completed, kBytes);
     EXPECT_EQ(e->state().in_flight, 0u);
   }
+}
+
+// Each thread counts in a share of its own, and more threads than shares share them: totals
+// stay exact either way, with counts raised on one thread and lowered on another, and threads
+// that come after others ended (their shares given back) count as well.
+TEST(EngineCounters, SharesAddUpAcrossMoreThreadsThanShares) {
+  EngineCounters c;
+  constexpr int kThreads = 2 * EngineCounters::kShares + 3;
+  constexpr std::uint64_t kEach = 5000;
+  auto raise_and_count = [&](int t) {
+    for (std::uint64_t i = 0; i < kEach; ++i) {
+      c.Add(EngineCounters::kInFlight);
+      c.Add(EngineCounters::kBytesCompleted, static_cast<std::uint64_t>(t) + 1);
+    }
+  };
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) threads.emplace_back(raise_and_count, t);
+    for (std::thread& t : threads) t.join();
+  }
+  EXPECT_EQ(c.Total(EngineCounters::kInFlight), 2 * kThreads * kEach);
+  EXPECT_EQ(c.Total(EngineCounters::kBytesCompleted),
+            2 * kEach * (static_cast<std::uint64_t>(kThreads) * (kThreads + 1) / 2));
+  // Lowered on other threads than raised: the sum of the shares returns to 0.
+  std::vector<std::thread> lowerers;
+  for (int t = 0; t < 4; ++t) {
+    lowerers.emplace_back([&] { c.Sub(EngineCounters::kInFlight, kThreads * kEach / 2); });
+  }
+  for (std::thread& t : lowerers) t.join();
+  EXPECT_EQ(c.Total(EngineCounters::kInFlight), 0u);
+  EXPECT_EQ(c.Total(EngineCounters::kPiecesFailed), 0u) << "other counters untouched";
+  c.Clear(EngineCounters::kBytesCompleted);
+  EXPECT_EQ(c.Total(EngineCounters::kBytesCompleted), 0u);
 }
 
 }  // namespace

@@ -47,13 +47,13 @@ class ManualEngine : public Engine {
       }
     }
     // As an engine author does (tierflow/engine_impl.h): count the piece, then complete it.
-    counters().pieces_completed.fetch_add(1);
+    counters().Add(EngineCounters::kPiecesCompleted);
     if (code == StatusCode::kOk) {
-      counters().bytes_completed.fetch_add(p.op.size);
+      counters().Add(EngineCounters::kBytesCompleted, p.op.size);
     } else {
-      counters().pieces_failed.fetch_add(1);
+      counters().Add(EngineCounters::kPiecesFailed);
     }
-    counters().in_flight.fetch_sub(1);
+    counters().Sub(EngineCounters::kInFlight);
     p.state.CompletePart(code == StatusCode::kOk ? p.op.size : 0, code, msg);
   }
 
@@ -62,7 +62,7 @@ class ManualEngine : public Engine {
     if (refuse_) return Status::Unsupported("manual engine refuses");
     std::lock_guard lock(mu_);
     s.AddParts(static_cast<std::uint32_t>(ops.size()));
-    counters().in_flight.fetch_add(ops.size());
+    counters().Add(EngineCounters::kInFlight, ops.size());
     for (const Operation& op : ops) pending_.push_back({s.op(), op});
     return Status::Ok();
   }
