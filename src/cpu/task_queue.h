@@ -6,9 +6,9 @@
 // cells and their own position (under a lock of their own: producers are the submitting
 // threads, usually one, so the lock's line stays in its core); consumers write only their
 // position and the cells they empty. An idle worker polls the cell at the consumers' position,
-// so a push costs the producer no wait for a line another core holds (the cell's store is
-// buffered) and the worker one transfer of that cell; with one lock for both sides, a push
-// waited for the lock's line, which every polling worker had pulled to its core.
+// so a push waits for that one line (its sequentially consistent store) and the worker gets it
+// in one transfer; with one lock for both sides, a push first waited for the lock's line, which
+// every polling worker had pulled to its core, and then for the slot's.
 #pragma once
 
 #include <algorithm>
