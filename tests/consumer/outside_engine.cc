@@ -42,7 +42,7 @@ class LibcEngine final : public tierflow::Engine {
   tierflow::Status Enqueue(std::span<const tierflow::Operation> ops,
                            tierflow::Submission& submission) override {
     submission.AddParts(static_cast<std::uint32_t>(ops.size()));  // before any can complete
-    counters().Add(EngineCounters::kInFlight, ops.size());
+    counters().Add(tierflow::EngineCounters::kInFlight, ops.size());
     {
       std::lock_guard lock(mu_);
       for (const tierflow::Operation& op : ops) queue_.push_back({submission.op(), op});
@@ -78,9 +78,9 @@ class LibcEngine final : public tierflow::Engine {
               static_cast<unsigned char>(p.what.pattern >> (8 * (i % 8)));
         }
       }
-      counters().Add(EngineCounters::kPiecesCompleted);
-      counters().Add(EngineCounters::kBytesCompleted, p.what.size);
-      counters().Sub(EngineCounters::kInFlight);
+      counters().Add(tierflow::EngineCounters::kPiecesCompleted);
+      counters().Add(tierflow::EngineCounters::kBytesCompleted, p.what.size);
+      counters().Sub(tierflow::EngineCounters::kInFlight);
       p.op.CompletePart(p.what.size);  // the last part runs the callback and wakes waiters
     }
   }
