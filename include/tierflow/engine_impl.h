@@ -137,10 +137,10 @@ class TIERFLOW_EXPORT EngineCounters {
   // Adds (subtracts) n to the calling thread's share. Any thread; relaxed; wait-free.
   void Add(Counter c, std::uint64_t n = 1) { ForThisThread().Add(c, n); }
   void Sub(Counter c, std::uint64_t n = 1) { ForThisThread().Add(c, 0 - n); }
-  // The sum of the shares, each read with acquire. Not a snapshot: changes made while it reads
-  // may be missed. In particular kInFlight, read once every raise of it has happened (the
-  // submissions returned), is never below the number of pieces still unfinished, so 0 means
-  // none is left.
+  // The sum of the shares, each read with acquire; never below 0. Not a snapshot: changes made
+  // while it reads may be missed. In particular kInFlight, read once every raise of it has
+  // happened (the submissions returned), is never below the number of pieces still unfinished,
+  // so 0 means none is left; read while pieces are submitted and finish, it may be off by them.
   std::uint64_t Total(Counter c) const;
   // Sets a counter to 0 in every share. Only while no thread updates it (a fork() child).
   void Clear(Counter c);

@@ -64,7 +64,9 @@ unsigned EngineCounters::TakeShare() {
 std::uint64_t EngineCounters::Total(Counter c) const {
   std::uint64_t sum = 0;
   for (const Share& s : shares_) sum += s.v[c].load(std::memory_order_acquire);
-  return sum;
+  // A count raised on one thread and lowered on another (kInFlight) sums below zero when this
+  // read missed the raise but saw the lowering: it reads 0 then, not 2^64 - 1.
+  return static_cast<std::int64_t>(sum) < 0 ? 0 : sum;
 }
 
 void EngineCounters::Clear(Counter c) {

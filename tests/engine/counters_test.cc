@@ -185,6 +185,11 @@ TEST(EngineCounters, SharesAddUpAcrossMoreThreadsThanShares) {
   EXPECT_EQ(c.Total(EngineCounters::kPiecesFailed), 0u) << "other counters untouched";
   c.Clear(EngineCounters::kBytesCompleted);
   EXPECT_EQ(c.Total(EngineCounters::kBytesCompleted), 0u);
+  // A reading that saw a lowering but not its raise (both on other threads) says 0, not 2^64-1.
+  std::thread([&] { c.Sub(EngineCounters::kInFlight, 3); }).join();
+  EXPECT_EQ(c.Total(EngineCounters::kInFlight), 0u);
+  std::thread([&] { c.Add(EngineCounters::kInFlight, 5); }).join();
+  EXPECT_EQ(c.Total(EngineCounters::kInFlight), 2u);
 }
 
 }  // namespace
