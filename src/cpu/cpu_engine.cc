@@ -286,10 +286,11 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
         submission.FailHere(0, fault.code(), fault.message());
       }
     }
-    counters->Add(EngineCounters::kOpsInline, ops.size());
-    counters->Add(EngineCounters::kPiecesCompleted, ops.size());
-    if (bytes != 0) counters->Add(EngineCounters::kBytesCompleted, bytes);
-    if (failed != 0) counters->Add(EngineCounters::kPiecesFailed, failed);
+    const EngineCounters::Local mine = counters->ForThisThread();
+    mine.Add(EngineCounters::kOpsInline, ops.size());
+    mine.Add(EngineCounters::kPiecesCompleted, ops.size());
+    if (bytes != 0) mine.Add(EngineCounters::kBytesCompleted, bytes);
+    if (failed != 0) mine.Add(EngineCounters::kPiecesFailed, failed);
   }
 
   // Pushes a piece, waking every worker and yielding while the queue is full; cancels it when
@@ -353,14 +354,15 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     std::uint64_t diff;
     Status fault;
     const bool ok = Execute(p, &diff, &fault);
-    counters->Add(EngineCounters::kPiecesCompleted);
-    counters->Sub(EngineCounters::kInFlight);
+    const EngineCounters::Local mine = counters->ForThisThread();
+    mine.Add(EngineCounters::kPiecesCompleted);
+    mine.Sub(EngineCounters::kInFlight);
     if (!ok) [[unlikely]] {
-      counters->Add(EngineCounters::kPiecesFailed);
+      mine.Add(EngineCounters::kPiecesFailed);
       p.state.FailPart(0, fault.code(), fault.message());
       return;
     }
-    counters->Add(EngineCounters::kBytesCompleted, p.size);
+    mine.Add(EngineCounters::kBytesCompleted, p.size);
     p.state.CompletePart(p.size, StatusCode::kOk, nullptr, diff);
   }
 
@@ -418,8 +420,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   }
 
   void Cancel(const cpu::Piece& p) {
-    counters->Add(EngineCounters::kPiecesCancelled);
-    counters->Sub(EngineCounters::kInFlight);
+    const EngineCounters::Local mine = counters->ForThisThread();
+    mine.Add(EngineCounters::kPiecesCancelled);
+    mine.Sub(EngineCounters::kInFlight);
     p.state.CompletePart(0, StatusCode::kCancelled,
                          "the CPU engine was destroyed before this part of the operation ran");
   }
