@@ -378,6 +378,9 @@ struct [[gnu::visibility("hidden")]] DsaDeviceModel::Impl final : ForkAware {
 
   Outcome ExecuteData(const dsa_hw_desc& d) {
     Outcome o;
+    // No-op and drain move no data: the transfer size is not theirs to check (a zero there
+    // is what software writes).
+    if (d.opcode == DSA_OPCODE_NOOP || d.opcode == DSA_OPCODE_DRAIN) return o;
     const std::uint64_t n = d.xfer_size;
     if (n == 0 || n > cfg.max_transfer_size) {
       o.status = DSA_COMP_XFER_ERANGE;
@@ -399,9 +402,6 @@ struct [[gnu::visibility("hidden")]] DsaDeviceModel::Impl final : ForkAware {
         return CrcGen(d, n);
       case DSA_OPCODE_CFLUSH:
         return CacheFlush(d, n);
-      case DSA_OPCODE_NOOP:
-      case DSA_OPCODE_DRAIN:
-        return o;
       default:
         // In op_cap but not modelled: say so rather than pretend.
         o.status = DSA_COMP_BAD_OPCODE;

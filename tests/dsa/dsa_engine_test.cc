@@ -420,8 +420,11 @@ TEST(DsaEngine, ModelReportsDedicatedWqOverflowAsCallerBug) {
   DsaModelConfig c = Config(false);
   c.wqs[0].shared = false;
   c.wqs[0].size = 1;
-  c.engine_delay_ns = 1000000;
   auto model = Model(c);
+  // Paused, the device takes nothing off the WQ, so the first descriptor still holds the only
+  // slot when the second arrives however long this thread is descheduled between them (a
+  // delay-based version failed once on a loaded CI machine).
+  model->Pause();
   dsa_completion_record rec[3]{};
   alignas(64) dsa_hw_desc d{};
   d.opcode = DSA_OPCODE_NOOP;
@@ -433,6 +436,38 @@ TEST(DsaEngine, ModelReportsDedicatedWqOverflowAsCallerBug) {
   EXPECT_GE(model->counters().dwq_overflows, 1u);
   ASSERT_FALSE(model->caller_errors().empty());
   EXPECT_NE(model->caller_errors()[0].find("overflowed"), std::string::npos);
+  EXPECT_EQ(model->occupancy(0), 1u);
+  model->Resume();
+  // The accepted descriptor writes rec[0]: let it finish before rec goes out of scope.
+  while (model->occupancy(0) != 0) std::this_thread::yield();
+  EXPECT_EQ(rec[0].status, DSA_COMP_SUCCESS);
+}
+
+TEST(DsaEngine, ModelCompletesNoopAndDrainWithoutATransferSize) {
+  auto model = Model(Config(false));
+  model->Pause();
+  std::vector<unsigned char> src(4096, 7), dst(4096, 0);
+  dsa_completion_record rec[3]{};
+  alignas(64) dsa_hw_desc d{};
+  d.opcode = DSA_OPCODE_MEMMOVE;
+  d.flags = IDXD_OP_FLAG_CRAV | IDXD_OP_FLAG_RCR;
+  d.src_addr = reinterpret_cast<std::uintptr_t>(src.data());
+  d.dst_addr = reinterpret_cast<std::uintptr_t>(dst.data());
+  d.xfer_size = 4096;
+  d.completion_addr = reinterpret_cast<std::uintptr_t>(&rec[0]);
+  model->Enqueue(0, &d);
+  for (std::uint8_t op : {std::uint8_t{DSA_OPCODE_NOOP}, std::uint8_t{DSA_OPCODE_DRAIN}}) {
+    d = dsa_hw_desc{};
+    d.opcode = op;
+    d.flags = IDXD_OP_FLAG_CRAV | IDXD_OP_FLAG_RCR;
+    d.completion_addr = reinterpret_cast<std::uintptr_t>(&rec[op == DSA_OPCODE_NOOP ? 1 : 2]);
+    model->Enqueue(0, &d);
+  }
+  model->Resume();
+  while (model->occupancy(0) != 0) std::this_thread::yield();
+  for (const auto& r : rec) EXPECT_EQ(r.status, DSA_COMP_SUCCESS);
+  EXPECT_EQ(dst, src);
+  EXPECT_TRUE(model->caller_errors().empty());
 }
 
 class DsaFaults : public ::testing::TestWithParam<bool> {};  // instant or threaded
