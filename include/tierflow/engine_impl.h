@@ -6,7 +6,8 @@
 // Engine::Submit and SubmitBatch validate the operations (Engine::Validate, then the engine's
 // CheckOperation) and call Enqueue once; Engine::SubmitParts calls it once per part of an
 // operation split over engines. Enqueue starts the work and reports it in parts:
-//  - submission.AddParts(n) registers n parts before any of them can complete;
+//  - submission.AddParts(n) registers n parts before any of them can complete (or
+//    AddFinalParts(n), when no part will be registered or reported inside Enqueue after them);
 //  - each part is reported exactly once, from any thread, through the operation's OpRef
 //    (submission.op()): CompletePart on success, FailPart (or CompletePart with a code) on
 //    error or cancellation. The last report finalises the operation: the user's callback runs
@@ -78,7 +79,33 @@ class TIERFLOW_EXPORT OpRef {
 class TIERFLOW_EXPORT Submission {
  public:
   // Registers n more parts. Must happen before any of them can complete.
-  void AddParts(std::uint32_t n) { parts_->fetch_add(n, std::memory_order_relaxed); }
+  void AddParts(std::uint32_t n) {
+    // With no registered part outstanding nothing but this thread touches the count, so a
+    // plain store does (a read-modify-write on x86 also waits for every earlier store).
+    if (parts_->load(std::memory_order_relaxed) == 1) {
+      parts_->store(1 + n, std::memory_order_relaxed);
+    } else {
+      parts_->fetch_add(n, std::memory_order_relaxed);
+    }
+  }
+  // Registers the last n parts (n >= 1) of an exclusive submission and hands them the guard
+  // that keeps the operation open while Enqueue runs: the operation completes as soon as
+  // they have, and Engine does not release the guard after Enqueue (one read-modify-write
+  // less on the line that waiters poll). Afterwards nothing more may be registered or
+  // reported on this Submission (AddParts, CompleteHere, FailHere), and Enqueue must return
+  // success. On a shared submission it is AddParts(n).
+  void AddFinalParts(std::uint32_t n) {
+    if (shared_ || n == 0) {
+      AddParts(n);
+      return;
+    }
+    if (parts_->load(std::memory_order_relaxed) == 1) {
+      parts_->store(n, std::memory_order_relaxed);
+    } else {
+      parts_->fetch_add(n - 1, std::memory_order_relaxed);
+    }
+    guard_given_ = true;
+  }
   // Reports work that this thread ran to completion inside Enqueue, without registering it as
   // a part first: `bytes` done, and for a compare the first differing byte (as CompletePart).
   // Cheaper than AddParts(1) + CompletePart: while no registered part is outstanding nothing
@@ -103,6 +130,7 @@ class TIERFLOW_EXPORT Submission {
   std::atomic<std::uint32_t>* parts_;  // the operation's count of parts not yet complete
   std::uint64_t offset_base_;
   bool shared_;
+  bool guard_given_ = false;  // AddFinalParts handed the submission guard to the parts
 };
 
 // The counters every engine keeps (Engine::counters(); Engine::state() reads them). Engine

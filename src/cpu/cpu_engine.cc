@@ -714,7 +714,7 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   PrefetchForWrite(&state.claims());
   const SplitWork& w = m.DescribeSplit(op, submission);
   const std::uint64_t pieces = (op.size + w.piece - 1) / w.piece;
-  submission.AddParts(static_cast<std::uint32_t>(pieces));
+  submission.AddFinalParts(static_cast<std::uint32_t>(pieces));
   m.counters->Add(EngineCounters::kInFlight, pieces);
   const bool hold = m.opts.waiter_runs_pieces && pieces >= 2;
   if (hold) SplitWork::Hold(state, w.generation, pieces - 1);

@@ -208,7 +208,9 @@ Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& opti
     return s;
   }
   counters_->Add(EngineCounters::kOpsSubmitted, ops.size());
-  detail::FinishSubmission(state);  // drop the submission guard
+  // Drop the submission guard, unless the engine handed it to its parts (AddFinalParts):
+  // then they may all have completed already.
+  if (!submission.guard_given_) detail::FinishSubmission(state);
   return Handle(state);
 }
 
