@@ -319,7 +319,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
         pieces += (op.size + piece - 1) / piece;
       }
     }
-    submission.AddParts(static_cast<std::uint32_t>(pieces));
+    submission.AddFinalParts(static_cast<std::uint32_t>(pieces));
     counters->Add(EngineCounters::kInFlight, pieces);
     std::size_t pushed = 0;
     for (const Operation& op : ops) {
