@@ -188,6 +188,14 @@ Handle& Handle::operator=(Handle&& other) noexcept {
   return *this;
 }
 
+namespace {
+// The operation's outcome for the caller: a fresh Status when it succeeded, which spares the
+// copy of the (empty) message string on every successful wait.
+Status FinalStatus(const detail::OpState* s) {
+  return s->final_status.ok() ? Status() : s->final_status;
+}
+}  // namespace
+
 bool Handle::done() const {
   return state_ != nullptr && (state_->word.load(std::memory_order_acquire) & OpState::kDone);
 }
@@ -195,7 +203,7 @@ bool Handle::done() const {
 Status Handle::status() const {
   if (state_ == nullptr) return EmptyHandle();
   if (!done()) return Status(StatusCode::kPending, "operation in flight");
-  return state_->final_status;
+  return FinalStatus(state_);
 }
 
 std::uint64_t Handle::bytes_completed() const {
@@ -205,7 +213,7 @@ std::uint64_t Handle::bytes_completed() const {
 Status Handle::Wait(WaitMode mode) const {
   if (state_ == nullptr) return EmptyHandle();
   std::atomic<std::uint32_t>& word = state_->word;
-  if (word.load(std::memory_order_acquire) & OpState::kDone) return state_->final_status;
+  if (word.load(std::memory_order_acquire) & OpState::kDone) return FinalStatus(state_);
   if (detail::t_completing == state_) {
     return Status::Invalid(
         "Wait called from the operation's own completion callback: it would "
@@ -219,10 +227,10 @@ Status Handle::Wait(WaitMode mode) const {
   switch (mode) {
     case WaitMode::kSpin:
       while (!(word.load(std::memory_order_acquire) & OpState::kDone)) CpuRelax();
-      return state_->final_status;
+      return FinalStatus(state_);
     case WaitMode::kYield:
       while (!(word.load(std::memory_order_acquire) & OpState::kDone)) sched_yield();
-      return state_->final_status;
+      return FinalStatus(state_);
     case WaitMode::kAdaptive: {
       // Spin a little, then poll while yielding the core (the engine's workers may need it:
       // on a small machine they share cores with the caller), and only then sleep. A futex
@@ -231,7 +239,7 @@ Status Handle::Wait(WaitMode mode) const {
       using Clock = std::chrono::steady_clock;
       const auto start = Clock::now();
       for (unsigned i = 1;; ++i) {
-        if (word.load(std::memory_order_acquire) & OpState::kDone) return state_->final_status;
+        if (word.load(std::memory_order_acquire) & OpState::kDone) return FinalStatus(state_);
         if (i % 16 == 0) {
           auto waited = Clock::now() - start;
           if (waited >= std::chrono::microseconds(250)) break;
@@ -249,7 +257,7 @@ Status Handle::Wait(WaitMode mode) const {
   }
   for (;;) {
     std::uint32_t w = word.load(std::memory_order_acquire);
-    if (w & OpState::kDone) return state_->final_status;
+    if (w & OpState::kDone) return FinalStatus(state_);
     if (!(w & OpState::kWaiter)) {
       if (!word.compare_exchange_weak(w, w | OpState::kWaiter, std::memory_order_acq_rel)) continue;
       w |= OpState::kWaiter;
