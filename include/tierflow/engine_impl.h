@@ -4,8 +4,9 @@
 //
 // An engine derives from Engine and implements capabilities() and Enqueue(ops, submission).
 // Engine::Submit and SubmitBatch validate the operations (Engine::Validate, then the engine's
-// CheckOperation) and call Enqueue once; Engine::SubmitParts calls it once per part of an
-// operation split over engines. Enqueue starts the work and reports it in parts:
+// CheckOperation, unless it turned that off: set_checks_operations) and call Enqueue once;
+// Engine::SubmitParts calls it once per part of an operation split over engines. Enqueue starts the
+// work and reports it in parts:
 //  - submission.AddParts(n) registers n parts before any of them can complete (or
 //    AddFinalParts(n), when no part will be registered or reported inside Enqueue after them);
 //  - each part is reported exactly once, from any thread, through the operation's OpRef

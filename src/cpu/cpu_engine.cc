@@ -633,6 +633,7 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
 
 CpuEngine::CpuEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   impl_->counters = &counters();
+  set_checks_operations(impl_->opts.check_mappings != MappingCheck::kOff);
 }
 
 CpuEngine::~CpuEngine() {

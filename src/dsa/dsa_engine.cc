@@ -948,6 +948,7 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaD
 DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   Impl& m = *impl_;
   m.counters = &counters();
+  set_checks_operations(m.opts.check_mappings);
   m.use_umwait =
       m.opts.completion_wait == DsaCompletionWait::kUmwait ||
       (m.opts.completion_wait == DsaCompletionWait::kAuto && dsa::internal::cpu_has_waitpkg());

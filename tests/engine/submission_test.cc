@@ -149,5 +149,45 @@ TEST(Submission, AddFinalPartsOnASharedSubmissionKeepsTheGuard) {
   EXPECT_EQ(h->bytes_completed(), 8192u);
 }
 
+// Counts its CheckOperation calls and refuses 13-byte operations there.
+class CheckingEngine : public ScriptedEngine {
+ public:
+  explicit CheckingEngine(bool checks)
+      : ScriptedEngine([](const Operation&, Submission& s) { s.CompleteHere(0); }) {
+    set_checks_operations(checks);
+  }
+  mutable std::atomic<int> checks{0};
+
+ protected:
+  Status CheckOperation(const Operation& op) const override {
+    ++checks;
+    return op.size == 13 ? Status::Invalid("13 bytes refused by the engine") : Status::Ok();
+  }
+};
+
+TEST(EngineChecks, CheckOperationRunsOnlyWhileTheEngineAsksForIt) {
+  std::vector<unsigned char> src(64, 5), dst(64);
+  CheckingEngine checking(true);
+  Result<Handle> refused = checking.Submit(Operation::Copy(dst.data(), src.data(), 13));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("13 bytes refused"), std::string::npos);
+  EXPECT_TRUE(checking.Submit(Operation::Copy(dst.data(), src.data(), 12)).ok());
+  EXPECT_FALSE(checking.Validate(Operation::Copy(dst.data(), src.data(), 13)).ok());
+  EXPECT_EQ(checking.checks.load(), 3);
+
+  CheckingEngine quiet(false);
+  EXPECT_TRUE(quiet.Submit(Operation::Copy(dst.data(), src.data(), 13)).ok());
+  EXPECT_TRUE(quiet.Validate(Operation::Copy(dst.data(), src.data(), 13)).ok());
+  EXPECT_EQ(quiet.checks.load(), 0);
+  // The common checks still apply.
+  Result<Handle> empty = quiet.Submit(Operation::Copy(dst.data(), src.data(), 0));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("size 0"), std::string::npos);
+  Result<Handle> overlapping = quiet.Submit(Operation::Copy(src.data() + 1, src.data(), 8));
+  ASSERT_FALSE(overlapping.ok());
+  EXPECT_NE(overlapping.status().message().find("overlap"), std::string::npos);
+  EXPECT_EQ(quiet.checks.load(), 0);
+}
+
 }  // namespace
 }  // namespace tierflow
