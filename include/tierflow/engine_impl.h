@@ -100,11 +100,7 @@ class TIERFLOW_EXPORT Submission {
       AddParts(n);
       return;
     }
-    if (parts_->load(std::memory_order_relaxed) == 1) {
-      parts_->store(n, std::memory_order_relaxed);
-    } else {
-      parts_->fetch_add(n - 1, std::memory_order_relaxed);
-    }
+    AddParts(n - 1);  // the guard counts as the n-th
     guard_given_ = true;
   }
   // Reports work that this thread ran to completion inside Enqueue, without registering it as

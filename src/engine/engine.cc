@@ -151,14 +151,10 @@ Status CheckRanges(const Operation& op) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status Engine::CheckOperation(const Operation&) const { return Status::Ok(); }
-
-Status Engine::Validate(const Operation& op) const {
-  const EngineCapabilities& caps = capabilities();
-  if (PlainlyValid(op, caps)) return checks_operations_ ? CheckOperation(op) : Status::Ok();
-  // Something is wrong: find it and say what.
+// The checks every engine applies, with the error that names the problem: the fast predicate
+// first, then, only when it fails, the search for what is wrong.
+Status CommonChecks(const Operation& op, const EngineCapabilities& caps) {
+  if (PlainlyValid(op, caps)) return Status::Ok();
   if (static_cast<unsigned>(op.kind) > static_cast<unsigned>(kLastOpKind)) {
     return Status::Invalid(fmt::format("unknown operation kind {}", static_cast<int>(op.kind)));
   }
@@ -177,7 +173,7 @@ Status Engine::Validate(const Operation& op) const {
         op.dst2 != nullptr) {
       return Status::Invalid("drain takes no buffers: use Operation::Drain()");
     }
-    return checks_operations_ ? CheckOperation(op) : Status::Ok();
+    return Status::Ok();
   }
   if (op.size == 0) {
     return Status::Invalid(fmt::format(
@@ -188,7 +184,15 @@ Status Engine::Validate(const Operation& op) const {
         fmt::format("{} of {} bytes exceeds engine '{}' limit of {} bytes; split it",
                     OpKindName(op.kind), op.size, caps.name, caps.max_op_bytes));
   }
-  if (Status s = CheckRanges(op); !s.ok()) return s;
+  return CheckRanges(op);
+}
+
+}  // namespace
+
+Status Engine::CheckOperation(const Operation&) const { return Status::Ok(); }
+
+Status Engine::Validate(const Operation& op) const {
+  if (Status s = CommonChecks(op, capabilities()); !s.ok()) return s;
   return checks_operations_ ? CheckOperation(op) : Status::Ok();
 }
 
