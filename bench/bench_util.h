@@ -48,4 +48,10 @@ class Progress {
 
 bool StderrIsTerminal();
 
+// The CPUs the calling thread may run on (its affinity mask).
+std::vector<int> AllowedCpus();
+// Pins the calling thread to one CPU; best effort (a cgroup may refuse, and then the thread
+// stays where it may run).
+void PinThisThreadTo(int cpu);
+
 }  // namespace tierflow::bench

@@ -1,8 +1,5 @@
 #include "bench/cache_bench.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -88,18 +85,6 @@ double MedianNs(int samples, int iters, Fn&& fn) {
   return Summarize(ns).median;
 }
 
-// The CPUs this process may run on.
-std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
 // Aggregate million operations per second of `threads` threads each calling `fn(i, t)` `iters`
 // times, started together, thread t pinned to the t-th allowed CPU (otherwise a new thread may
 // queue behind the first on one CPU for the whole short run), median over samples.
@@ -113,12 +98,7 @@ double Mops(int threads, int samples, int iters, Fn&& fn) {
     std::vector<std::thread> ts;
     for (int t = 0; t < threads; ++t) {
       ts.emplace_back([&, t] {
-        if (static_cast<std::size_t>(t) < cpus.size()) {
-          cpu_set_t one;
-          CPU_ZERO(&one);
-          CPU_SET(cpus[t], &one);
-          pthread_setaffinity_np(pthread_self(), sizeof one, &one);  // best effort
-        }
+        if (static_cast<std::size_t>(t) < cpus.size()) PinThisThreadTo(cpus[t]);
         start.arrive_and_wait();
         auto t0 = Clock::now();
         for (int i = 0; i < iters; ++i) fn(i, t);

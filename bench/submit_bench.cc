@@ -1,5 +1,8 @@
 #include "bench/submit_bench.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -9,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
+#include "bench/handoff_floor.h"
 #include "dsa/descriptor.h"
 #include "kernels/kernels.h"
 #include "tierflow/buffer.h"
@@ -267,21 +271,35 @@ struct CpuSubmitSetup {
   std::unique_ptr<CpuEngine> engine, handoff;
   Buffer src, dst;
   std::vector<Operation> batch;
+  std::vector<int> cpus;  // the node's that this process may use
   static constexpr int kBatch = 64;
+  // The split copy: the batch's whole range, 256 KiB (issue 17: on a 512 KiB-L2 machine its
+  // halves fit in L2, so the copy lasts a few microseconds and fixed costs show).
+  static constexpr std::size_t kSplitBytes = kBatch * k4K;
 };
+
+// The node's CPUs that this process may run on (where the floor's threads can be pinned).
+std::vector<int> CpusAllowedOf(const NumaNode& node) {
+  std::vector<int> cpus;
+  for (int c : AllowedCpus()) {
+    if (std::find(node.cpus.begin(), node.cpus.end(), c) != node.cpus.end()) cpus.push_back(c);
+  }
+  return cpus;
+}
 
 Result<CpuSubmitSetup> PrepareCpu() {
   Result<Topology> topo = Topology::Discover();
   if (!topo.ok()) return topo.status();
   int node = -1;
+  CpuSubmitSetup s;
   for (const NumaNode& n : topo->nodes()) {
     if (n.has_cpus()) {
       node = n.os_index;
+      s.cpus = CpusAllowedOf(n);
       break;
     }
   }
   if (node < 0) return Status::NotFound("no NUMA node with CPUs");
-  CpuSubmitSetup s;
   CpuEngineOptions opts;
   opts.node = node;
   Result<std::unique_ptr<CpuEngine>> engine = CpuEngine::Create(*topo, opts);
@@ -309,7 +327,37 @@ struct CpuNumbers {
   Summary single, handoff, batch;
   GuardCost guard;
   std::uint64_t allocs = 0, measured_ops = 0;
+  // The 256 KiB copy split over the workers and the waiting thread, and the bare hand-off
+  // floor of the same split (parts < 2: one CPU, nothing split, not measured).
+  int split_parts = 0;
+  bool split_measured = false;
+  Summary split, split_floor;
 };
+
+// The split copy's numbers; null where it was not measured (one CPU: nothing split).
+void AddSplitJson(const CpuNumbers& n, nlohmann::json& doc) {
+  const bool measured = n.split_measured;
+  auto value = [&](double v) { return measured ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  doc["split_bytes"] = CpuSubmitSetup::kSplitBytes;
+  doc["split_parts"] = n.split_parts;
+  doc["split_ns_median"] = value(n.split.median);
+  doc["split_floor_ns_median"] = value(n.split_floor.median);
+  doc["split_fixed_ns_median"] = value(n.split.median - n.split_floor.median);
+}
+
+std::string SplitLines(const CpuNumbers& n) {
+  if (!n.split_measured) {
+    return "  256 KiB copy split over workers          not measured (one CPU to run on: nothing "
+           "splits)\n";
+  }
+  return fmt::format(
+      "  256 KiB copy split in {}, engine          {:8.1f} ns   (workers + the waiting thread; "
+      "submit+wait)\n"
+      "  the same split, bare hand-off            {:8.1f} ns   (pinned threads, memcpy, one "
+      "store + spin)\n"
+      "  engine's fixed cost per split operation  {:8.1f} ns   (engine less the bare hand-off)\n",
+      n.split_parts, n.split.median, n.split_floor.median, n.split.median - n.split_floor.median);
+}
 
 Status ReportCpu(const SubmitBenchConfig& cfg, CpuIsa isa, const CpuNumbers& n, std::ostream& out) {
   const double gbps = CpuSubmitSetup::kBatch * k4K / n.batch.median;
@@ -335,6 +383,7 @@ Status ReportCpu(const SubmitBenchConfig& cfg, CpuIsa isa, const CpuNumbers& n, 
   doc["steady_state_allocations"] = n.allocs;
   doc["measured_ops"] = n.measured_ops;
   doc["samples"] = cfg.samples;
+  AddSplitJson(n, doc);
   if (cfg.json) {
     out << doc.dump(2) << "\n";
     return Status::Ok();
@@ -348,10 +397,74 @@ Status ReportCpu(const SubmitBenchConfig& cfg, CpuIsa isa, const CpuNumbers& n, 
       "  engine's fixed cost per operation, worker {:7.1f} ns   (hand-off less the kernel)\n"
       "  fault guard per piece (faults as errors) {:8.1f} ns   (4 KiB copy kernel {:.1f} -> "
       "{:.1f})\n"
+      "{}"
       "  heap allocations on these paths, warm    {:8} over {} submissions\n",
       CpuIsaName(isa), cfg.samples, n.single.median, n.single.min, gbps, n.batch.median,
       n.handoff.median, n.handoff.min, inline_fixed, handoff_fixed, guard_ns, n.guard.plain.median,
-      n.guard.guarded.median, n.allocs, n.measured_ops);
+      n.guard.guarded.median, SplitLines(n), n.allocs, n.measured_ops);
+  return Status::Ok();
+}
+
+// One sample of the bare hand-off floor (HandOffFloor) of the split copy, ns per copy; checks
+// that the floor copied every byte (a floor that skipped a part would look fast).
+Result<double> FloorSample(CpuSubmitSetup& s, int parts, int warm, int iters) {
+  std::memset(s.dst.data(), 0, CpuSubmitSetup::kSplitBytes);
+  cpu_set_t allowed;
+  const bool restore = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+  PinThisThreadTo(s.cpus.front());
+  double ns;
+  {
+    HandOffFloor floor(reinterpret_cast<char*>(s.dst.data()),
+                       reinterpret_cast<const char*>(s.src.data()), CpuSubmitSetup::kSplitBytes,
+                       parts, s.cpus);
+    for (int i = 0; i < warm; ++i) floor.Copy();
+    auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) floor.Copy();
+    ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / iters;
+  }
+  if (restore) sched_setaffinity(0, sizeof allowed, &allowed);
+  if (std::memcmp(s.dst.data(), s.src.data(), CpuSubmitSetup::kSplitBytes) != 0) {
+    return Status(StatusCode::kInternal, "bench submit: the bare hand-off floor lost bytes");
+  }
+  return ns;
+}
+
+// How many pieces the engine cuts a copy of `op`'s size into: counted on one copy, run once the
+// engine is idle (pieces are counted before their operation completes).
+Result<int> PiecesOf(Engine& engine, const Operation& op) {
+  const std::uint64_t before = engine.state().pieces_completed;
+  if (Status s = Waited(engine.Submit(op)); !s.ok()) return s;
+  return static_cast<int>(engine.state().pieces_completed - before);
+}
+
+// The split copy through the engine and through the bare hand-off floor, sample by sample in
+// turn so that the machine's drift (other tenants, frequency) affects both alike. The floor's
+// threads live only during their sample (spinning helpers would take the engine's CPUs), and
+// the calling thread runs on the node's first CPU while it measures.
+Status MeasureSplit(const SubmitBenchConfig& cfg, CpuSubmitSetup& s, std::uint64_t (*allocations)(),
+                    CpuNumbers& n) {
+  constexpr int kWarm = 200, kIters = 2000;
+  const Operation op = Operation::Copy(s.dst.data(), s.src.data(), CpuSubmitSetup::kSplitBytes);
+  Result<int> parts = PiecesOf(*s.engine, op);
+  if (!parts.ok()) return parts.status();
+  n.split_parts = *parts;
+  // One CPU to run on: the engine does not split, or the floor's threads would take turns.
+  if (n.split_parts < 2 || s.cpus.size() < 2) return Status::Ok();
+  Status err;
+  auto split = [&] { return Waited(s.engine->Submit(op)); };
+  std::vector<double> engine_ns, floor_ns;
+  for (int i = 0; i < cfg.samples && err.ok(); ++i) {
+    Result<double> floor = FloorSample(s, n.split_parts, kWarm, kIters);
+    if (!floor.ok()) return floor.status();
+    floor_ns.push_back(*floor);
+    PerCallNs(1, kWarm, split, err, allocations, nullptr);
+    engine_ns.push_back(PerCallNs(1, kIters, split, err, allocations, &n.allocs).median);
+  }
+  if (!err.ok()) return err;
+  n.split_measured = true;
+  n.split = Summarize(std::move(engine_ns));
+  n.split_floor = Summarize(std::move(floor_ns));
+  n.measured_ops += static_cast<std::uint64_t>(cfg.samples) * kIters;
   return Status::Ok();
 }
 
@@ -376,6 +489,7 @@ Status RunCpuSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocatio
   if (!err.ok()) return err;
   n.guard = MeasureFaultGuard(s->engine->isa(), cfg.samples, s->src, s->dst);
   n.measured_ops = static_cast<std::uint64_t>(cfg.samples) * (20000 + 5000 + 500);
+  if (Status m = MeasureSplit(cfg, *s, allocations, n); !m.ok()) return m;
   return ReportCpu(cfg, s->engine->isa(), n, out);
 }
 

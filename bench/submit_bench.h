@@ -2,6 +2,8 @@
 //   single_4k   submit + wait of one 4 KiB copy from one thread (runs inline)
 //   batch64_4k  one batch of 64 x 4 KiB copies, submit + wait, as GB/s
 //   handoff     a 4 KiB copy forced onto a worker thread: submit until the handle is done
+//   split       a 256 KiB copy split over the workers and the waiting thread, against the
+//               same split done by bare pinned threads (bench/handoff_floor.h)
 // and the heap allocations made on those paths once warm (must be 0).
 #pragma once
 

@@ -428,6 +428,23 @@ class BenchSubmit(unittest.TestCase):
         self.assertAlmostEqual(doc["inline_fixed_ns_median"],
                                doc["single_4k_ns_median"] - doc["piece_4k_plain_ns_median"], places=3)
         self.assertFalse(doc["model"])
+        # A 256 KiB copy split over the workers and the waiter, against the bare hand-off of the
+        # same split (issue 17); not measured where the engine has one CPU and does not split.
+        self.assertEqual(doc["split_bytes"], 256 * 1024)
+        if doc["split_ns_median"] is not None:
+            self.assertGreaterEqual(doc["split_parts"], 2)
+            self.assertGreater(doc["split_ns_median"], 0)
+            self.assertGreater(doc["split_floor_ns_median"], 0)
+            self.assertAlmostEqual(doc["split_fixed_ns_median"],
+                                   doc["split_ns_median"] - doc["split_floor_ns_median"], places=3)
+        else:
+            for key in ("split_ns_median", "split_floor_ns_median", "split_fixed_ns_median"):
+                self.assertIsNone(doc[key], key)
+
+    def test_text_names_the_split(self):
+        out = run("bench", "submit", "--engine", "cpu", "--samples", "3").stdout
+        self.assertTrue("engine's fixed cost per split operation" in out or
+                        "nothing splits" in out, out)
 
 
 if __name__ == "__main__":
