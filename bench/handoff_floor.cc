@@ -6,10 +6,18 @@
 #include <cstring>
 
 #include "bench/bench_util.h"
-#include "common/cpu_relax.h"
 
 namespace tierflow::bench {
 namespace {
+
+// The spin-wait hint (the library's own is private to it).
+inline void Pause() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 
 // Spins until done(); after about a hundred microseconds it also yields now and then, so that
 // threads that the system put on one CPU (a cpuset narrower than the node) still take turns.
@@ -19,7 +27,7 @@ void SpinUntil(Done&& done) {
     if (i >= 4096 && i % 64 == 0) {
       sched_yield();
     } else {
-      CpuRelax();
+      Pause();
     }
   }
 }
