@@ -44,7 +44,8 @@ constexpr std::size_t kPieceAlign = 4096;
 // A single operation cut into equal pieces that workers and the waiting thread take by index.
 // The description lives in the operation's scratch area (OpRef::scratch) and the pieces are
 // handed out through its claims word (OpRef::claims), so taking one needs no queue; the queue only
-// carries tickets that send workers to the operation.
+// carries tickets that send workers to the operation. The first pieces go instead, one each, to
+// workers found polling their mailboxes (Impl::Mailbox): they run it without the claims word.
 //
 // piece_claims = [generation:24 | back:20 | front:20]: pieces [front, back) are still untaken.
 // Workers take from the front, the waiting thread from the back, so in a loop of same-sized
@@ -170,6 +171,27 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // Waiting threads inside RunSplit (see HelpSplit): the destructor waits for them.
   alignas(64) std::atomic<std::uint32_t> helpers{0};
 
+  // A worker's mailbox: while the worker polls, a submitter may hand it a piece of a split
+  // operation directly (ClaimMailboxes, FillPosts) instead of a ticket through the queue. The
+  // worker then starts as after a bare hand-off between two threads, on the lines of its
+  // mailbox alone, rather than after the queue's cell, the claims word and the description
+  // one after the other. Written by the worker (kAway <-> kPolling, kPosted -> kAway) and by
+  // a submitter (kPolling -> kPosting -> kPosted); on lines of its own.
+  struct alignas(64) Mailbox {
+    static constexpr std::uint32_t kAway = 0;     // not polling: nothing may be posted
+    static constexpr std::uint32_t kPolling = 1;  // a submitter may claim it
+    static constexpr std::uint32_t kPosting = 2;  // claimed: the submitter is writing `piece`
+    static constexpr std::uint32_t kPosted = 3;   // `piece` is the worker's
+    std::atomic<std::uint32_t> state{kAway};
+    cpu::Piece piece;  // a piece of a split operation
+  };
+  // Pieces one submission posts at most; the rest go through the claims word and tickets.
+  static constexpr std::size_t kMaxPosts = 8;
+  // Mailboxes a submission looks at at most (from worker 0: a loop of operations keeps
+  // finding the workers that hold its bytes in their caches).
+  static constexpr int kMaxMailboxesScanned = 16;
+  std::unique_ptr<Mailbox[]> mailboxes;  // one per worker
+
   explicit Impl(std::size_t queue_capacity) : queue(queue_capacity) {}
 
   void PrepareFork() override { queue.LockForFork(); }
@@ -185,15 +207,15 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     constexpr const char* kForked =
         "the process forked before the CPU engine ran this part; it runs in the parent only";
     cpu::Piece piece;
-    while (queue.TryPop(piece)) {
-      if (!piece.ticket) {
-        piece.state.CompletePart(0, StatusCode::kCancelled, kForked);
-        continue;
+    while (queue.TryPop(piece)) CancelInChild(piece, piece.ticket, kForked);
+    // What was posted to a worker and not yet taken; a post still being written belonged to
+    // a thread that is not in the child (its operation cannot complete here, as above).
+    for (int i = 0; i < worker_count; ++i) {
+      Mailbox& box = mailboxes[static_cast<std::size_t>(i)];
+      if (box.state.load(std::memory_order_relaxed) == Mailbox::kPosted) {
+        CancelInChild(box.piece, /*split=*/true, kForked);
       }
-      std::uint64_t index;
-      while (SplitWork::TakeForWorker(piece.state, piece.generation, index)) {
-        piece.state.CompletePart(0, StatusCode::kCancelled, kForked);
-      }
+      box.state.store(Mailbox::kAway, std::memory_order_relaxed);
     }
     queue.ResetInChild();
     // Pieces that threads now gone were running (workers, helping waiters) never report.
@@ -201,6 +223,17 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     helpers.store(0, std::memory_order_relaxed);
     restart_after_fork.store(true, std::memory_order_release);
   }
+  // A queued or posted piece or ticket in a fork() child: its parts complete as cancelled,
+  // with the rest of its operation when it belongs to a split one.
+  static void CancelInChild(const cpu::Piece& piece, bool split, const char* why) {
+    if (!piece.ticket) piece.state.CompletePart(0, StatusCode::kCancelled, why);
+    if (!split) return;
+    std::uint64_t index;
+    while (SplitWork::TakeForWorker(piece.state, piece.generation, index)) {
+      piece.state.CompletePart(0, StatusCode::kCancelled, why);
+    }
+  }
+
   Status StartWorkers() {
     try {
       for (int i = 0; i < worker_count; ++i) threads.emplace_back([this, i] { WorkerLoop(i); });
@@ -367,6 +400,11 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   }
 
   void RunSplit(const SplitWork& w, std::uint64_t index, OpRef state) {
+    Run(SplitPiece(w, index, state));
+  }
+
+  // Piece `index` of the split operation that w describes.
+  static cpu::Piece SplitPiece(const SplitWork& w, std::uint64_t index, OpRef state) {
     cpu::Piece p;
     p.state = state;
     p.kind = w.kind;
@@ -380,7 +418,8 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     if (w.kind == OpKind::kFill || w.kind == OpKind::kComparePattern) p.pattern = w.extra;
     p.tail = w.size - p.offset - p.size;
     p.keep_in_cache = w.keep_in_cache;
-    Run(p);
+    p.generation = w.generation;
+    return p;
   }
 
   // A worker popped a ticket: run pieces of its operation while any is left. The piece runs
@@ -469,10 +508,83 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     Wake(static_cast<int>(n));
   }
 
+  // --- Mailboxes (see Mailbox) ---
+
+  static cpu::Piece TicketFor(OpRef state, std::uint32_t generation) {
+    cpu::Piece ticket;
+    ticket.state = state;
+    ticket.ticket = true;
+    ticket.generation = generation;
+    return ticket;
+  }
+
+  // Runs the piece posted to this worker (waiting out a submitter still writing it), then
+  // whatever else of its operation is left, as for a ticket: the claims word's pieces, then
+  // the held piece if no waiter has taken it. Cancelled instead while the engine stops.
+  void RunPosted(Mailbox & box) {
+    // The submitter writes the piece right after claiming the mailbox; should it lose its
+    // CPU meanwhile, let it have this one if they share it (workers need not be pinned).
+    for (unsigned i = 1; box.state.load(std::memory_order_acquire) != Mailbox::kPosted; ++i) {
+      if (i % 64 == 0) {
+        sched_yield();
+      } else {
+        CpuRelax();
+      }
+    }
+    const cpu::Piece p = box.piece;
+    box.state.store(Mailbox::kAway, std::memory_order_relaxed);
+    if (stopping.load(std::memory_order_relaxed)) {
+      Cancel(p);
+    } else {
+      Run(p);
+    }
+    RunTicket(TicketFor(p.state, p.generation));
+  }
+
+  // Closes the mailbox; false when something had been posted first (it has run).
+  bool StopPolling(Mailbox & box) {
+    std::uint32_t polling = Mailbox::kPolling;
+    if (box.state.compare_exchange_strong(polling, Mailbox::kAway, std::memory_order_acquire) ||
+        polling == Mailbox::kAway) {
+      return true;
+    }
+    RunPosted(box);
+    return false;
+  }
+
+  // Claims up to `want` (<= kMaxPosts) mailboxes of polling workers that are not pinned to
+  // this thread's CPU: such a worker could run only once this thread stops, and this thread
+  // is about to run the held piece. Returns how many; each is kPosting until FillPosts.
+  std::size_t ClaimMailboxes(std::size_t want, Mailbox * *claimed) {
+    const int here = opts.pin && !cpus.empty() ? sched_getcpu() : -1;
+    const int scan = std::min(worker_count, kMaxMailboxesScanned);
+    std::size_t got = 0;
+    for (int i = 0; i < scan && got < want; ++i) {
+      if (here >= 0 && cpus[static_cast<std::size_t>(i) % cpus.size()] == here) continue;
+      Mailbox& box = mailboxes[static_cast<std::size_t>(i)];
+      std::uint32_t polling = Mailbox::kPolling;
+      if (box.state.load(std::memory_order_relaxed) == Mailbox::kPolling &&
+          box.state.compare_exchange_strong(polling, Mailbox::kPosting,
+                                            std::memory_order_acquire)) {
+        claimed[got++] = &box;
+      }
+    }
+    return got;
+  }
+
+  // Hands piece i of the split operation to claimed[i], for i < count.
+  static void FillPosts(Mailbox * *claimed, std::size_t count, const SplitWork& w, OpRef state) {
+    for (std::size_t i = 0; i < count; ++i) {
+      claimed[i]->piece = SplitPiece(w, i, state);
+      claimed[i]->state.store(Mailbox::kPosted, std::memory_order_release);
+    }
+  }
+
   // Every piece and ticket is published by the queue's sequentially consistent store.
   void Wake(int n) { idle.WakeAfterSeqCstPublish(n); }
 
   void WorkerLoop(int index);
+  bool PollForWork(Mailbox & box);
 };
 
 namespace {
@@ -509,8 +621,7 @@ void CpuEngine::Impl::WorkerLoop(int index) {
     CPU_SET(cpus[index % cpus.size()], &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort: cgroups may deny
   }
-  using Clock = std::chrono::steady_clock;
-  const auto spin = std::chrono::microseconds(opts.worker_spin_us);
+  Mailbox& box = mailboxes[static_cast<std::size_t>(index)];
   cpu::Piece piece;
   while (!stopping.load(std::memory_order_acquire)) {
     if (queue.TryPop(piece)) {
@@ -521,24 +632,35 @@ void CpuEngine::Impl::WorkerLoop(int index) {
       }
       continue;
     }
-    // Poll a while (yielding now and then, so a submitter sharing this core can run), then
-    // sleep until woken.
-    bool work = false;
-    const auto deadline = Clock::now() + spin;
-    for (unsigned i = 1;; ++i) {
-      if (!queue.empty() || stopping.load(std::memory_order_relaxed)) {
-        work = true;
-        break;
-      }
-      if (i % 64 == 0) {
-        if (Clock::now() >= deadline) break;
-        sched_yield();
-      } else {
-        CpuRelax();
-      }
-    }
-    if (work) continue;
+    if (PollForWork(box)) continue;
     idle.SleepUnless([&] { return !queue.empty() || stopping.load(std::memory_order_seq_cst); });
+  }
+}
+
+// Polls the queue and this worker's mailbox a while (yielding now and then, so a submitter
+// sharing this core can run); true when there is work or the engine stops (what was posted
+// has run), false when it is time to sleep. The mailbox is closed again on return.
+bool CpuEngine::Impl::PollForWork(Mailbox& box) {
+  using Clock = std::chrono::steady_clock;
+  // Release: the submitter that claims the mailbox writes `piece` after this thread's last
+  // read of it.
+  box.state.store(Mailbox::kPolling, std::memory_order_release);
+  const auto deadline = Clock::now() + std::chrono::microseconds(opts.worker_spin_us);
+  for (unsigned i = 1;; ++i) {
+    if (box.state.load(std::memory_order_relaxed) != Mailbox::kPolling) {
+      RunPosted(box);
+      return true;
+    }
+    if (!queue.empty() || stopping.load(std::memory_order_relaxed)) {
+      StopPolling(box);
+      return true;
+    }
+    if (i % 64 == 0) {
+      if (Clock::now() >= deadline) return !StopPolling(box);
+      sched_yield();
+    } else {
+      CpuRelax();
+    }
   }
 }
 
@@ -609,6 +731,7 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
   impl->nt_kernels = &kernels::KernelsFor(isas->second);
   impl->cpus = (*node)->cpus;
   impl->worker_count = options.workers == 0 ? static_cast<int>(impl->cpus.size()) : options.workers;
+  impl->mailboxes.reset(new Impl::Mailbox[static_cast<std::size_t>(impl->worker_count)]);
   std::uint64_t llc =
       topology.caches().l3_bytes != 0 ? topology.caches().l3_bytes : topology.caches().l2_bytes;
   impl->nt_threshold = options.nt_threshold_bytes != 0
@@ -719,17 +842,23 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   m.counters->Add(EngineCounters::kInFlight, pieces);
   const bool hold = m.opts.waiter_runs_pieces && pieces >= 2;
   if (hold) SplitWork::Hold(state, w.generation, pieces - 1);
-  // Publishes the description: whoever claims a piece reads it after this.
-  state.claims().store(SplitWork::Pack(w.generation, 0, hold ? pieces - 1 : pieces),
-                       std::memory_order_release);
+  const std::uint64_t shared = hold ? pieces - 1 : pieces;  // not kept for the waiter
+  // Pieces [0, posted) go straight to polling workers' mailboxes, the rest of the shared ones
+  // to whoever claims them.
+  Impl::Mailbox* claimed[Impl::kMaxPosts];
+  const std::size_t posted =
+      m.ClaimMailboxes(std::min<std::uint64_t>(shared, Impl::kMaxPosts), claimed);
+  // Publishes the description: whoever claims a piece, or is posted one, reads it after this.
+  state.claims().store(SplitWork::Pack(w.generation, posted, shared), std::memory_order_release);
   if (m.opts.waiter_runs_pieces) state.SetHelper(&CpuEngine::HelpSplit);
+  Impl::FillPosts(claimed, posted, w, state);
 
-  // One ticket per worker that can usefully take part.
-  cpu::Piece ticket;
-  ticket.state = state;
-  ticket.ticket = true;
-  ticket.generation = w.generation;
-  m.PushTickets(ticket, std::min<std::uint64_t>(pieces, m.worker_count));
+  // One ticket per further worker that can usefully take part: one per piece left in the
+  // claims word, and one for the held piece (the waiter may never come, or wait without
+  // helping: then another worker runs it beside the posted ones).
+  const std::uint64_t wanted = shared - posted + (hold ? 1 : 0);
+  const std::uint64_t tickets = std::min<std::uint64_t>(wanted, m.worker_count - posted);
+  if (tickets != 0) m.PushTickets(Impl::TicketFor(state, w.generation), tickets);
   return Status::Ok();
 }
 

@@ -110,6 +110,91 @@ TEST(Concurrency, SplitCopiesOverTwoEnginesFromManyThreads) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// Split operations back to back keep the workers polling, so submissions hand pieces to their
+// mailboxes directly: every kind, every way of waiting (callbacks alone included, where the
+// held piece needs a worker), pinned workers (posts skip the worker on the submitter's CPU) and
+// unpinned, more workers than CPUs.
+void SplitsBackToBack(CpuEngineOptions o) {
+  o.min_piece_bytes = 64 << 10;
+  auto e = MakeCpuEngine(o);
+  constexpr std::size_t kMax = 512 << 10;
+  std::mt19937 rng(7);
+  std::vector<unsigned char> src(kMax), other(kMax), dst(kMax), dst2(kMax);
+  for (auto& c : src) c = static_cast<unsigned char>(rng());
+  std::atomic<int> callbacks{0};
+  for (int i = 0; i < 600; ++i) {
+    const std::size_t n = (128 << 10) + rng() % (kMax - (128 << 10));
+    std::memcpy(other.data(), src.data(), n);
+    other[n - 1 - rng() % n] ^= 1;
+    const Operation ops[] = {Operation::Copy(dst.data(), src.data(), n),
+                             Operation::Dualcast(dst.data(), dst2.data(), src.data(), n),
+                             Operation::Compare(src.data(), other.data(), n),
+                             Operation::Fill(dst.data(), 0x1122334455667788ULL, n)};
+    const Operation& op = ops[i % 4];
+    SubmitOptions so;
+    const bool callback_only = i % 5 == 4;
+    if (callback_only) so.callback = [&](const Completion& c) { callbacks += c.status.ok(); };
+    Result<Handle> h = e->Submit(op, std::move(so));
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    if (callback_only) {
+      while (!h->done()) std::this_thread::yield();  // runs no piece itself
+    } else {
+      const WaitMode modes[] = {WaitMode::kAdaptive, WaitMode::kSpin, WaitMode::kBlock,
+                                WaitMode::kYield};
+      ASSERT_TRUE(h->Wait(modes[i % 4]).ok()) << i;
+    }
+    ASSERT_EQ(h->bytes_completed(), n) << i;
+    if (op.kind == OpKind::kCompare) {
+      ASSERT_FALSE(h->result().equal) << i;
+      ASSERT_EQ(std::memcmp(src.data(), other.data(), h->result().first_difference), 0) << i;
+    } else if (op.kind == OpKind::kFill) {
+      for (std::size_t k = 0; k < n; k += 4093) ASSERT_EQ(dst[k], 0x88 - 0x11 * (k % 8)) << k;
+    } else {
+      ASSERT_EQ(std::memcmp(dst.data(), src.data(), n), 0) << i;
+      if (op.kind == OpKind::kDualcast) {
+        ASSERT_EQ(std::memcmp(dst2.data(), src.data(), n), 0) << i;
+      }
+    }
+  }
+  EXPECT_EQ(callbacks.load(), 120);
+  const EngineState st = e->state();
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_EQ(st.pieces_failed + st.pieces_cancelled, 0u);
+}
+
+TEST(Concurrency, SplitsBackToBackPinned) { SplitsBackToBack({}); }
+
+TEST(Concurrency, SplitsBackToBackUnpinnedMoreWorkersThanCpus) {
+  CpuEngineOptions o;
+  o.pin = false;
+  o.workers = 5;
+  SplitsBackToBack(o);
+}
+
+// Destroying the engine while split operations are handed to polling workers: every operation
+// completes or is cancelled, none hangs.
+TEST(Concurrency, EngineDestroyedWhilePiecesArePosted) {
+  std::vector<unsigned char> src(256 << 10, 3), dst(256 << 10);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<Handle> handles;
+    {
+      CpuEngineOptions o;
+      o.workers = 3;
+      o.min_piece_bytes = 64 << 10;
+      auto e = MakeCpuEngine(o);
+      for (int i = 0; i < 8; ++i) {
+        Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
+        ASSERT_TRUE(h.ok());
+        handles.push_back(std::move(*h));
+      }
+    }
+    for (Handle& h : handles) {
+      Status s = h.Wait(WaitMode::kBlock);
+      ASSERT_TRUE(s.ok() || s.code() == StatusCode::kCancelled) << s.ToString();
+    }
+  }
+}
+
 class ConcurrencyWaitMode : public ::testing::TestWithParam<WaitMode> {};
 
 // Waiters that run pieces themselves (every mode but kBlock) race with the destructor for the
