@@ -844,10 +844,12 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   if (hold) SplitWork::Hold(state, w.generation, pieces - 1);
   const std::uint64_t shared = hold ? pieces - 1 : pieces;  // not kept for the waiter
   // Pieces [0, posted) go straight to polling workers' mailboxes, the rest of the shared ones
-  // to whoever claims them.
+  // to whoever claims them. Not when the waiter may take the one piece there is: a posted
+  // piece is the worker's, and a waiter that gets there first runs it without a hand-off.
+  const bool post = hold || !m.opts.waiter_runs_pieces;
   Impl::Mailbox* claimed[Impl::kMaxPosts];
   const std::size_t posted =
-      m.ClaimMailboxes(std::min<std::uint64_t>(shared, Impl::kMaxPosts), claimed);
+      post ? m.ClaimMailboxes(std::min<std::uint64_t>(shared, Impl::kMaxPosts), claimed) : 0;
   // Publishes the description: whoever claims a piece, or is posted one, reads it after this.
   state.claims().store(SplitWork::Pack(w.generation, posted, shared), std::memory_order_release);
   if (m.opts.waiter_runs_pieces) state.SetHelper(&CpuEngine::HelpSplit);
