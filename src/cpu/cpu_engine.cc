@@ -25,6 +25,7 @@
 #include "common/fault_guard.h"
 #include "common/fork_guard.h"
 #include "common/futex.h"
+#include "common/hot_path.h"
 #include "common/mapping.h"
 #include "common/prefetch.h"
 #include "cpu/task_queue.h"
@@ -798,7 +799,8 @@ Status CpuEngine::CheckOperation(const Operation& op) const {
   return CheckMapped(op);
 }
 
-Status CpuEngine::Enqueue(std::span<const Operation> ops, Submission& submission) {
+TIERFLOW_HOT_PATH Status CpuEngine::Enqueue(std::span<const Operation> ops,
+                                            Submission& submission) {
   Impl& m = *impl_;
   // The common small submission, one temporal copy, first and on its own: the rest of the
   // cases make a stack frame that costs this one a few nanoseconds (issue 17).

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "common/hot_path.h"
 #include "common/pattern.h"
 #include "engine/op_state.h"
 #include "engine/overlap.h"
@@ -196,7 +197,8 @@ Status Engine::Validate(const Operation& op) const {
   return checks_operations_ ? CheckOperation(op) : Status::Ok();
 }
 
-Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& options) {
+TIERFLOW_HOT_PATH Result<Handle> Engine::Start(std::span<const Operation> ops,
+                                               SubmitOptions& options) {
   detail::OpState* state = detail::AcquireOpState();
   if (options.callback) state->callback = std::move(options.callback);  // a state's is empty
   state->callback_errors = &counters_->callback_errors;
@@ -218,7 +220,7 @@ Result<Handle> Engine::Start(std::span<const Operation> ops, SubmitOptions& opti
   return Handle(state);
 }
 
-Result<Handle> Engine::Submit(const Operation& op, SubmitOptions options) {
+TIERFLOW_HOT_PATH Result<Handle> Engine::Submit(const Operation& op, SubmitOptions options) {
   // The common case, a well-formed operation to an engine with nothing more to check, builds
   // no Status.
   if (checks_operations_ || !PlainlyValid(op, capabilities())) {

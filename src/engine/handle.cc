@@ -12,6 +12,7 @@
 #include "common/fork_guard.h"
 #include "common/free_list.h"
 #include "common/futex.h"
+#include "common/hot_path.h"
 #include "engine/op_state.h"
 
 namespace tierflow {
@@ -73,7 +74,7 @@ void Finalize(OpState* s) {
 
 }  // namespace
 
-OpState* AcquireOpState() {
+TIERFLOW_HOT_PATH OpState* AcquireOpState() {
   OpState* s = StatePool::Get();
   s->word.store(0, std::memory_order_relaxed);
   s->refs.store(2, std::memory_order_relaxed);
@@ -88,7 +89,7 @@ OpState* AcquireOpState() {
   return s;
 }
 
-void ReleaseOpState(OpState* s) {
+TIERFLOW_HOT_PATH void ReleaseOpState(OpState* s) {
   // refs == 1: this is the last reference and nobody else can take one, so no atomic
   // decrement is needed (the common case of an operation that completed before its handle).
   if (s->refs.load(std::memory_order_acquire) == 1 ||
@@ -125,7 +126,8 @@ void CompletePart(OpState* s, std::uint64_t bytes, StatusCode code, const char* 
   if (s->parts.fetch_sub(1, std::memory_order_acq_rel) == 1) Finalize(s);
 }
 
-void CompleteHere(OpState* s, std::uint64_t bytes, std::uint64_t first_difference) {
+TIERFLOW_HOT_PATH void CompleteHere(OpState* s, std::uint64_t bytes,
+                                    std::uint64_t first_difference) {
   if (!IsPrivate(s)) {
     s->parts.fetch_add(1, std::memory_order_relaxed);
     CompletePart(s, bytes, StatusCode::kOk, nullptr, first_difference);
@@ -210,7 +212,7 @@ std::uint64_t Handle::bytes_completed() const {
   return state_ == nullptr ? 0 : state_->bytes.load(std::memory_order_relaxed);
 }
 
-Status Handle::Wait(WaitMode mode) const {
+TIERFLOW_HOT_PATH Status Handle::Wait(WaitMode mode) const {
   if (state_ == nullptr) return EmptyHandle();
   std::atomic<std::uint32_t>& word = state_->word;
   if (word.load(std::memory_order_acquire) & OpState::kDone) return FinalStatus(state_);

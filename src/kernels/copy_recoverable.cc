@@ -16,9 +16,10 @@
 
 #if TIERFLOW_RECOVERABLE_COPY
 
+// Each variant starts on a cache line, as the inline path's C++ functions do (common/hot_path.h).
 // clang-format off
 #define TIERFLOW_COPY_HEAD(name) \
-  ".globl " #name "\n.hidden " #name "\n.type " #name ", @function\n.p2align 5\n" #name ":\n"
+  ".globl " #name "\n.hidden " #name "\n.type " #name ", @function\n.p2align 6\n" #name ":\n"
 
 // rdi = dst, rsi = src, rdx = n. LOAD/STORE_A/STORE_U: the ISA's moves, R: its register prefix
 // (xmm, ymm), W: its width in bytes; EXIT: what leaves the wide registers clean.
