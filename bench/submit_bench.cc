@@ -440,7 +440,7 @@ Result<int> PiecesOf(Engine& engine, const Operation& op) {
 // The split copy through the engine and through the bare hand-off floor, sample by sample in
 // turn so that the machine's drift (other tenants, frequency) affects both alike. The floor's
 // threads live only during their sample (spinning helpers would take the engine's CPUs), and
-// the calling thread runs on the node's first CPU while it measures.
+// the calling thread runs on the node's first CPU while it measures the floor.
 Status MeasureSplit(const SubmitBenchConfig& cfg, CpuSubmitSetup& s, std::uint64_t (*allocations)(),
                     CpuNumbers& n) {
   constexpr int kWarm = 200, kIters = 2000;
