@@ -66,8 +66,10 @@ constexpr std::size_t kPieceAlign = 4096;
 // then; workers take it only once the claims word has no piece left (the waiter may never
 // come, or wait without helping). The description fills the scratch area's first line, the
 // held piece is in its second, which workers do not touch until then.
-struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
-  Impl* engine = nullptr;
+namespace cpu {
+// What the pieces of a split operation are cut from: its description less the engine, which
+// a mailbox carries on the line of its state word (see CpuEngine::Impl::Mailbox).
+struct [[gnu::visibility("hidden")]] SplitShape {
   char* dst = nullptr;
   const char* src = nullptr;
   // The operation's third operand: the pattern (fill, pattern compare), the second source
@@ -80,6 +82,12 @@ struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
   bool nt = false;
   bool keep_in_cache = false;
   std::uint32_t generation = 0;  // as in the claims word
+};
+}  // namespace cpu
+
+struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
+  cpu::SplitShape shape;
+  Impl* engine = nullptr;
 
   static constexpr int kIndexBits = 20;
   static constexpr std::uint64_t kMaxPieces = (std::uint64_t{1} << kIndexBits) - 1;
@@ -174,18 +182,32 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
 
   // A worker's mailbox: while the worker polls, a submitter may hand it a piece of a split
   // operation directly (ClaimMailboxes, FillPosts) instead of a ticket through the queue. The
-  // worker then starts as after a bare hand-off between two threads, on the lines of its
-  // mailbox alone, rather than after the queue's cell, the claims word and the description
-  // one after the other. Written by the worker (kAway <-> kPolling, kPosted -> kAway) and by
-  // a submitter (kPolling -> kPosting -> kPosted); on lines of its own.
+  // worker then starts as after a bare hand-off between two threads, on its mailbox's one
+  // line, rather than after the queue's cell, the claims word and the description one after
+  // the other. A submitter also leaves the ticket for the held piece in the mailbox of a
+  // worker pinned to its own CPU (PostLocalTicket): a line this core has, where the queue's
+  // are with the worker that popped last and its publication waits for every earlier store.
+  // Such a worker runs only when the waiter sleeps or yields, so the ticket may sit there
+  // until a later submission replaces it (only where the operation posted pieces: their
+  // workers look for what is left when done). Written by the worker (kAway <-> kPolling,
+  // kPosted -> kAway, kTicket -> kTaking -> kAway) and by a submitter (kPolling or kTicket ->
+  // kPosting -> kPosted or kTicket).
   struct alignas(64) Mailbox {
     static constexpr std::uint32_t kAway = 0;     // not polling: nothing may be posted
     static constexpr std::uint32_t kPolling = 1;  // a submitter may claim it
-    static constexpr std::uint32_t kPosting = 2;  // claimed: the submitter is writing `piece`
-    static constexpr std::uint32_t kPosted = 3;   // `piece` is the worker's
+    static constexpr std::uint32_t kPosting = 2;  // claimed: the submitter is writing it
+    static constexpr std::uint32_t kPosted = 3;   // piece `index` of `op` is the worker's
+    static constexpr std::uint32_t kTicket = 4;   // a ticket for `op`: may still be replaced
+    static constexpr std::uint32_t kTaking = 5;   // the worker is reading the ticket
     std::atomic<std::uint32_t> state{kAway};
-    cpu::Piece piece;  // a piece of a split operation
+    std::uint32_t index = 0;  // of the posted piece
+    OpRef op;
+    cpu::SplitShape shape;  // of the operation (a ticket: only its generation)
+
+    cpu::Piece Posted() const { return SplitPiece(shape, index, op); }
+    cpu::Piece Ticket() const { return TicketFor(op, shape.generation); }
   };
+  static_assert(sizeof(Mailbox) == 64, "a mailbox is one line: the worker reads no other");
   // Pieces one submission posts at most; the rest go through the claims word and tickets.
   static constexpr std::size_t kMaxPosts = 8;
   // Mailboxes a submission looks at at most (from worker 0: a loop of operations keeps
@@ -213,9 +235,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     // a thread that is not in the child (its operation cannot complete here, as above).
     for (int i = 0; i < worker_count; ++i) {
       Mailbox& box = mailboxes[static_cast<std::size_t>(i)];
-      if (box.state.load(std::memory_order_relaxed) == Mailbox::kPosted) {
-        CancelInChild(box.piece, /*split=*/true, kForked);
-      }
+      const std::uint32_t st = box.state.load(std::memory_order_relaxed);
+      if (st == Mailbox::kPosted) CancelInChild(box.Posted(), /*split=*/true, kForked);
+      if (st == Mailbox::kTicket) CancelInChild(box.Ticket(), /*split=*/true, kForked);
       box.state.store(Mailbox::kAway, std::memory_order_relaxed);
     }
     queue.ResetInChild();
@@ -401,11 +423,11 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   }
 
   void RunSplit(const SplitWork& w, std::uint64_t index, OpRef state) {
-    Run(SplitPiece(w, index, state));
+    Run(SplitPiece(w.shape, index, state));
   }
 
   // Piece `index` of the split operation that w describes.
-  static cpu::Piece SplitPiece(const SplitWork& w, std::uint64_t index, OpRef state) {
+  static cpu::Piece SplitPiece(const cpu::SplitShape& w, std::uint64_t index, OpRef state) {
     cpu::Piece p;
     p.state = state;
     p.kind = w.kind;
@@ -472,10 +494,12 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     OpRef state = submission.op();
     std::uint32_t last_generation;  // of the last split operation on this state, if any
     std::memcpy(&last_generation,
-                static_cast<const char*>(state.scratch()) + offsetof(SplitWork, generation),
+                static_cast<const char*>(state.scratch()) + offsetof(SplitWork, shape) +
+                    offsetof(cpu::SplitShape, generation),
                 sizeof last_generation);
-    SplitWork* w = new (state.scratch()) SplitWork;
-    w->engine = this;
+    SplitWork* d = new (state.scratch()) SplitWork;
+    d->engine = this;
+    cpu::SplitShape* w = &d->shape;
     w->kind = op.kind;
     w->nt = UseNt(op);
     w->keep_in_cache = op.keep_in_cache;
@@ -490,7 +514,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       w->piece = (op.size / SplitWork::kMaxPieces + kPieceAlign) / kPieceAlign * kPieceAlign;
     }
     w->generation = (last_generation + 1) & SplitWork::kGenerationMask;
-    return *w;
+    return *d;
   }
 
   // Queues n copies of a ticket, waking every worker and yielding while the queue is full;
@@ -519,20 +543,30 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     return ticket;
   }
 
-  // Runs the piece posted to this worker (waiting out a submitter still writing it), then
-  // whatever else of its operation is left, as for a ticket: the claims word's pieces, then
-  // the held piece if no waiter has taken it. Cancelled instead while the engine stops.
+  // Runs what was posted to this worker (waiting out a submitter still writing it). A piece:
+  // then whatever else of its operation is left, as for a ticket: the claims word's pieces,
+  // then the held piece if no waiter has taken it; cancelled instead while the engine stops.
   void RunPosted(Mailbox & box) {
-    // The submitter writes the piece right after claiming the mailbox; should it lose its
-    // CPU meanwhile, let it have this one if they share it (workers need not be pinned).
-    for (unsigned i = 1; box.state.load(std::memory_order_acquire) != Mailbox::kPosted; ++i) {
+    // The submitter writes the mailbox right after claiming it; should it lose its CPU
+    // meanwhile, let it have this one if they share it (workers need not be pinned).
+    for (unsigned i = 1;; ++i) {
+      std::uint32_t st = box.state.load(std::memory_order_acquire);
+      if (st == Mailbox::kPosted) break;
+      // A ticket is taken with a compare-and-swap: a submitter may be replacing it.
+      if (st == Mailbox::kTicket &&
+          box.state.compare_exchange_strong(st, Mailbox::kTaking, std::memory_order_acquire)) {
+        const cpu::Piece ticket = box.Ticket();
+        box.state.store(Mailbox::kAway, std::memory_order_relaxed);
+        RunTicket(ticket);  // cancels the operation's pieces while the engine stops
+        return;
+      }
       if (i % 64 == 0) {
         sched_yield();
       } else {
         CpuRelax();
       }
     }
-    const cpu::Piece p = box.piece;
+    const cpu::Piece p = box.Posted();
     box.state.store(Mailbox::kAway, std::memory_order_relaxed);
     if (stopping.load(std::memory_order_relaxed)) {
       Cancel(p);
@@ -553,32 +587,57 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     return false;
   }
 
+  // The CPU this thread runs on when workers are pinned (-1: not pinned, or unknown).
+  int PinnedCpuHere() const { return opts.pin && !cpus.empty() ? sched_getcpu() : -1; }
+  bool PinnedTo(int worker, int cpu) const {
+    return cpu >= 0 && cpus[static_cast<std::size_t>(worker) % cpus.size()] == cpu;
+  }
+
+  // Claims the mailbox of a polling worker (one that holds a ticket not taken yet is still
+  // polling: the ticket is replaced); then it is kPosting.
+  static bool ClaimMailbox(Mailbox & box) {
+    std::uint32_t st = box.state.load(std::memory_order_relaxed);
+    return (st == Mailbox::kPolling || st == Mailbox::kTicket) &&
+           box.state.compare_exchange_strong(st, Mailbox::kPosting, std::memory_order_acquire);
+  }
+
   // Claims up to `want` (<= kMaxPosts) mailboxes of polling workers that are not pinned to
-  // this thread's CPU: such a worker could run only once this thread stops, and this thread
-  // is about to run the held piece. Returns how many; each is kPosting until FillPosts.
-  std::size_t ClaimMailboxes(std::size_t want, Mailbox * *claimed) {
-    const int here = opts.pin && !cpus.empty() ? sched_getcpu() : -1;
+  // CPU `here`, this thread's: such a worker could run only once this thread stops, and this
+  // thread is about to run the held piece. Returns how many; each is kPosting until FillPosts.
+  std::size_t ClaimMailboxes(int here, std::size_t want, Mailbox** claimed) {
     const int scan = std::min(worker_count, kMaxMailboxesScanned);
     std::size_t got = 0;
     for (int i = 0; i < scan && got < want; ++i) {
-      if (here >= 0 && cpus[static_cast<std::size_t>(i) % cpus.size()] == here) continue;
       Mailbox& box = mailboxes[static_cast<std::size_t>(i)];
-      std::uint32_t polling = Mailbox::kPolling;
-      if (box.state.load(std::memory_order_relaxed) == Mailbox::kPolling &&
-          box.state.compare_exchange_strong(polling, Mailbox::kPosting,
-                                            std::memory_order_acquire)) {
-        claimed[got++] = &box;
-      }
+      if (!PinnedTo(i, here) && ClaimMailbox(box)) claimed[got++] = &box;
     }
     return got;
   }
 
   // Hands piece i of the split operation to claimed[i], for i < count.
-  static void FillPosts(Mailbox * *claimed, std::size_t count, const SplitWork& w, OpRef state) {
+  static void FillPosts(Mailbox * *claimed, std::size_t count, const cpu::SplitShape& w,
+                        OpRef state) {
     for (std::size_t i = 0; i < count; ++i) {
-      claimed[i]->piece = SplitPiece(w, i, state);
+      claimed[i]->shape = w;
+      claimed[i]->op = state;
+      claimed[i]->index = static_cast<std::uint32_t>(i);
       claimed[i]->state.store(Mailbox::kPosted, std::memory_order_release);
     }
+  }
+
+  // Leaves the ticket in the mailbox of a polling worker pinned to CPU `here`; false when
+  // there is none.
+  bool PostLocalTicket(int here, const cpu::Piece& ticket) {
+    const int scan = std::min(worker_count, kMaxMailboxesScanned);
+    for (int i = 0; i < scan; ++i) {
+      Mailbox& box = mailboxes[static_cast<std::size_t>(i)];
+      if (!PinnedTo(i, here) || !ClaimMailbox(box)) continue;
+      box.op = ticket.state;
+      box.shape.generation = ticket.generation;
+      box.state.store(Mailbox::kTicket, std::memory_order_release);
+      return true;
+    }
+    return false;
   }
 
   // Every piece and ticket is published by the queue's sequentially consistent store.
@@ -600,7 +659,7 @@ bool CpuEngine::HelpSplit(OpRef state) {
   // The caller holds the handle, so the state still describes its operation (read from the
   // description's line, which workers only read, rather than the claims word's).
   SplitWork& w = SplitWork::Of(state);
-  const std::uint32_t generation = w.generation;
+  const std::uint32_t generation = w.shape.generation;
   std::uint64_t index;
   if (!SplitWork::TakeHeld(state, generation, index) &&
       !SplitWork::Take(state, generation, /*from_back=*/true, index)) {
@@ -838,7 +897,7 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   // below wait for them one after the other.
   PrefetchForWrite(state.scratch());
   PrefetchForWrite(&state.claims());
-  const SplitWork& w = m.DescribeSplit(op, submission);
+  const cpu::SplitShape& w = m.DescribeSplit(op, submission).shape;
   const std::uint64_t pieces = (op.size + w.piece - 1) / w.piece;
   submission.AddFinalParts(static_cast<std::uint32_t>(pieces));
   m.counters->Add(EngineCounters::kInFlight, pieces);
@@ -849,9 +908,10 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   // to whoever claims them. Not when the waiter may take the one piece there is: a posted
   // piece is the worker's, and a waiter that gets there first runs it without a hand-off.
   const bool post = hold || !m.opts.waiter_runs_pieces;
+  const int here = post ? m.PinnedCpuHere() : -1;
   Impl::Mailbox* claimed[Impl::kMaxPosts];
   const std::size_t posted =
-      post ? m.ClaimMailboxes(std::min<std::uint64_t>(shared, Impl::kMaxPosts), claimed) : 0;
+      post ? m.ClaimMailboxes(here, std::min<std::uint64_t>(shared, Impl::kMaxPosts), claimed) : 0;
   // Publishes the description: whoever claims a piece, or is posted one, reads it after this.
   state.claims().store(SplitWork::Pack(w.generation, posted, shared), std::memory_order_release);
   if (m.opts.waiter_runs_pieces) state.SetHelper(&CpuEngine::HelpSplit);
@@ -862,7 +922,17 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   // helping: then another worker runs it beside the posted ones).
   const std::uint64_t wanted = shared - posted + (hold ? 1 : 0);
   const std::uint64_t tickets = std::min<std::uint64_t>(wanted, m.worker_count - posted);
-  if (tickets != 0) m.PushTickets(Impl::TicketFor(state, w.generation), tickets);
+  if (tickets == 0) return Status::Ok();
+  const cpu::Piece ticket = Impl::TicketFor(state, w.generation);
+  // Every other worker has a piece: the one left shares this CPU and would pop a queued
+  // ticket only when this thread stops too, so leave it there, without the queue's cost. The
+  // ticket may be replaced before it is taken: the posted workers still look for what is
+  // left when their pieces are done, so nothing is stranded (with none posted, queue it).
+  if (posted != 0 && posted + 1 == static_cast<std::size_t>(m.worker_count) &&
+      m.PostLocalTicket(here, ticket)) {
+    return Status::Ok();
+  }
+  m.PushTickets(ticket, tickets);
   return Status::Ok();
 }
 

@@ -2,6 +2,7 @@
 // engines; run under TSan by `make test`.
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -170,6 +171,77 @@ TEST(Concurrency, SplitsBackToBackUnpinnedMoreWorkersThanCpus) {
   o.workers = 5;
   SplitsBackToBack(o);
 }
+
+// 900 split copies of 256 KiB from this thread, waited with kBlock (the waiter runs no piece),
+// kAdaptive, or not at all (a callback); each is checked.
+void SplitsWaitedEveryWay(CpuEngine& e) {
+  std::vector<unsigned char> src(256 << 10), dst(src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7);
+  std::atomic<int> callbacks{0};
+  for (int i = 0; i < 900; ++i) {
+    std::memset(dst.data(), 0, dst.size());
+    SubmitOptions so;
+    if (i % 3 == 2) so.callback = [&](const Completion& c) { callbacks += c.status.ok(); };
+    Result<Handle> h = e.Submit(Operation::Copy(dst.data(), src.data(), src.size()), std::move(so));
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    if (i % 3 == 2) {
+      while (!h->done()) std::this_thread::yield();  // runs no piece itself
+    } else {
+      ASSERT_TRUE(h->Wait(i % 3 == 0 ? WaitMode::kBlock : WaitMode::kAdaptive).ok()) << i;
+    }
+    ASSERT_EQ(std::memcmp(dst.data(), src.data(), dst.size()), 0) << i;
+  }
+  EXPECT_EQ(callbacks.load(), 300);
+}
+
+std::unique_ptr<CpuEngine> PinnedWorkers(int workers) {
+  CpuEngineOptions o;
+  o.workers = workers;  // pinned to the node's first CPUs
+  o.min_piece_bytes = 64 << 10;
+  // One worker: pieces of 64 KiB, so that a split has pieces beyond the held one.
+  if (workers == 1) o.max_piece_bytes = 64 << 10;
+  return MakeCpuEngine(o);
+}
+
+// The submitting thread on the CPU of a worker: each split's first piece goes to the other
+// worker's mailbox and the ticket for the held piece to the mailbox of the worker beside the
+// submitter, which runs it only when the submitter sleeps (kBlock) or yields, or the next
+// operation replaces it. Every operation completes, whether its waiter helps, sleeps, or there
+// is none (callbacks), and the engine is destroyed with a ticket left in a mailbox.
+TEST(Concurrency, SplitsFromTheCpuOfAWorker) {
+  const std::vector<int> cpus = testing::NodeCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  testing::PinnedToCpu pinned(cpus[1]);
+  auto e = PinnedWorkers(2);
+  SplitsWaitedEveryWay(*e);
+  EXPECT_EQ(e->state().in_flight, 0u);
+  EXPECT_EQ(e->state().pieces_cancelled, 0u);
+}
+
+// Two submitting threads, one on each of two CPUs: each posts pieces to the mailbox where
+// the other leaves its tickets, so tickets are replaced by the other thread's pieces before
+// they are taken; the posted workers' look for what is left keeps every operation going.
+// With one worker, the thread on its CPU posts nothing, and its ticket must not be one that
+// the other thread's piece may replace: nothing else would run its operation's pieces.
+class ConcurrencyWorkers : public ::testing::TestWithParam<int> {};
+
+TEST_P(ConcurrencyWorkers, SplitsFromTwoCpusWithTicketsReplaced) {
+  const std::vector<int> cpus = testing::NodeCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  auto e = PinnedWorkers(GetParam());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      testing::PinnedToCpu pinned(cpus[static_cast<std::size_t>(t)]);
+      SplitsWaitedEveryWay(*e);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(e->state().in_flight, 0u);
+  EXPECT_EQ(e->state().pieces_cancelled, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, ConcurrencyWorkers, ::testing::Values(1, 2));
 
 // Destroying the engine while split operations are handed to polling workers: every operation
 // completes or is cancelled, none hangs.
