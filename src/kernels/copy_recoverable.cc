@@ -14,9 +14,12 @@
 // one; below one vector, rep movsb.
 #include "kernels/kernels.h"
 
+#include "common/hot_path.h"
+
 #if TIERFLOW_RECOVERABLE_COPY
 
-// Each variant starts on a cache line, as the inline path's C++ functions do (common/hot_path.h).
+// Each variant starts on a cache line, in the section of the inline path's C++ functions
+// (common/hot_path.h).
 // clang-format off
 #define TIERFLOW_COPY_HEAD(name) \
   ".globl " #name "\n.hidden " #name "\n.type " #name ", @function\n.p2align 6\n" #name ":\n"
@@ -42,7 +45,7 @@
   " " STORE_U " %" R "5, -" #W "(%r8)\n" EXIT " xor %eax, %eax\n ret\n"                             \
   "6: mov %rdx, %rcx\n rep movsb\n xor %eax, %eax\n ret\n"
 
-asm(".pushsection .text\n"
+asm(".pushsection " TIERFLOW_HOT_SECTION ",\"ax\",@progbits\n"
     ".globl tierflow_copy_recoverable_begin\n.hidden tierflow_copy_recoverable_begin\n"
     "tierflow_copy_recoverable_begin:\n"
     TIERFLOW_COPY_HEAD(tierflow_copy_recoverable_avx2)
