@@ -601,15 +601,16 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
            box.state.compare_exchange_strong(st, Mailbox::kPosting, std::memory_order_acquire);
   }
 
-  // Claims up to `want` (<= kMaxPosts) mailboxes of polling workers that are not pinned to
-  // CPU `here`, this thread's: such a worker could run only once this thread stops, and this
-  // thread is about to run the held piece. Returns how many; each is kPosting until FillPosts.
-  std::size_t ClaimMailboxes(int here, std::size_t want, Mailbox** claimed) {
+  // Claims up to `want` mailboxes of polling workers pinned (`local`) or not pinned to CPU
+  // `here`, this thread's, into claimed[]. Returns how many; each is kPosting until written.
+  // Pieces go to the others: a worker on this CPU could run only once this thread stops, and
+  // this thread is about to run the held piece.
+  std::size_t ClaimMailboxes(int here, bool local, std::size_t want, Mailbox** claimed) {
     const int scan = std::min(worker_count, kMaxMailboxesScanned);
     std::size_t got = 0;
     for (int i = 0; i < scan && got < want; ++i) {
       Mailbox& box = mailboxes[static_cast<std::size_t>(i)];
-      if (!PinnedTo(i, here) && ClaimMailbox(box)) claimed[got++] = &box;
+      if (PinnedTo(i, here) == local && ClaimMailbox(box)) claimed[got++] = &box;
     }
     return got;
   }
@@ -628,16 +629,12 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // Leaves the ticket in the mailbox of a polling worker pinned to CPU `here`; false when
   // there is none.
   bool PostLocalTicket(int here, const cpu::Piece& ticket) {
-    const int scan = std::min(worker_count, kMaxMailboxesScanned);
-    for (int i = 0; i < scan; ++i) {
-      Mailbox& box = mailboxes[static_cast<std::size_t>(i)];
-      if (!PinnedTo(i, here) || !ClaimMailbox(box)) continue;
-      box.op = ticket.state;
-      box.shape.generation = ticket.generation;
-      box.state.store(Mailbox::kTicket, std::memory_order_release);
-      return true;
-    }
-    return false;
+    Mailbox* box;
+    if (here < 0 || ClaimMailboxes(here, /*local=*/true, 1, &box) == 0) return false;
+    box->op = ticket.state;
+    box->shape.generation = ticket.generation;
+    box->state.store(Mailbox::kTicket, std::memory_order_release);
+    return true;
   }
 
   // Every piece and ticket is published by the queue's sequentially consistent store.
@@ -702,8 +699,8 @@ void CpuEngine::Impl::WorkerLoop(int index) {
 // has run), false when it is time to sleep. The mailbox is closed again on return.
 bool CpuEngine::Impl::PollForWork(Mailbox& box) {
   using Clock = std::chrono::steady_clock;
-  // Release: the submitter that claims the mailbox writes `piece` after this thread's last
-  // read of it.
+  // Release: the submitter that claims the mailbox writes its fields after this thread's last
+  // read of them.
   box.state.store(Mailbox::kPolling, std::memory_order_release);
   const auto deadline = Clock::now() + std::chrono::microseconds(opts.worker_spin_us);
   for (unsigned i = 1;; ++i) {
@@ -911,7 +908,9 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   const int here = post ? m.PinnedCpuHere() : -1;
   Impl::Mailbox* claimed[Impl::kMaxPosts];
   const std::size_t posted =
-      post ? m.ClaimMailboxes(here, std::min<std::uint64_t>(shared, Impl::kMaxPosts), claimed) : 0;
+      post ? m.ClaimMailboxes(here, /*local=*/false,
+                              std::min<std::uint64_t>(shared, Impl::kMaxPosts), claimed)
+           : 0;
   // Publishes the description: whoever claims a piece, or is posted one, reads it after this.
   state.claims().store(SplitWork::Pack(w.generation, posted, shared), std::memory_order_release);
   if (m.opts.waiter_runs_pieces) state.SetHelper(&CpuEngine::HelpSplit);
