@@ -184,12 +184,14 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // operation directly (ClaimMailboxes, FillPosts) instead of a ticket through the queue. The
   // worker then starts as after a bare hand-off between two threads, on its mailbox's one
   // line, rather than after the queue's cell, the claims word and the description one after
-  // the other. A submitter also leaves the ticket for the held piece in the mailbox of a
-  // worker pinned to its own CPU (PostLocalTicket): a line this core has, where the queue's
-  // are with the worker that popped last and its publication waits for every earlier store.
-  // Such a worker runs only when the waiter sleeps or yields, so the ticket may sit there
-  // until a later submission replaces it (only where the operation posted pieces: their
-  // workers look for what is left when done). Written by the worker (kAway <-> kPolling,
+  // the other. A submitter whose waiter runs no piece (waiter_runs_pieces off) also leaves the
+  // ticket for the piece left in the mailbox of a worker pinned to its own CPU
+  // (PostLocalTicket): a line this core has, where the queue's are with the worker that popped
+  // last and its publication waits for every earlier store. Such a worker runs only when the
+  // submitting thread sleeps or yields, so the ticket may sit there until a later submission
+  // replaces it (only where the operation posted pieces: their workers look for what is left
+  // when done). Where the waiter runs the held piece, the worker on its CPU gets no ticket
+  // and is not woken at all (EnqueueSplit). Written by the worker (kAway <-> kPolling,
   // kPosted -> kAway, kTicket -> kTaking -> kAway) and by a submitter (kPolling or kTicket ->
   // kPosting -> kPosted or kTicket).
   struct alignas(64) Mailbox {
@@ -517,9 +519,10 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     return *d;
   }
 
-  // Queues n copies of a ticket, waking every worker and yielding while the queue is full;
-  // cancels what is left of the operation when the engine stops meanwhile.
-  void PushTickets(const cpu::Piece& ticket, std::size_t n) {
+  // Queues n copies of a ticket, waking every worker and yielding while the queue is full,
+  // then up to n of the sleeping workers that `bits` names (WakeBitOf); cancels what is left
+  // of the operation when the engine stops meanwhile.
+  void PushTickets(const cpu::Piece& ticket, std::size_t n, std::uint32_t bits) {
     for (std::size_t left = n; left != 0;) {
       left -= queue.TryPushCopies(ticket, left);
       if (left == 0) break;
@@ -530,7 +533,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       Wake(INT_MAX);
       sched_yield();
     }
-    Wake(static_cast<int>(n));
+    Wake(static_cast<int>(n), bits);
   }
 
   // --- Mailboxes (see Mailbox) ---
@@ -637,8 +640,47 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     return true;
   }
 
-  // Every piece and ticket is published by the queue's sequentially consistent store.
-  void Wake(int n) { idle.WakeAfterSeqCstPublish(n); }
+  // Every piece and ticket is published by the queue's sequentially consistent store. `bits`:
+  // the workers that may be woken (WakeBitOf).
+  void Wake(int n, std::uint32_t bits = WakeWord::kAnyBits) {
+    idle.WakeAfterSeqCstPublish(n, bits);
+  }
+
+  // A worker's bit in `idle`, so that a submitter can leave the workers on its CPU asleep
+  // (workers 32 apart share a bit: one may then be woken for the other).
+  static std::uint32_t WakeBitOf(int worker) { return 1u << (static_cast<unsigned>(worker) % 32); }
+
+  // Workers that may run beside a thread: their wake-up bits and how many they are.
+  struct Workers {
+    std::uint32_t bits = WakeWord::kAnyBits;
+    int count = 0;
+  };
+  // Per CPU id up to the highest of `cpus`: the workers not pinned there (empty when workers
+  // are not pinned).
+  std::vector<Workers> beside_cpu;
+
+  Workers AllWorkers() const { return {WakeWord::kAnyBits, worker_count}; }
+  // Those not pinned to CPU `here` (all of them when `here` is unknown or every one is there).
+  Workers WorkersBeside(int here) const {
+    if (here < 0 || static_cast<std::size_t>(here) >= beside_cpu.size()) return AllWorkers();
+    return beside_cpu[static_cast<std::size_t>(here)];
+  }
+  // Fills beside_cpu, once the workers and their CPUs are known.
+  void IndexWorkersByCpu() {
+    if (!opts.pin || cpus.empty()) return;
+    const int top = *std::max_element(cpus.begin(), cpus.end());
+    beside_cpu.assign(static_cast<std::size_t>(top) + 1, Workers{0, 0});
+    for (int cpu = 0; cpu <= top; ++cpu) {
+      Workers& w = beside_cpu[static_cast<std::size_t>(cpu)];
+      for (int i = 0; i < worker_count; ++i) {
+        if (!PinnedTo(i, cpu)) {
+          w.bits |= WakeBitOf(i);
+          ++w.count;
+        }
+      }
+      if (w.count == 0) w = AllWorkers();
+    }
+  }
 
   void WorkerLoop(int index);
   bool PollForWork(Mailbox & box);
@@ -690,7 +732,8 @@ void CpuEngine::Impl::WorkerLoop(int index) {
       continue;
     }
     if (PollForWork(box)) continue;
-    idle.SleepUnless([&] { return !queue.empty() || stopping.load(std::memory_order_seq_cst); });
+    idle.SleepUnless([&] { return !queue.empty() || stopping.load(std::memory_order_seq_cst); },
+                     WakeBitOf(index));
   }
 }
 
@@ -789,6 +832,7 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
   impl->cpus = (*node)->cpus;
   impl->worker_count = options.workers == 0 ? static_cast<int>(impl->cpus.size()) : options.workers;
   impl->mailboxes.reset(new Impl::Mailbox[static_cast<std::size_t>(impl->worker_count)]);
+  impl->IndexWorkersByCpu();
   std::uint64_t llc =
       topology.caches().l3_bytes != 0 ? topology.caches().l3_bytes : topology.caches().l2_bytes;
   impl->nt_threshold = options.nt_threshold_bytes != 0
@@ -918,20 +962,25 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
 
   // One ticket per further worker that can usefully take part: one per piece left in the
   // claims word, and one for the held piece (the waiter may never come, or wait without
-  // helping: then another worker runs it beside the posted ones).
+  // helping: then another worker runs it beside the posted ones). A worker pinned to this CPU
+  // could run only by taking turns with the waiter that is to run the held piece here, so
+  // then tickets are for the other workers and wake only those.
   const std::uint64_t wanted = shared - posted + (hold ? 1 : 0);
-  const std::uint64_t tickets = std::min<std::uint64_t>(wanted, m.worker_count - posted);
+  const Impl::Workers beside = hold ? m.WorkersBeside(here) : m.AllWorkers();
+  const std::uint64_t tickets =
+      std::min<std::uint64_t>(wanted, static_cast<std::uint64_t>(beside.count) - posted);
   if (tickets == 0) return Status::Ok();
   const cpu::Piece ticket = Impl::TicketFor(state, w.generation);
-  // Every other worker has a piece: the one left shares this CPU and would pop a queued
-  // ticket only when this thread stops too, so leave it there, without the queue's cost. The
-  // ticket may be replaced before it is taken: the posted workers still look for what is
-  // left when their pieces are done, so nothing is stranded (with none posted, queue it).
+  // Every other worker has a piece: the one left may share this CPU (the waiter runs no
+  // piece here) and would pop a queued ticket only when this thread stops too, so leave the
+  // ticket with it if it polls, without the queue's cost. The ticket may be replaced before
+  // it is taken: the posted workers still look for what is left when their pieces are done,
+  // so nothing is stranded (with none posted, queue it).
   if (posted != 0 && posted + 1 == static_cast<std::size_t>(m.worker_count) &&
       m.PostLocalTicket(here, ticket)) {
     return Status::Ok();
   }
-  m.PushTickets(ticket, tickets);
+  m.PushTickets(ticket, tickets, beside.bits);
   return Status::Ok();
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "testing/engine_fixture.h"
+#include "testing/threads.h"
 #include "tierflow/copy_policy.h"
 
 namespace tierflow {
@@ -195,9 +196,10 @@ void SplitsWaitedEveryWay(CpuEngine& e) {
   EXPECT_EQ(callbacks.load(), 300);
 }
 
-std::unique_ptr<CpuEngine> PinnedWorkers(int workers) {
+std::unique_ptr<CpuEngine> PinnedWorkers(int workers, bool waiter_runs_pieces = true) {
   CpuEngineOptions o;
   o.workers = workers;  // pinned to the node's first CPUs
+  o.waiter_runs_pieces = waiter_runs_pieces;
   o.min_piece_bytes = 64 << 10;
   // One worker: pieces of 64 KiB, so that a split has pieces beyond the held one.
   if (workers == 1) o.max_piece_bytes = 64 << 10;
@@ -205,18 +207,56 @@ std::unique_ptr<CpuEngine> PinnedWorkers(int workers) {
 }
 
 // The submitting thread on the CPU of a worker: each split's first piece goes to the other
-// worker's mailbox and the ticket for the held piece to the mailbox of the worker beside the
-// submitter, which runs it only when the submitter sleeps (kBlock) or yields, or the next
-// operation replaces it. Every operation completes, whether its waiter helps, sleeps, or there
-// is none (callbacks), and the engine is destroyed with a ticket left in a mailbox.
-TEST(Concurrency, SplitsFromTheCpuOfAWorker) {
+// worker's mailbox. Where the waiter runs the held piece, the worker beside the submitter gets
+// no ticket (the other worker runs the held piece when no waiter comes); where waiters run no
+// piece, the ticket for the piece left goes to the mailbox of the worker beside, which runs it
+// only when the submitter sleeps (kBlock) or yields, or the next operation replaces it. Every
+// operation completes, whether its waiter helps, sleeps, or there is none (callbacks), and the
+// engine is destroyed with a ticket left in a mailbox.
+class SplitsFromTheCpuOfAWorker : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SplitsFromTheCpuOfAWorker, CompleteWhoeverWaits) {
   const std::vector<int> cpus = testing::NodeCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
   testing::PinnedToCpu pinned(cpus[1]);
-  auto e = PinnedWorkers(2);
+  auto e = PinnedWorkers(2, /*waiter_runs_pieces=*/GetParam());
   SplitsWaitedEveryWay(*e);
   EXPECT_EQ(e->state().in_flight, 0u);
   EXPECT_EQ(e->state().pieces_cancelled, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(WaiterRunsPieces, SplitsFromTheCpuOfAWorker, ::testing::Bool());
+
+// The worker beside a submitting thread (pinned to its CPU) could run only by taking turns
+// with that thread, whose waiter runs the held piece there: split operations leave it asleep.
+// The other worker gets the piece, posted while it polls, else through a ticket that wakes it
+// alone (it sleeps between operations here, polling only a microsecond).
+TEST(Concurrency, SplitsLeaveTheWorkerOnTheSubmittersCpuAsleep) {
+  const std::vector<int> cpus = testing::NodeCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  CpuEngineOptions o;
+  o.workers = 2;
+  o.worker_spin_us = 1;
+  o.min_piece_bytes = 64 << 10;
+  // Created before this thread is pinned: its workers do not start out on this thread's CPU
+  // alone (a thread inherits its creator's CPUs), so the one pinned there is the worker beside.
+  auto e = MakeCpuEngine(o);
+  testing::PinnedToCpu pinned(cpus[1]);
+  const int beside = testing::AwaitThreadPinnedTo(cpus[1]);
+  ASSERT_NE(beside, 0) << "no worker pinned to CPU " << cpus[1];
+  ASSERT_TRUE(testing::AwaitThreadAsleep(beside));
+  const long switches = testing::ContextSwitchesOf(beside);
+  std::vector<unsigned char> src(256 << 10), dst(src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 13);
+  for (int i = 0; i < 300; ++i) {
+    std::memset(dst.data(), 0, dst.size());
+    Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_TRUE(h->Wait(i % 2 == 0 ? WaitMode::kAdaptive : WaitMode::kBlock).ok()) << i;
+    ASSERT_EQ(std::memcmp(dst.data(), src.data(), dst.size()), 0) << i;
+  }
+  EXPECT_EQ(testing::ContextSwitchesOf(beside), switches) << "the worker beside was woken";
+  EXPECT_EQ(e->state().in_flight, 0u);
 }
 
 // Two submitting threads, one on each of two CPUs: each posts pieces to the mailbox where
