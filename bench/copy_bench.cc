@@ -31,7 +31,37 @@ struct Row {
   long repeat = 1;
   Summary gbps;
   std::string isa;  // the copy kernel that ran ("glibc" for memcpy; empty when not known)
+  std::vector<double> rounds;  // GB/s of each timed round, in the order they ran
 };
+
+// The best baseline median for r's size and nodes (0: none).
+double BestBaseline(const Row& r, const std::vector<Row>& base) {
+  double best = 0;
+  for (const Row& b : base) {
+    if (b.size == r.size && b.src_node == r.src_node && b.dst_node == r.dst_node)
+      best = std::max(best, b.gbps.median);
+  }
+  return best;
+}
+
+// The median over rounds of r's GB/s ÷ the best baseline's in the round of the same index (0:
+// none). A size's candidates take turns round by round, so the two sides of each ratio ran
+// within one round of each other: a change in the machine's speed during the run (another
+// tenant, the host moving a vCPU) moves both, where it can move one side's median and not the
+// other's.
+double PairedVsBest(const Row& r, const std::vector<Row>& base) {
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < r.rounds.size(); ++i) {
+    double best = 0;
+    for (const Row& b : base) {
+      if (b.size == r.size && b.src_node == r.src_node && b.dst_node == r.dst_node &&
+          i < b.rounds.size())
+        best = std::max(best, b.rounds[i]);
+    }
+    if (best > 0) ratios.push_back(r.rounds[i] / best);
+  }
+  return ratios.empty() ? 0.0 : Summarize(ratios).median;
+}
 
 nlohmann::json RowJson(const Row& r) {
   return {{"engine", r.engine},
@@ -48,6 +78,7 @@ nlohmann::json RowJson(const Row& r) {
           {"gbps_median", r.gbps.median},
           {"gbps_min", r.gbps.min},
           {"gbps_max", r.gbps.max},
+          {"gbps_rounds", r.rounds},
           {"isa", r.isa}};
 }
 
@@ -128,6 +159,7 @@ class Runner {
     }
     for (Candidate* c : group) {
       c->row.gbps = Summarize(c->gbps);
+      c->row.rounds = c->gbps;
       progress.Step(fmt::format("{} {}", c->row.engine, FormatSize(c->row.size)));
     }
     return Status::Ok();
@@ -159,30 +191,23 @@ void PrintTable(std::ostream& out, const std::vector<Row>& rows, const std::vect
       "twice that)\n{}  cpu isa: {}\n\n",
       machine_note, isa);
   out << fmt::format(
-      "{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8} {:>8} {:>8} {:>8}\n", "engine",
-      "size", "mode", "batch", "threads", "subm", "policy", "src", "dst", "min", "median", "max",
-      "vs best");
-  auto best_base = [&](std::size_t size, int src, int dst) {
-    double best = 0;
-    for (const Row& b : base) {
-      if (b.size == size && b.src_node == src && b.dst_node == dst)
-        best = std::max(best, b.gbps.median);
-    }
-    return best;
-  };
+      "{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+      "engine", "size", "mode", "batch", "threads", "subm", "policy", "src", "dst", "min", "median",
+      "max", "vs best", "paired");
   for (const auto* set : {&base, &rows}) {
     for (const Row& r : *set) {
-      double b = best_base(r.size, r.src_node, r.dst_node);
+      const double b = BestBaseline(r, base);
       out << fmt::format(
           "{:<8} {:>7} {:<6} {:>5} {:>7} {:>5} {:<11} {:>3} {:>3} {:>8.2f} {:>8.2f} {:>8.2f} "
-          "{:>7.2f}x\n",
+          "{:>7.2f}x {:>7.2f}x\n",
           r.engine, FormatSize(r.size), r.mode, r.batch, r.threads, r.submitters, r.policy,
           r.src_node, r.dst_node, r.gbps.min, r.gbps.median, r.gbps.max,
-          b > 0 ? r.gbps.median / b : 0.0);
+          b > 0 ? r.gbps.median / b : 0.0, PairedVsBest(r, base));
     }
   }
   out << "\n'vs best' = median / best glibc memcpy median (any thread count) for the same size and "
-         "nodes\n";
+         "nodes\n'paired'  = median over rounds of GB/s / the best glibc memcpy's in the same "
+         "round (rounds interleaved)\n";
 }
 
 Status ValidateLists(const CopyBenchConfig& cfg) {
@@ -298,7 +323,7 @@ void AddBaselines(const CopyBenchConfig& cfg, const std::vector<int>& base_threa
       c.bytes = size;
       c.row = {"memcpy", "single", "split",    size,       1,
                nthreads, 1,        p.src_node, p.dst_node, static_cast<int>(c.slices.size()),
-               1,        {},       "glibc"};
+               1,        {},       "glibc",    {}};
       cands.push_back(std::move(c));
     }
   }
@@ -375,7 +400,8 @@ Result<Candidate> EngineCandidate(const Topology& topo, const EngineSet& set,
            static_cast<int>(c.slices.size()),
            1,
            {},
-           KernelOf(*set.owned.front(), c.slices.front().ops.front().size)};
+           KernelOf(*set.owned.front(), c.slices.front().ops.front().size),
+           {}};
   return c;
 }
 
@@ -446,7 +472,13 @@ nlohmann::json ReportJson(const CopyBenchConfig& cfg, const std::vector<Row>& ro
   doc["reps"] = cfg.reps;
   doc["model"] = false;
   doc["configs"] = nlohmann::json::array();
-  for (const Row& r : rows) doc["configs"].push_back(RowJson(r));
+  for (const Row& r : rows) {
+    nlohmann::json j = RowJson(r);
+    const double best = BestBaseline(r, base);
+    j["vs_best"] = best > 0 ? r.gbps.median / best : 0.0;
+    j["vs_best_paired"] = PairedVsBest(r, base);
+    doc["configs"].push_back(std::move(j));
+  }
   doc["baseline"] = nlohmann::json::array();
   for (const Row& r : base) doc["baseline"].push_back(RowJson(r));
   return doc;

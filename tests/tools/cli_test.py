@@ -278,6 +278,18 @@ class BenchCopy(unittest.TestCase):
         self.assertEqual({r["isa"] for r in doc["baseline"]}, {"glibc"})
         for row in doc["configs"]:
             self.assertIn(row["isa"], ("avx512", "avx2", "baseline"))
+        # Every timed round, and the engine's ratio to the best baseline: of the medians, and
+        # the median of round-by-round ratios (the rounds of a size take turns).
+        for row in doc["configs"] + doc["baseline"]:
+            self.assertEqual(len(row["gbps_rounds"]), 3)
+            self.assertEqual(sorted(row["gbps_rounds"])[1], row["gbps_median"])
+        for row in doc["configs"]:
+            best = {b["gbps_median"] for b in doc["baseline"] if b["size_bytes"] == row["size_bytes"]}
+            self.assertAlmostEqual(row["vs_best"], row["gbps_median"] / max(best))
+            paired = sorted(r / max(b["gbps_rounds"][i] for b in doc["baseline"]
+                                    if b["size_bytes"] == row["size_bytes"])
+                            for i, r in enumerate(row["gbps_rounds"]))
+            self.assertAlmostEqual(row["vs_best_paired"], paired[1])
 
     def test_batch_policies_csv(self):
         out = run("bench", "copy", "--sizes", "4KiB", "--mode", "single,batch", "--batch", "4",
