@@ -184,14 +184,15 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // operation directly (ClaimMailboxes, FillPosts) instead of a ticket through the queue. The
   // worker then starts as after a bare hand-off between two threads, on its mailbox's one
   // line, rather than after the queue's cell, the claims word and the description one after
-  // the other. A submitter whose waiter runs no piece (waiter_runs_pieces off) also leaves the
-  // ticket for the piece left in the mailbox of a worker pinned to its own CPU
-  // (PostLocalTicket): a line this core has, where the queue's are with the worker that popped
-  // last and its publication waits for every earlier store. Such a worker runs only when the
-  // submitting thread sleeps or yields, so the ticket may sit there until a later submission
-  // replaces it (only where the operation posted pieces: their workers look for what is left
-  // when done). Where the waiter runs the held piece, the worker on its CPU gets no ticket
-  // and is not woken at all (EnqueueSplit). Written by the worker (kAway <-> kPolling,
+  // the other. A submitter also leaves the ticket for the held piece in the mailbox of a
+  // worker pinned to its own CPU if that worker polls (PostLocalTicket): a line this core has,
+  // where the queue's are with the worker that popped last and its publication waits for
+  // every earlier store. Such a worker runs only when the waiter sleeps or yields (or the
+  // scheduler gives it a turn), so the ticket may sit there until a later submission replaces
+  // it (only where the operation posted pieces: their workers look for what is left when
+  // done). A worker that finds nothing left for its ticket (the waiter ran the held piece)
+  // sleeps, and is not woken for held pieces of submitters on its CPU (EnqueueSplit): polling
+  // there only takes turns with them for the CPU. Written by the worker (kAway <-> kPolling,
   // kPosted -> kAway, kTicket -> kTaking -> kAway) and by a submitter (kPolling or kTicket ->
   // kPosting -> kPosted or kTicket).
   struct alignas(64) Mailbox {
@@ -447,14 +448,16 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     return p;
   }
 
-  // A worker popped a ticket: run pieces of its operation while any is left. The piece runs
-  // with the engine recorded in the description (see SplitWork on generations).
-  static void RunTicket(const cpu::Piece& ticket) {
+  // A worker popped a ticket: run pieces of its operation while any is left; false when none
+  // was. The piece runs with the engine recorded in the description (see SplitWork on
+  // generations).
+  static bool RunTicket(const cpu::Piece& ticket) {
     // The description was last written by the submitter's core: ask for its line while Take
     // asks for the claims word's, instead of one after the other.
     PrefetchForRead(ticket.state.scratch());
     std::uint64_t index;
-    while (SplitWork::TakeForWorker(ticket.state, ticket.generation, index)) {
+    bool took = false;
+    for (; SplitWork::TakeForWorker(ticket.state, ticket.generation, index); took = true) {
       SplitWork& w = SplitWork::Of(ticket.state);
       if (w.engine->stopping.load(std::memory_order_relaxed)) {
         // Shutting down: the rest of this operation is cancelled, piece by piece, as the
@@ -466,6 +469,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       }
       w.engine->RunSplit(w, index, ticket.state);
     }
+    return took;
   }
 
   // Engine shutdown: every piece of the ticket's operation not taken yet is cancelled.
@@ -549,7 +553,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // Runs what was posted to this worker (waiting out a submitter still writing it). A piece:
   // then whatever else of its operation is left, as for a ticket: the claims word's pieces,
   // then the held piece if no waiter has taken it; cancelled instead while the engine stops.
-  void RunPosted(Mailbox & box) {
+  // True for a ticket that found nothing left: its submitter, on this worker's CPU, runs the
+  // held piece itself.
+  bool RunPosted(Mailbox & box) {
     // The submitter writes the mailbox right after claiming it; should it lose its CPU
     // meanwhile, let it have this one if they share it (workers need not be pinned).
     for (unsigned i = 1;; ++i) {
@@ -560,8 +566,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
           box.state.compare_exchange_strong(st, Mailbox::kTaking, std::memory_order_acquire)) {
         const cpu::Piece ticket = box.Ticket();
         box.state.store(Mailbox::kAway, std::memory_order_relaxed);
-        RunTicket(ticket);  // cancels the operation's pieces while the engine stops
-        return;
+        return !RunTicket(ticket);  // cancels the operation's pieces while the engine stops
       }
       if (i % 64 == 0) {
         sched_yield();
@@ -577,6 +582,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       Run(p);
     }
     RunTicket(TicketFor(p.state, p.generation));
+    return false;
   }
 
   // Closes the mailbox; false when something had been posted first (it has run).
@@ -748,8 +754,10 @@ bool CpuEngine::Impl::PollForWork(Mailbox& box) {
   const auto deadline = Clock::now() + std::chrono::microseconds(opts.worker_spin_us);
   for (unsigned i = 1;; ++i) {
     if (box.state.load(std::memory_order_relaxed) != Mailbox::kPolling) {
-      RunPosted(box);
-      return true;
+      // A ticket with nothing left: the waiter on this CPU runs its held pieces itself, and
+      // polling on would only take turns with it for the CPU (the scheduler gives a runnable
+      // poller its share, sched_yield or not). Sleep: it leaves tickets only with a poller.
+      return !RunPosted(box);
     }
     if (!queue.empty() || stopping.load(std::memory_order_relaxed)) {
       StopPolling(box);
@@ -964,23 +972,24 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   // claims word, and one for the held piece (the waiter may never come, or wait without
   // helping: then another worker runs it beside the posted ones). A worker pinned to this CPU
   // could run only by taking turns with the waiter that is to run the held piece here, so
-  // then tickets are for the other workers and wake only those.
+  // then queued tickets are for the other workers and wake only those; a worker here gets one
+  // only in its mailbox, while it polls (below).
   const std::uint64_t wanted = shared - posted + (hold ? 1 : 0);
   const Impl::Workers beside = hold ? m.WorkersBeside(here) : m.AllWorkers();
   const std::uint64_t tickets =
       std::min<std::uint64_t>(wanted, static_cast<std::uint64_t>(beside.count) - posted);
-  if (tickets == 0) return Status::Ok();
+  if (wanted == 0) return Status::Ok();
   const cpu::Piece ticket = Impl::TicketFor(state, w.generation);
-  // Every other worker has a piece: the one left may share this CPU (the waiter runs no
-  // piece here) and would pop a queued ticket only when this thread stops too, so leave the
-  // ticket with it if it polls, without the queue's cost. The ticket may be replaced before
+  // Every other worker has a piece: the one left may share this CPU and would pop a queued
+  // ticket only when this thread stops too (a waiter that blocks), so leave the ticket with
+  // it if it polls, without the queue's cost or a wake-up. The ticket may be replaced before
   // it is taken: the posted workers still look for what is left when their pieces are done,
   // so nothing is stranded (with none posted, queue it).
   if (posted != 0 && posted + 1 == static_cast<std::size_t>(m.worker_count) &&
       m.PostLocalTicket(here, ticket)) {
     return Status::Ok();
   }
-  m.PushTickets(ticket, tickets, beside.bits);
+  if (tickets != 0) m.PushTickets(ticket, tickets, beside.bits);
   return Status::Ok();
 }
 

@@ -207,11 +207,11 @@ std::unique_ptr<CpuEngine> PinnedWorkers(int workers, bool waiter_runs_pieces = 
 }
 
 // The submitting thread on the CPU of a worker: each split's first piece goes to the other
-// worker's mailbox. Where the waiter runs the held piece, the worker beside the submitter gets
-// no ticket (the other worker runs the held piece when no waiter comes); where waiters run no
-// piece, the ticket for the piece left goes to the mailbox of the worker beside, which runs it
-// only when the submitter sleeps (kBlock) or yields, or the next operation replaces it. Every
-// operation completes, whether its waiter helps, sleeps, or there is none (callbacks), and the
+// worker's mailbox and the ticket for the held piece to the mailbox of the worker beside the
+// submitter while that worker polls, which runs it only when the submitter sleeps (kBlock) or
+// yields, or the next operation replaces it; a worker there that finds nothing left sleeps
+// and is not woken for held pieces. Every operation completes, whether its waiter helps,
+// sleeps, or there is none (callbacks), with waiters that run pieces and without, and the
 // engine is destroyed with a ticket left in a mailbox.
 class SplitsFromTheCpuOfAWorker : public ::testing::TestWithParam<bool> {};
 
@@ -228,9 +228,9 @@ TEST_P(SplitsFromTheCpuOfAWorker, CompleteWhoeverWaits) {
 INSTANTIATE_TEST_SUITE_P(WaiterRunsPieces, SplitsFromTheCpuOfAWorker, ::testing::Bool());
 
 // The worker beside a submitting thread (pinned to its CPU) could run only by taking turns
-// with that thread, whose waiter runs the held piece there: split operations leave it asleep.
-// The other worker gets the piece, posted while it polls, else through a ticket that wakes it
-// alone (it sleeps between operations here, polling only a microsecond).
+// with that thread, whose waiter runs the held piece there: asleep, it is not woken for split
+// operations. The other worker gets the piece, posted while it polls, else through a ticket
+// that wakes it alone (it sleeps between operations here, polling only a microsecond).
 TEST(Concurrency, SplitsLeaveTheWorkerOnTheSubmittersCpuAsleep) {
   const std::vector<int> cpus = testing::NodeCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
