@@ -191,10 +191,10 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // scheduler gives it a turn), so the ticket may sit there until a later submission replaces
   // it (only where the operation posted pieces: their workers look for what is left when
   // done). A worker that finds nothing left for its ticket (the waiter ran the held piece)
-  // sleeps, and is not woken for held pieces of submitters on its CPU (EnqueueSplit): polling
-  // there only takes turns with them for the CPU. Written by the worker (kAway <-> kPolling,
-  // kPosted -> kAway, kTicket -> kTaking -> kAway) and by a submitter (kPolling or kTicket ->
-  // kPosting -> kPosted or kTicket).
+  // sleeps, resting: submitters on its CPU do not wake it for held pieces (EnqueueSplit), as
+  // polling there only takes turns with them for the CPU. Written by the worker (kAway or
+  // kResting <-> kPolling, kPosted -> kAway, kTicket -> kTaking -> kAway -> kResting) and by a
+  // submitter (kPolling or kTicket -> kPosting -> kPosted or kTicket).
   struct alignas(64) Mailbox {
     static constexpr std::uint32_t kAway = 0;     // not polling: nothing may be posted
     static constexpr std::uint32_t kPolling = 1;  // a submitter may claim it
@@ -202,6 +202,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     static constexpr std::uint32_t kPosted = 3;   // piece `index` of `op` is the worker's
     static constexpr std::uint32_t kTicket = 4;   // a ticket for `op`: may still be replaced
     static constexpr std::uint32_t kTaking = 5;   // the worker is reading the ticket
+    // Not polling since a ticket of its own CPU found nothing left: the waiter there runs held
+    // pieces itself, so its submitter leaves this worker out of tickets and wake-ups.
+    static constexpr std::uint32_t kResting = 6;
     std::atomic<std::uint32_t> state{kAway};
     std::uint32_t index = 0;  // of the posted piece
     OpRef op;
@@ -635,6 +638,19 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     }
   }
 
+  // Whether the workers pinned to CPU `here` (one at least) all rest (Mailbox::kResting).
+  bool LocalWorkersRest(int here) const {
+    const int scan = std::min(worker_count, kMaxMailboxesScanned);
+    bool any = false;
+    for (int i = 0; here >= 0 && i < scan; ++i) {
+      if (!PinnedTo(i, here)) continue;
+      const Mailbox& box = mailboxes[static_cast<std::size_t>(i)];
+      if (box.state.load(std::memory_order_relaxed) != Mailbox::kResting) return false;
+      any = true;
+    }
+    return any;
+  }
+
   // Leaves the ticket in the mailbox of a polling worker pinned to CPU `here`; false when
   // there is none.
   bool PostLocalTicket(int here, const cpu::Piece& ticket) {
@@ -756,8 +772,10 @@ bool CpuEngine::Impl::PollForWork(Mailbox& box) {
     if (box.state.load(std::memory_order_relaxed) != Mailbox::kPolling) {
       // A ticket with nothing left: the waiter on this CPU runs its held pieces itself, and
       // polling on would only take turns with it for the CPU (the scheduler gives a runnable
-      // poller its share, sched_yield or not). Sleep: it leaves tickets only with a poller.
-      return !RunPosted(box);
+      // poller its share, sched_yield or not). Sleep, resting: see EnqueueSplit.
+      if (!RunPosted(box)) return true;
+      box.state.store(Mailbox::kResting, std::memory_order_relaxed);
+      return false;
     }
     if (!queue.empty() || stopping.load(std::memory_order_relaxed)) {
       StopPolling(box);
@@ -970,14 +988,8 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
 
   // One ticket per further worker that can usefully take part: one per piece left in the
   // claims word, and one for the held piece (the waiter may never come, or wait without
-  // helping: then another worker runs it beside the posted ones). A worker pinned to this CPU
-  // could run only by taking turns with the waiter that is to run the held piece here, so
-  // then queued tickets are for the other workers and wake only those; a worker here gets one
-  // only in its mailbox, while it polls (below).
+  // helping: then another worker runs it beside the posted ones).
   const std::uint64_t wanted = shared - posted + (hold ? 1 : 0);
-  const Impl::Workers beside = hold ? m.WorkersBeside(here) : m.AllWorkers();
-  const std::uint64_t tickets =
-      std::min<std::uint64_t>(wanted, static_cast<std::uint64_t>(beside.count) - posted);
   if (wanted == 0) return Status::Ok();
   const cpu::Piece ticket = Impl::TicketFor(state, w.generation);
   // Every other worker has a piece: the one left may share this CPU and would pop a queued
@@ -989,7 +1001,13 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
       m.PostLocalTicket(here, ticket)) {
     return Status::Ok();
   }
-  if (tickets != 0) m.PushTickets(ticket, tickets, beside.bits);
+  // Workers on this CPU that rest found the held pieces of its waiters run by those waiters:
+  // woken, they would only take turns with this thread for the CPU. Leave them out.
+  const Impl::Workers to =
+      hold && m.LocalWorkersRest(here) ? m.WorkersBeside(here) : m.AllWorkers();
+  const std::uint64_t tickets =
+      std::min<std::uint64_t>(wanted, static_cast<std::uint64_t>(to.count) - posted);
+  if (tickets != 0) m.PushTickets(ticket, tickets, to.bits);
   return Status::Ok();
 }
 

@@ -2,6 +2,7 @@
 // engines; run under TSan by `make test`.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -228,15 +229,15 @@ TEST_P(SplitsFromTheCpuOfAWorker, CompleteWhoeverWaits) {
 INSTANTIATE_TEST_SUITE_P(WaiterRunsPieces, SplitsFromTheCpuOfAWorker, ::testing::Bool());
 
 // The worker beside a submitting thread (pinned to its CPU) could run only by taking turns
-// with that thread, whose waiter runs the held piece there: asleep, it is not woken for split
-// operations. The other worker gets the piece, posted while it polls, else through a ticket
-// that wakes it alone (it sleeps between operations here, polling only a microsecond).
+// with that thread, whose waiter runs the held piece there. It takes the tickets left in its
+// mailbox while it polls; once one finds nothing left (the waiter ran the piece), it sleeps,
+// resting, and split operations from that CPU do not wake it again, whether their waiters
+// help or block. The other worker gets the pieces.
 TEST(Concurrency, SplitsLeaveTheWorkerOnTheSubmittersCpuAsleep) {
   const std::vector<int> cpus = testing::NodeCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
   CpuEngineOptions o;
   o.workers = 2;
-  o.worker_spin_us = 1;
   o.min_piece_bytes = 64 << 10;
   // Created before this thread is pinned: its workers do not start out on this thread's CPU
   // alone (a thread inherits its creator's CPUs), so the one pinned there is the worker beside.
@@ -244,17 +245,27 @@ TEST(Concurrency, SplitsLeaveTheWorkerOnTheSubmittersCpuAsleep) {
   testing::PinnedToCpu pinned(cpus[1]);
   const int beside = testing::AwaitThreadPinnedTo(cpus[1]);
   ASSERT_NE(beside, 0) << "no worker pinned to CPU " << cpus[1];
-  ASSERT_TRUE(testing::AwaitThreadAsleep(beside));
-  const long switches = testing::ContextSwitchesOf(beside);
   std::vector<unsigned char> src(256 << 10), dst(src.size());
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 13);
-  for (int i = 0; i < 300; ++i) {
+  auto copy = [&](WaitMode mode) {
     std::memset(dst.data(), 0, dst.size());
     Result<Handle> h = e->Submit(Operation::Copy(dst.data(), src.data(), src.size()));
     ASSERT_TRUE(h.ok()) << h.status().ToString();
-    ASSERT_TRUE(h->Wait(i % 2 == 0 ? WaitMode::kAdaptive : WaitMode::kBlock).ok()) << i;
-    ASSERT_EQ(std::memcmp(dst.data(), src.data(), dst.size()), 0) << i;
+    ASSERT_TRUE(h->Wait(mode).ok());
+    ASSERT_EQ(std::memcmp(dst.data(), src.data(), dst.size()), 0);
+  };
+  // Copies back to back until the worker beside rests: asleep through twenty copies (one that
+  // merely sleeps for want of work is woken by the first of them).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (long last = -1;;) {
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "the worker beside never rested";
+    for (int i = 0; i < 20; ++i) copy(WaitMode::kAdaptive);
+    const long now = testing::ThreadState(beside) == 'S' ? testing::ContextSwitchesOf(beside) : -1;
+    if (now >= 0 && now == last) break;
+    last = now;
   }
+  const long switches = testing::ContextSwitchesOf(beside);
+  for (int i = 0; i < 300; ++i) copy(i % 2 == 0 ? WaitMode::kAdaptive : WaitMode::kBlock);
   EXPECT_EQ(testing::ContextSwitchesOf(beside), switches) << "the worker beside was woken";
   EXPECT_EQ(e->state().in_flight, 0u);
 }
