@@ -556,8 +556,8 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // Runs what was posted to this worker (waiting out a submitter still writing it). A piece:
   // then whatever else of its operation is left, as for a ticket: the claims word's pieces,
   // then the held piece if no waiter has taken it; cancelled instead while the engine stops.
-  // True for a ticket that found nothing left: its submitter, on this worker's CPU, runs the
-  // held piece itself.
+  // True for a ticket that found nothing left (as a rule because its submitter, on this
+  // worker's CPU, ran the held piece itself; else a posted worker took it first).
   bool RunPosted(Mailbox & box) {
     // The submitter writes the mailbox right after claiming it; should it lose its CPU
     // meanwhile, let it have this one if they share it (workers need not be pinned).
