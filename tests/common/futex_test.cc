@@ -49,12 +49,16 @@ class Sleeper {
   std::thread thread_;
 };
 
+// Both asleep in the kernel: a wake-up then returns only those it names.
+::testing::AssertionResult BothAsleep(const Sleeper& a, const Sleeper& b) {
+  if (a.AwaitAsleep() && b.AwaitAsleep()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "a sleeper was not asleep after 10 s";
+}
+
 TEST(WakeWord, WakeReachesOnlyTheSleepersItNames) {
   WakeWord word;
-  Sleeper a(word, 1u << 0);
-  Sleeper b(word, 1u << 1);
-  ASSERT_TRUE(a.AwaitAsleep());
-  ASSERT_TRUE(b.AwaitAsleep());
+  Sleeper a(word, 1u << 0), b(word, 1u << 1);
+  ASSERT_TRUE(BothAsleep(a, b));
   a.Release();
   word.WakeAfterSeqCstPublish(INT_MAX, 1u << 0);
   while (a.returns() == 0) std::this_thread::yield();
@@ -68,10 +72,8 @@ TEST(WakeWord, WakeReachesOnlyTheSleepersItNames) {
 
 TEST(WakeWord, PlainWakeReachesEverySleeper) {
   WakeWord word;
-  Sleeper a(word, 1u << 3);
-  Sleeper b(word, 1u << 30);
-  ASSERT_TRUE(a.AwaitAsleep());
-  ASSERT_TRUE(b.AwaitAsleep());
+  Sleeper a(word, 1u << 3), b(word, 1u << 30);
+  ASSERT_TRUE(BothAsleep(a, b));
   a.Release();
   b.Release();
   word.WakeAfterSeqCstPublish();
