@@ -687,13 +687,15 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     if (here < 0 || static_cast<std::size_t>(here) >= beside_cpu.size()) return AllWorkers();
     return beside_cpu[static_cast<std::size_t>(here)];
   }
-  // Fills beside_cpu, once the workers and their CPUs are known.
+  // Fills beside_cpu, once the workers and their CPUs are known. Workers are pinned to the
+  // node's CPUs only: every other CPU has all of them beside it.
   void IndexWorkersByCpu() {
     if (!opts.pin || cpus.empty()) return;
     const int top = *std::max_element(cpus.begin(), cpus.end());
-    beside_cpu.assign(static_cast<std::size_t>(top) + 1, Workers{0, 0});
-    for (int cpu = 0; cpu <= top; ++cpu) {
+    beside_cpu.assign(static_cast<std::size_t>(top) + 1, AllWorkers());
+    for (int cpu : cpus) {
       Workers& w = beside_cpu[static_cast<std::size_t>(cpu)];
+      w = Workers{0, 0};
       for (int i = 0; i < worker_count; ++i) {
         if (!PinnedTo(i, cpu)) {
           w.bits |= WakeBitOf(i);
