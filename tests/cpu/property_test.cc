@@ -1,6 +1,9 @@
 // Property tests: random sizes (0 B .. 64 MiB) and alignments (0..4095 byte offsets) of copy,
 // move, fill and compare against glibc, for every instruction set this CPU runs, both inline
 // and handed to workers, temporal and non-temporal.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -145,6 +148,30 @@ TEST(Kernels, EdgeSizesEveryIsa) {
       }
     }
   }
+}
+
+// Streaming copies ask for the source ahead of their loads (kStreamPrefetchAhead): a source
+// that ends where an unreadable page begins must still copy, byte for byte, without a fault.
+TEST(Kernels, StreamingCopyOfASourceEndingAtAnUnreadablePage) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t data = 4 * page;
+  auto* map = static_cast<unsigned char*>(
+      mmap(nullptr, data + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(mprotect(map + data, page, PROT_NONE), 0);
+  for (std::size_t i = 0; i < data; ++i) map[i] = static_cast<unsigned char>(i * 13 + 5);
+  std::vector<unsigned char> dst(data + 64);
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (!kernels::IsaSupported(isa)) continue;
+    const kernels::Kernels& k = kernels::KernelsFor(isa);
+    for (std::size_t n : {std::size_t{256}, std::size_t{1000}, page, data - 3, data}) {
+      const unsigned char* src = map + data - n;  // its last byte is the page's last readable one
+      std::fill(dst.begin(), dst.end(), 0);
+      k.copy(dst.data() + 1, src, n, /*nt=*/true);
+      ASSERT_EQ(std::memcmp(dst.data() + 1, src, n), 0) << CpuIsaName(isa) << " n=" << n;
+    }
+  }
+  munmap(map, data + page);
 }
 
 }  // namespace
