@@ -47,6 +47,8 @@ struct CpuEngineOptions {
   std::uint32_t worker_spin_us = 50;  // an idle worker polls this long before sleeping
   // A thread waiting on a handle (other than WaitMode::kBlock) runs pieces of that operation
   // that no worker has started yet. Single operations only; batches are left to the workers.
+  // The last piece of a split operation is kept for the waiter, and cut larger or smaller as
+  // the waiter keeps finishing before or after the workers (see held_piece_scale()).
   bool waiter_runs_pieces = true;
 };
 
@@ -68,6 +70,16 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
   CpuIsa isa() const;
   CpuIsa streaming_isa() const;
   std::size_t nt_threshold_bytes() const;
+  // How large this engine cuts the piece of a split operation that it keeps for the calling
+  // thread's waits (the last piece; see waiter_runs_pieces), relative to an even cut: 1.0
+  // until the thread has run such pieces, then moving by 1/64 between 0.75 and 1.25 each
+  // time four more of its waits finished before the workers than after them (larger) or the
+  // other way (smaller), towards where the thread and the workers finish together (they
+  // differ where the thread's CPU runs slower or faster than the workers', or starts later).
+  // Only operations cut into no more pieces than there are workers are cut so and teach it
+  // (with more, whoever finishes first takes more pieces). Learnt per thread and engine; the
+  // other pieces stay equal. Thread-safe; the value is the calling thread's.
+  double held_piece_scale() const;
   int workers() const;
   const CpuEngineOptions& options() const;
 

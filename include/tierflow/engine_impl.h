@@ -47,8 +47,10 @@ class TIERFLOW_EXPORT OpRef {
   // Reports one part: `bytes` of it done, and for a compare the first byte that differs
   // (counted from the start of the caller's operation: add Submission::offset_base()). A code
   // other than kOk fails the operation; `message` must then be static text (FailPart builds
-  // one). The first error reported wins.
-  void CompletePart(std::uint64_t bytes, StatusCode code = StatusCode::kOk,
+  // one). The first error reported wins. Returns true when this was the operation's last
+  // outstanding part: it is complete, and its handle may be gone already, so do not use
+  // this OpRef again (an engine may learn from it which of its threads finished last).
+  bool CompletePart(std::uint64_t bytes, StatusCode code = StatusCode::kOk,
                     const char* message = nullptr,
                     std::uint64_t first_difference = kNoDifference) const;
   void FailPart(std::uint64_t bytes, StatusCode code, std::string message) const;

@@ -28,6 +28,7 @@
 #include "common/hot_path.h"
 #include "common/mapping.h"
 #include "common/prefetch.h"
+#include "cpu/split_shape.h"
 #include "cpu/task_queue.h"
 #include "kernels/kernels.h"
 #include "tierflow/engine_impl.h"
@@ -35,6 +36,15 @@
 namespace tierflow {
 
 namespace {
+
+// The held piece's bias that this thread learnt waiting on the engine numbered `engine`
+// (numbers, unlike addresses, are not reused by a later engine).
+struct HeldBias {
+  std::uint64_t engine = 0;
+  cpu::HeldPieceBias bias;
+};
+thread_local HeldBias t_held_bias;
+std::atomic<std::uint64_t> g_engines_created{0};
 
 constexpr std::uint64_t kMaxOpBytes = std::uint64_t{1} << 40;  // 1 TiB
 constexpr std::size_t kMaxBatch = 65536;
@@ -66,28 +76,13 @@ constexpr std::size_t kPieceAlign = 4096;
 // then; workers take it only once the claims word has no piece left (the waiter may never
 // come, or wait without helping). The description fills the scratch area's first line, the
 // held piece is in its second, which workers do not touch until then.
-namespace cpu {
-// What the pieces of a split operation are cut from: its description less the engine, which
-// a mailbox carries on the line of its state word (see CpuEngine::Impl::Mailbox).
-struct [[gnu::visibility("hidden")]] SplitShape {
-  char* dst = nullptr;
-  const char* src = nullptr;
-  // The operation's third operand: the pattern (fill, pattern compare), the second source
-  // (compare) or the second destination (dualcast). Split operations are exclusive, so
-  // Submission::offset_base is 0 and not kept.
-  std::uintptr_t extra = 0;
-  std::size_t size = 0;
-  std::size_t piece = 0;
-  OpKind kind = OpKind::kCopy;
-  bool nt = false;
-  bool keep_in_cache = false;
-  std::uint32_t generation = 0;  // as in the claims word
-};
-}  // namespace cpu
 
 struct [[gnu::visibility("hidden")]] CpuEngine::SplitWork {
   cpu::SplitShape shape;
   Impl* engine = nullptr;
+  // Cut into no more pieces than there are workers, so that the waiter and the workers have
+  // one piece each and which of them finishes last says who is slower (CutHeldPiece).
+  bool one_each = false;
 
   static constexpr int kIndexBits = 20;
   static constexpr std::uint64_t kMaxPieces = (std::uint64_t{1} << kIndexBits) - 1;
@@ -169,6 +164,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   int worker_count = 0;
   std::vector<std::thread> threads;
   EngineCounters* counters = nullptr;  // the engine's (Engine::counters)
+  const std::uint64_t number = g_engines_created.fetch_add(1, std::memory_order_relaxed) + 1;
   // Read on every submission and by polling workers, written only at shutdown and fork: on a
   // line that no hand-off writes, so polling it costs no transfer of a line.
   std::atomic<bool> stopping{false};
@@ -412,7 +408,8 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   }
 
   // Runs a registered piece and reports it.
-  void Run(const cpu::Piece& p) {
+  // Runs a piece and reports it; true when it was its operation's last part.
+  bool Run(const cpu::Piece& p) {
     std::uint64_t diff;
     Status fault;
     const bool ok = Execute(p, &diff, &fault);
@@ -422,14 +419,14 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     if (!ok) [[unlikely]] {
       mine.Add(EngineCounters::kPiecesFailed);
       p.state.FailPart(0, fault.code(), fault.message());
-      return;
+      return false;
     }
     mine.Add(EngineCounters::kBytesCompleted, p.size);
-    p.state.CompletePart(p.size, StatusCode::kOk, nullptr, diff);
+    return p.state.CompletePart(p.size, StatusCode::kOk, nullptr, diff);
   }
 
-  void RunSplit(const SplitWork& w, std::uint64_t index, OpRef state) {
-    Run(SplitPiece(w.shape, index, state));
+  bool RunSplit(const SplitWork& w, std::uint64_t index, OpRef state) {
+    return Run(SplitPiece(w.shape, index, state));
   }
 
   // Piece `index` of the split operation that w describes.
@@ -438,8 +435,9 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     p.state = state;
     p.kind = w.kind;
     p.nt = w.nt;
-    p.offset = index * w.piece;
-    p.size = std::min(w.piece, w.size - p.offset);
+    const cpu::PieceBounds b = cpu::BoundsOf(w, index);
+    p.offset = b.offset;
+    p.size = b.size;
     p.dst = w.dst != nullptr ? w.dst + p.offset : nullptr;
     p.src = w.src != nullptr ? w.src + p.offset : nullptr;
     if (w.kind == OpKind::kCompare) p.src2 = reinterpret_cast<const char*>(w.extra) + p.offset;
@@ -498,6 +496,21 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
                          "the CPU engine was destroyed before this part of the operation ran");
   }
 
+  // The held piece, cut as this thread has learnt (cpu::HeldPieceBias): its CPU keeps its own
+  // pace against the workers'. Only where each of them has one piece (SplitWork::one_each):
+  // with more pieces than workers, those who finish first take more through the claims
+  // word, and a waiter done with its held piece before the others says nothing of its pace.
+  void CutHeldPiece(SplitWork & d) const {
+    d.one_each = cpu::PieceCount(d.shape) <= static_cast<std::uint64_t>(worker_count);
+    if (d.one_each && t_held_bias.engine == number) t_held_bias.bias.Cut(d.shape);
+  }
+  // This thread ran a held piece of this engine's; `last`: the operation then had no other
+  // part outstanding.
+  void VoteOnHeldPiece(bool last) const {
+    if (t_held_bias.engine != number) t_held_bias = HeldBias{number, {}};
+    t_held_bias.bias.Vote(last);
+  }
+
   // Writes the description of a split operation into its state's engine area.
   const SplitWork& DescribeSplit(const Operation& op, const Submission& submission) {
     OpRef state = submission.op();
@@ -523,6 +536,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
       w->piece = (op.size / SplitWork::kMaxPieces + kPieceAlign) / kPieceAlign * kPieceAlign;
     }
     w->generation = (last_generation + 1) & SplitWork::kGenerationMask;
+    if (opts.waiter_runs_pieces) CutHeldPiece(*d);
     return *d;
   }
 
@@ -724,14 +738,14 @@ bool CpuEngine::HelpSplit(OpRef state) {
   SplitWork& w = SplitWork::Of(state);
   const std::uint32_t generation = w.shape.generation;
   std::uint64_t index;
-  if (!SplitWork::TakeHeld(state, generation, index) &&
-      !SplitWork::Take(state, generation, /*from_back=*/true, index)) {
-    return false;
-  }
+  const bool held = SplitWork::TakeHeld(state, generation, index);
+  if (!held && !SplitWork::Take(state, generation, /*from_back=*/true, index)) return false;
+  const bool vote = held && w.one_each;
   Impl* m = w.engine;
   m->helpers.fetch_add(1, std::memory_order_seq_cst);
   m->counters->Add(EngineCounters::kPiecesByWaiters);
-  m->RunSplit(w, index, state);
+  const bool last = m->RunSplit(w, index, state);  // then the state may be another's
+  if (vote) m->VoteOnHeldPiece(last);
   m->helpers.fetch_sub(1, std::memory_order_seq_cst);
   return true;
 }
@@ -915,6 +929,9 @@ EngineQueue CpuEngine::queue() const { return {impl_->queue.capacity(), impl_->q
 CpuIsa CpuEngine::isa() const { return impl_->isa; }
 CpuIsa CpuEngine::streaming_isa() const { return impl_->streaming_isa; }
 std::size_t CpuEngine::nt_threshold_bytes() const { return impl_->nt_threshold; }
+double CpuEngine::held_piece_scale() const {
+  return t_held_bias.engine == impl_->number ? t_held_bias.bias.scale() : 1.0;
+}
 int CpuEngine::workers() const { return impl_->worker_count; }
 const CpuEngineOptions& CpuEngine::options() const { return impl_->opts; }
 
@@ -967,7 +984,7 @@ Status CpuEngine::EnqueueSplit(const Operation& op, Submission& submission) {
   PrefetchForWrite(state.scratch());
   PrefetchForWrite(&state.claims());
   const cpu::SplitShape& w = m.DescribeSplit(op, submission).shape;
-  const std::uint64_t pieces = (op.size + w.piece - 1) / w.piece;
+  const std::uint64_t pieces = cpu::PieceCount(w);
   submission.AddFinalParts(static_cast<std::uint32_t>(pieces));
   m.counters->Add(EngineCounters::kInFlight, pieces);
   const bool hold = m.opts.waiter_runs_pieces && pieces >= 2;

@@ -110,7 +110,7 @@ void Recycle(OpState* s, bool shared) {
 }
 }  // namespace
 
-void CompletePart(OpState* s, std::uint64_t bytes, StatusCode code, const char* message,
+bool CompletePart(OpState* s, std::uint64_t bytes, StatusCode code, const char* message,
                   std::uint64_t first_difference) {
   if (bytes != 0) s->bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (first_difference != OpState::kNoDifference) {
@@ -123,7 +123,9 @@ void CompletePart(OpState* s, std::uint64_t bytes, StatusCode code, const char* 
     s->error_code = code;
     s->error_text = message != nullptr ? message : "";
   }
-  if (s->parts.fetch_sub(1, std::memory_order_acq_rel) == 1) Finalize(s);
+  if (s->parts.fetch_sub(1, std::memory_order_acq_rel) != 1) return false;
+  Finalize(s);
+  return true;
 }
 
 TIERFLOW_HOT_PATH void CompleteHere(OpState* s, std::uint64_t bytes,

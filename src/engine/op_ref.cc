@@ -7,9 +7,9 @@
 
 namespace tierflow {
 
-void OpRef::CompletePart(std::uint64_t bytes, StatusCode code, const char* message,
+bool OpRef::CompletePart(std::uint64_t bytes, StatusCode code, const char* message,
                          std::uint64_t first_difference) const {
-  detail::CompletePart(state_, bytes, code, message, first_difference);
+  return detail::CompletePart(state_, bytes, code, message, first_difference);
 }
 
 void OpRef::FailPart(std::uint64_t bytes, StatusCode code, std::string message) const {

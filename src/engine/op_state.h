@@ -60,8 +60,9 @@ OpState* AcquireOpState();
 void ReleaseOpState(OpState* state);
 
 // Records the completion of one part. The last part finalises the operation: computes the
-// final status, runs the callback, publishes kDone, wakes waiters, drops the in-flight ref.
-void CompletePart(OpState* state, std::uint64_t bytes, StatusCode code = StatusCode::kOk,
+// final status, runs the callback, publishes kDone, wakes waiters, drops the in-flight ref;
+// true for that last part.
+bool CompletePart(OpState* state, std::uint64_t bytes, StatusCode code = StatusCode::kOk,
                   const char* message = nullptr,
                   std::uint64_t first_difference = OpState::kNoDifference);
 // Same, with a message that must be built at run time (error paths only).
