@@ -47,8 +47,8 @@ TEST(SplitShape, EvenCutTilesTheOperation) {
 }
 
 TEST(SplitShape, EveryBiasKeepsThePiecesAndTilesTheOperation) {
-  const std::size_t sizes[] = {64 << 10, 256 << 10, (256 << 10) + 4096 + 64, 1 << 20,
-                               (1 << 20) + 777, 3 << 20, (64 << 20) + 12345};
+  const std::size_t sizes[] = {64 << 10,        256 << 10, (256 << 10) + 4096 + 64, 1 << 20,
+                               (1 << 20) + 777, 3 << 20,   (64 << 20) + 12345};
   for (std::size_t size : sizes) {
     for (std::size_t piece : {std::size_t{4096}, std::size_t{64 << 10}, size / 2, size / 3 + 1}) {
       if (piece == 0 || (size + piece - 1) / piece > 4096) continue;
