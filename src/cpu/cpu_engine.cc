@@ -407,8 +407,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
     return true;
   }
 
-  // Runs a registered piece and reports it.
-  // Runs a piece and reports it; true when it was its operation's last part.
+  // Runs a registered piece and reports it; true when it was its operation's last part.
   bool Run(const cpu::Piece& p) {
     std::uint64_t diff;
     Status fault;

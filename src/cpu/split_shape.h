@@ -50,12 +50,13 @@ inline PieceBounds BoundsOf(const SplitShape& w, std::uint64_t index) {
 
 // The held piece's size relative to an even cut, learnt from which side finished last: a
 // waiter that keeps finishing first (the workers still copying) gets a larger piece, one that
-// keeps finishing last a smaller one. Cut evenly, the side that finished first idled for the
-// difference: 5-15% of a 256 KiB copy's halves for whole processes on the development VM,
-// whose two vCPUs ran at different speeds, and the waiter starts only after posting the
-// worker's piece. It moves a step (1/kSteps of a piece) after kVotes more waits one way than
-// the other, up to kMaxSteps either way, so that a balanced pair, finishing first and last by
-// turns, seldom moves the cut (each move sends the bytes at the cut to the other core's cache).
+// keeps finishing last a smaller one. Cut evenly, the side that finished first idles for the
+// difference, which is large where the waiter's CPU and the workers' run at different speeds
+// for a while (as a VM's vCPUs do) and is never zero: the waiter starts only after posting
+// the workers' pieces (docs/architecture.md, "The held piece's size"). It moves a step
+// (1/kSteps of a piece) after kVotes more waits one way than the other, up to kMaxSteps either
+// way, so that a balanced pair, finishing first and last by turns, seldom moves the cut (each
+// move sends the bytes at the cut to the other core's cache).
 // Not thread-safe: the CPU engine keeps one per thread and engine.
 class HeldPieceBias {
  public:
