@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/kernels.h"
+#include "testing/busy_worker.h"
 #include "testing/engine_fixture.h"
 #include "testing/fixture_topology.h"
 #include "testing/random_bytes.h"
@@ -23,6 +24,7 @@
 namespace tierflow {
 namespace {
 
+using testing::BusyWorker;
 using testing::MakeCpuEngine;
 using testing::ThisSystem;
 
@@ -403,47 +405,6 @@ TEST(CpuEngine, ThrowingCallbackOnWorkerIsCounted) {
   ASSERT_TRUE(h->Wait().ok());
   EXPECT_EQ(e->state().callback_errors, 1u);
 }
-
-// Keeps the engine's only worker busy inside a completion callback until released.
-// Keeps the engine's only worker busy: an operation whose callback (run by the thread that
-// completes the operation) spins until released. If the submitting thread completed it (the
-// worker finished before Submit dropped its guard), the callback returns at once and the
-// operation is submitted again: that thread must not be the one held.
-class BusyWorker {
- public:
-  explicit BusyWorker(Engine& e) : src_(1 << 20, 1), dst_(1 << 20) {
-    const std::thread::id me = std::this_thread::get_id();
-    for (;;) {
-      SubmitOptions so;
-      so.callback = [this, me](const Completion&) {
-        if (std::this_thread::get_id() == me) {
-          on_submitter_ = true;
-          return;
-        }
-        running_ = true;
-        while (!release_.load()) std::this_thread::yield();
-      };
-      Result<Handle> h =
-          e.Submit(Operation::Copy(dst_.data(), src_.data(), src_.size()), std::move(so));
-      EXPECT_TRUE(h.ok());
-      handle_ = std::move(h).value();
-      while (!running_.load() && !on_submitter_.load()) std::this_thread::yield();
-      if (running_.load()) return;
-      EXPECT_TRUE(handle_.Wait().ok());
-      on_submitter_ = false;
-    }
-  }
-  ~BusyWorker() { Release(); }
-  void Release() {
-    release_ = true;
-    EXPECT_TRUE(handle_.Wait(WaitMode::kBlock).ok());
-  }
-
- private:
-  std::vector<char> src_, dst_;
-  std::atomic<bool> running_{false}, release_{false}, on_submitter_{false};
-  Handle handle_;
-};
 
 TEST(CpuEngine, WaiterRunsPiecesNoWorkerStarted) {
   CpuEngineOptions o;
