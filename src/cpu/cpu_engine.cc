@@ -500,7 +500,10 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   // with more pieces than workers, those who finish first take more through the claims
   // word, and a waiter done with its held piece before the others says nothing of its pace.
   void CutHeldPiece(SplitWork & d) const {
-    d.one_each = cpu::PieceCount(d.shape) <= static_cast<std::uint64_t>(worker_count);
+    // Cut evenly so far: no more pieces than workers is no more bytes than a piece each (a
+    // piece below the operation's size keeps the product far from overflowing).
+    const cpu::SplitShape& w = d.shape;
+    d.one_each = w.piece >= w.size || w.size <= static_cast<std::size_t>(worker_count) * w.piece;
     if (d.one_each && t_held_bias.engine == number) t_held_bias.bias.Cut(d.shape);
   }
   // This thread ran a held piece of this engine's; `last`: the operation then had no other

@@ -41,11 +41,13 @@ struct PieceBounds {
   std::size_t size = 0;
 };
 
-// Where piece `index` (< PieceCount(w)) lies in the operation.
+// Where piece `index` (< PieceCount(w)) lies in the operation. Runs for every piece, so it
+// finds the last one without dividing: only the last has less than two pieces' bytes left.
 inline PieceBounds BoundsOf(const SplitShape& w, std::uint64_t index) {
   const std::size_t offset = index * w.piece;
-  const bool rest = w.last_takes_rest && index + 1 == PieceCount(w);
-  return {offset, rest ? w.size - offset : std::min(w.piece, w.size - offset)};
+  const std::size_t left = w.size - offset;
+  const bool rest = w.last_takes_rest && left < 2 * w.piece;
+  return {offset, rest ? left : std::min(w.piece, left)};
 }
 
 // The held piece's size relative to an even cut, learnt from which side finished last: a
@@ -81,9 +83,10 @@ class HeldPieceBias {
   // piece; the other pieces stay equal and their number unchanged. Leaves w as it is where
   // the cut cannot move that far without changing the number of pieces.
   void Cut(SplitShape& w) const {
+    if (steps_ == 0) return;
     const std::uint64_t pieces = PieceCount(w);
     const std::size_t step = w.piece / kSteps / kGrain * kGrain;
-    if (steps_ == 0 || pieces < 2 || step == 0) return;
+    if (pieces < 2 || step == 0) return;
     const auto others = static_cast<std::size_t>(pieces - 1);
     const auto held = static_cast<std::int64_t>(w.size - others * w.piece);  // cut evenly
     const std::int64_t target = held + std::int64_t{steps_} * static_cast<std::int64_t>(step);
