@@ -21,9 +21,28 @@ namespace tierflow::rma {
 
 namespace {
 
+// 0 when the rounded size does not fit in a file offset.
 std::size_t RoundToPages(std::size_t size) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  if (size > static_cast<std::size_t>(INT64_MAX) - page) return 0;
   return size == 0 ? page : (size + page - 1) / page * page;
+}
+
+// Whether `fd` is the segment `name` describes: a regular file of its size and identity.
+Status CheckIdentity(int fd, const SegmentName& name, const std::string& path) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    return Status::IoError(fmt::format("cannot examine {}: {}", path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_dev) != name.dev ||
+      static_cast<std::uint64_t>(st.st_ino) != name.ino ||
+      static_cast<std::uint64_t>(st.st_size) != name.size) {
+    return Status::Unsupported(fmt::format(
+        "{} is not the shared memory process {} created (another file: a process of another "
+        "PID namespace, or a PID reused): not mapped",
+        path, name.pid));
+  }
+  return Status::Ok();
 }
 
 // "/tierflow-rma-" and 32 hex digits from getrandom: not guessable by another user.
@@ -128,6 +147,9 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
 SharedSegment::~SharedSegment() { Reset(); }
 
 void SharedSegment::Reset() {
+  // A fallback name still there (some rank never opened it): no failure leaves it in /dev/shm.
+  if (name_.shm_name[0] != '\0' && name_.pid == getpid()) shm_unlink(name_.shm_name);
+  name_.shm_name[0] = '\0';
   if (in_place_) {
     RestorePrivate(data_, size_);
   } else if (data_ != nullptr) {
@@ -142,6 +164,10 @@ void SharedSegment::Reset() {
 Result<SharedSegment> SharedSegment::Create(std::size_t size, bool named) {
   SharedSegment s;
   s.size_ = RoundToPages(size);
+  if (s.size_ == 0) {
+    return Status::OutOfMemory(
+        fmt::format("cannot make {} bytes of shared window memory: more than a file holds", size));
+  }
   Result<int> fd = MakeFile(s.name_, named);
   if (!fd.ok()) return fd.status();
   s.fd_ = *fd;
@@ -160,6 +186,13 @@ Result<SharedSegment> SharedSegment::Create(std::size_t size, bool named) {
   s.data_ = *p;
   s.name_.fd = s.name_.shm_name[0] != '\0' ? -1 : s.fd_;
   s.name_.size = s.size_;
+  struct stat st {};
+  if (fstat(s.fd_, &st) != 0) {
+    return Status::IoError(
+        fmt::format("cannot examine shared window memory: {}", std::strerror(errno)));
+  }
+  s.name_.dev = static_cast<std::uint64_t>(st.st_dev);
+  s.name_.ino = static_cast<std::uint64_t>(st.st_ino);
   return s;
 }
 
@@ -205,6 +238,11 @@ Result<SharedSegment> SharedSegment::Open(const SegmentName& name) {
     return Status::NotFound(why);
   }
   s.fd_ = fd;
+  if (path.empty()) path = fmt::format("/dev/shm{}", name.shm_name);
+  if (Status st = CheckIdentity(fd, name, path); !st.ok()) {
+    s.name_.shm_name[0] = '\0';  // not ours to unlink
+    return st;
+  }
   Result<std::byte*> p = MapFile(fd, s.size_);
   if (!p.ok()) return p.status();
   s.data_ = *p;

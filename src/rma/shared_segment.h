@@ -21,6 +21,9 @@ struct SegmentName {
   std::int32_t pid = 0;    // the creator
   std::int32_t fd = -1;    // its memfd, or -1 for the named fallback
   std::uint64_t size = 0;  // bytes
+  // The file's identity (st_dev, st_ino): Open maps only this file, never whatever
+  // /proc/PID/fd/FD or the name happens to be (another PID namespace, a recycled PID).
+  std::uint64_t dev = 0, ino = 0;
   char shm_name[64] = {};  // "/tierflow-rma-<32 hex>" for the fallback, else empty
 };
 
@@ -36,8 +39,9 @@ class SharedSegment {
   ~SharedSegment();
 
   // A new zero-filled segment of `size` bytes (rounded up to pages; 0 gives one page), mapped
-  // read-write: a memfd, or with `named` the fallback (whose name stays until MarkMapped). Errors:
-  // kOutOfMemory naming the size when memory or file descriptors run out.
+  // read-write: a memfd, or with `named` the fallback (whose name stays until MarkMapped or the
+  // segment's destruction, whichever comes first). Errors: kOutOfMemory naming the size when
+  // memory or file descriptors run out, or when the size does not fit in a file.
   static Result<SharedSegment> Create(std::size_t size, bool named = false);
   // Turns [base, base+size) (whole pages: base and size multiples of the page size) into a
   // segment in place: its bytes are copied into a new memfd whose mapping then replaces the
@@ -49,9 +53,10 @@ class SharedSegment {
   // Errors: kInvalidArgument for a range that is not whole pages; kUnsupported for memory
   // that is not all private and anonymous (the message says what it is); kOutOfMemory.
   static Result<SharedSegment> ShareInPlace(void* base, std::size_t size);
-  // Maps the segment another process of this job created. Errors: kUnsupported when the
-  // kernel refuses (another user, a non-dumpable process), kNotFound when the creator is gone
-  // or the name was unlinked; the message says which and why.
+  // Maps the segment another process of this job created, after checking that what it opened
+  // is that segment: a regular file of the size and identity in `name`. Errors: kUnsupported
+  // when the kernel refuses (another user, a non-dumpable process) or the file is another one;
+  // kNotFound when the creator is gone or the name was unlinked; the message says which and why.
   static Result<SharedSegment> Open(const SegmentName& name);
 
   // After every rank has opened it: removes the fallback's name (the memfd has none). Idempotent.

@@ -1,5 +1,6 @@
 #include "rma/window_sync.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <climits>
 #include <cstdio>
 #include <new>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -67,15 +69,25 @@ bool Gone(std::int32_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return true;
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return false;
-  char state = 0;
-  const int got = std::fscanf(f, "%*d %*s %c", &state);
-  std::fclose(f);
-  return got == 1 && (state == 'Z' || state == 'X');
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = read(fd, buf, sizeof(buf));
+  close(fd);
+  return n > 0 && StatSaysGone(std::string_view(buf, static_cast<std::size_t>(n)));
 }
 
 }  // namespace
+
+bool StatSaysGone(std::string_view stat) {
+  // The command name may hold spaces and parentheses: the state follows the last ')'.
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= stat.size() || stat[close + 1] != ' ') {
+    return false;
+  }
+  const char state = stat[close + 2];
+  return state == 'Z' || state == 'X';
+}
 
 std::size_t WindowSync::Bytes(int ranks) {
   const auto n = static_cast<std::size_t>(ranks);

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "tierflow/status.h"
 
@@ -86,5 +87,9 @@ class WindowSync {
   std::byte* area_;
   int n_, me_, spin_, yields_;
 };
+
+// Whether a /proc/PID/stat line says the process is a zombie or dead ('Z', 'X'): the state
+// after the command name, which may itself hold spaces, parentheses and such letters.
+bool StatSaysGone(std::string_view stat);
 
 }  // namespace tierflow::rma

@@ -4,13 +4,17 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "rma/shared_segment.h"
@@ -234,6 +238,83 @@ TEST(WindowSync, AWaitForARankThatExitedEndsWithAnError) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
   waitpid(kid, nullptr, 0);
+}
+
+// Security review, item 15: a command name with spaces, parentheses and a 'Z' is not a state.
+TEST(WindowSync, AProcessWhoseNameLooksLikeAStateIsAlive) {
+  EXPECT_FALSE(StatSaysGone("1234 (a Z b) S 1 1234 1234 0 -1"));
+  EXPECT_FALSE(StatSaysGone("1234 (x) Z) R 1 1234"));
+  EXPECT_TRUE(StatSaysGone("1234 (x) Z) Z 1 1234"));
+  EXPECT_TRUE(StatSaysGone("77 (sort) X 1"));
+  EXPECT_FALSE(StatSaysGone("77 (sort"));
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t kid = fork();
+  if (kid == 0) {
+    prctl(PR_SET_NAME, "a Z b");
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  constexpr int kRanks = 2;
+  Shared m(kRanks);
+  WindowSync sync(m.sync_area, kRanks, 0, 64);
+  sync.SetPid(0, getpid());
+  sync.SetPid(1, kid);
+  const int origin[] = {1};
+  sync.Post(origin);
+  std::atomic<bool> returned{false};
+  Status result;
+  std::thread waiter([&] {
+    result = sync.AwaitCompletion();
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(returned.load()) << "a live rank named 'a Z b' was taken for dead: "
+                                << result.message();
+  kill(kid, SIGKILL);
+  waitpid(kid, nullptr, 0);
+  waiter.join();  // now it is gone: the wait ends with an error
+  EXPECT_FALSE(result.ok());
+  close(ready[0]);
+  close(ready[1]);
+}
+
+// Item 12: a fallback name that some rank never opened is unlinked with the segment.
+TEST(SharedSegment, TheNamedFallbackIsUnlinkedWhenNotEveryRankMappedIt) {
+  std::string path;
+  {
+    Result<SharedSegment> s = SharedSegment::Create(4096, true);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    path = std::string("/dev/shm") + s->name().shm_name;
+    ASSERT_TRUE(std::filesystem::exists(path));
+  }  // dropped without MarkMapped, as MakeShared drops it when a rank fails to open it
+  EXPECT_FALSE(std::filesystem::exists(path)) << path << " left behind";
+}
+
+// Item 13: /proc/PID/fd/FD of another file (another PID namespace, a recycled PID) is refused.
+TEST(SharedSegment, AnotherFileBehindTheNameIsNotMapped) {
+  Result<SharedSegment> s = SharedSegment::Create(4096);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Result<SharedSegment> other = SharedSegment::Create(4096);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  SegmentName forged = s->name();
+  forged.fd = other->name().fd;  // same size, same kind of file, another inode
+  const pid_t kid = fork();
+  if (kid == 0) {
+    Result<SharedSegment> o = SharedSegment::Open(forged);
+    const bool refused = !o.ok() && o.status().code() == StatusCode::kUnsupported &&
+                         o.status().message().find("not the shared memory") != std::string::npos;
+    Result<SharedSegment> real = SharedSegment::Open(s->name());
+    _exit(refused && real.ok() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(kid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "a segment name whose fd is another file was mapped";
 }
 
 }  // namespace

@@ -59,19 +59,34 @@ int CheckAccess(Window& w, int target, const char* call) {
 }
 
 // Where `count` elements of `type` at displacement `disp` lie in the target's window, checked
-// against its size. Sets `offset` (bytes from the window's start of the first byte touched).
+// against its size with their true bounds (a negative extent places elements below the
+// first) and without overflow. Sets `offset` (bytes from the window's start of the first
+// byte touched).
 int CheckRange(Window& w, int target, MPI_Aint disp, MPI_Aint count, const TypeInfo& t,
                MPI_Aint& offset, const char* call) {
-  const MPI_Aint start = disp * static_cast<MPI_Aint>(w.disp_unit[target]);
-  const MPI_Aint span = t.Span(count);
-  offset = start + t.true_lb;
-  if (disp < 0 || offset < 0 ||
-      (span > 0 && static_cast<std::uint64_t>(offset + span) > w.size[target])) {
-    return Fail(w, Misuse::kRange,
-                fmt::format("{}: bytes [{}, {}) of target {}'s window of {} bytes", call, offset,
-                            offset + span, target, w.size[target]));
+  MPI_Aint start = 0, lo = 0, hi = 0;
+  const bool bounded = disp >= 0 && TouchedBounds(t, count, lo, hi);
+  if (bounded && lo == hi) {  // touches nothing: any displacement that is not negative
+    offset = 0;
+    return MPI_SUCCESS;
   }
-  return MPI_SUCCESS;
+  const bool known =
+      bounded && !__builtin_mul_overflow(disp, MPI_Aint{w.disp_unit[target]}, &start) &&
+      !__builtin_add_overflow(start, lo, &lo) && !__builtin_add_overflow(start, hi, &hi);
+  if (known && lo >= 0 && static_cast<std::uint64_t>(hi) <= w.size[target]) {
+    offset = lo;
+    return MPI_SUCCESS;
+  }
+  if (!known) {
+    return Fail(
+        w, Misuse::kRange,
+        fmt::format("{}: displacement {} (unit {}) and {} elements of extent {} reach "
+                    "beyond any address: target {}'s window has {} bytes",
+                    call, disp, w.disp_unit[target], count, t.extent, target, w.size[target]));
+  }
+  return Fail(w, Misuse::kRange,
+              fmt::format("{}: bytes [{}, {}) of target {}'s window of {} bytes", call, lo, hi,
+                          target, w.size[target]));
 }
 
 int CheckTypes(Window& w, Side& origin, Side& target, const char* call) {
@@ -81,28 +96,104 @@ int CheckTypes(Window& w, Side& origin, Side& target, const char* call) {
       origin.count < 0 || target.count < 0) {
     return Fail(w, Misuse::kDatatype, fmt::format("{}: a datatype or count is invalid", call));
   }
-  if (origin.count * origin.info.size != target.count * target.info.size) {
-    return Fail(
-        w, Misuse::kDatatype,
-        fmt::format("{}: the origin has {} bytes, the target {}: the type signatures "
-                    "must match",
-                    call, origin.count * origin.info.size, target.count * target.info.size));
+  MPI_Aint from = 0, to = 0;
+  if (__builtin_mul_overflow(origin.count, origin.info.size, &from) ||
+      __builtin_mul_overflow(target.count, target.info.size, &to)) {
+    return Fail(w, Misuse::kDatatype,
+                fmt::format("{}: {} or {} elements are more bytes than an address holds", call,
+                            origin.count, target.count));
+  }
+  if (from != to) {
+    return Fail(w, Misuse::kDatatype,
+                fmt::format("{}: the origin has {} bytes, the target {}: the type signatures "
+                            "must match",
+                            call, from, to));
   }
   return MPI_SUCCESS;
 }
 
-// Bytes of `side` as one contiguous buffer: the memory itself or a packed copy in `tmp`.
-const std::byte* Packed(Window& w, const Side& side, std::vector<std::byte>& tmp) {
-  const auto* p = static_cast<const std::byte*>(side.addr);
-  if (side.info.Contiguous(side.count)) return p + side.info.true_lb;
-  tmp.resize(static_cast<std::size_t>(side.count * side.info.size));
-  int pos = 0;
-  PMPI_Pack(side.addr, static_cast<int>(side.count), side.type, tmp.data(),
-            static_cast<int>(tmp.size()), &pos, w.comm);
-  return tmp.data();
+namespace {
+
+// Elements of `t` in the next piece of a pack or unpack: at most `piece`, and no more than an
+// int counts in bytes (the MPI-3 forms take int counts and sizes).
+MPI_Aint NextPiece(const TypeInfo& t, MPI_Aint left, MPI_Aint piece) {
+  const MPI_Aint k = std::min(left, std::min<MPI_Aint>(piece, INT_MAX));
+  return t.size > 0 ? std::min<MPI_Aint>(k, INT_MAX / t.size) : k;
 }
 
-void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side) {
+}  // namespace
+
+int PackElements(const void* addr, MPI_Aint count, MPI_Datatype type, const TypeInfo& t,
+                 std::byte* out, MPI_Comm comm, MPI_Aint piece) {
+#if MPI_VERSION >= 4
+  if (piece >= kWholePiece) {
+    MPI_Count pos = 0;
+    return PMPI_Pack_c(addr, count, type, out, count * t.size, &pos, comm);
+  }
+#endif
+  const auto* at = static_cast<const std::byte*>(addr);
+  for (MPI_Aint i = 0; i < count;) {
+    const MPI_Aint k = NextPiece(t, count - i, piece);
+    if (k == 0) return MPI_ERR_COUNT;  // one element of more than INT_MAX bytes
+    int pos = 0;
+    const int rc = PMPI_Pack(at + i * t.extent, static_cast<int>(k), type, out + i * t.size,
+                             static_cast<int>(k * t.size), &pos, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    i += k;
+  }
+  return MPI_SUCCESS;
+}
+
+int UnpackElements(const std::byte* in, void* addr, MPI_Aint count, MPI_Datatype type,
+                   const TypeInfo& t, MPI_Comm comm, MPI_Aint piece) {
+#if MPI_VERSION >= 4
+  if (piece >= kWholePiece) {
+    MPI_Count pos = 0;
+    return PMPI_Unpack_c(in, count * t.size, &pos, addr, count, type, comm);
+  }
+#endif
+  auto* at = static_cast<std::byte*>(addr);
+  for (MPI_Aint i = 0; i < count;) {
+    const MPI_Aint k = NextPiece(t, count - i, piece);
+    if (k == 0) return MPI_ERR_COUNT;
+    int pos = 0;
+    const int rc = PMPI_Unpack(in + i * t.size, static_cast<int>(k * t.size), &pos,
+                               at + i * t.extent, static_cast<int>(k), type, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    i += k;
+  }
+  return MPI_SUCCESS;
+}
+
+int ReduceElements(const void* in, void* inout, MPI_Aint count, MPI_Datatype basic, MPI_Aint extent,
+                   MPI_Op op, MPI_Aint piece) {
+#if MPI_VERSION >= 4
+  if (piece >= kWholePiece) return PMPI_Reduce_local_c(in, inout, count, basic, op);
+#endif
+  const auto* from = static_cast<const std::byte*>(in);
+  auto* to = static_cast<std::byte*>(inout);
+  for (MPI_Aint i = 0; i < count;) {
+    const MPI_Aint k = std::min(count - i, std::min<MPI_Aint>(piece, INT_MAX));
+    const int rc =
+        PMPI_Reduce_local(from + i * extent, to + i * extent, static_cast<int>(k), basic, op);
+    if (rc != MPI_SUCCESS) return rc;
+    i += k;
+  }
+  return MPI_SUCCESS;
+}
+
+int Packed(Window& w, const Side& side, std::vector<std::byte>& tmp, const std::byte*& out) {
+  const auto* p = static_cast<const std::byte*>(side.addr);
+  if (side.info.Contiguous(side.count)) {
+    out = p + side.info.true_lb;
+    return MPI_SUCCESS;
+  }
+  tmp.resize(static_cast<std::size_t>(side.count * side.info.size));
+  out = tmp.data();
+  return PackElements(side.addr, side.count, side.type, side.info, tmp.data(), w.comm);
+}
+
+int Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side) {
   if (side.info.Contiguous(side.count)) {
     // A large copy to a place other than the last one streams past the caches (no read for
     // ownership of lines nobody will read from this cache; docs/rma.md has the measurement);
@@ -111,11 +202,9 @@ void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const
     const bool stream = n >= kStreamingBytes && to != w.last_large_copy;
     if (n >= kStreamingBytes) w.last_large_copy = to;
     CopyBytes(to, from, n, stream);
-    return;
+    return MPI_SUCCESS;
   }
-  int pos = 0;
-  PMPI_Unpack(from, static_cast<int>(n), &pos, addr, static_cast<int>(side.count), side.type,
-              w.comm);
+  return UnpackElements(from, addr, side.count, side.type, side.info, w.comm);
 }
 
 namespace {
@@ -127,11 +216,13 @@ std::vector<iovec> TouchedRuns(Window& w, const Side& side, std::byte* at) {
   const auto span = static_cast<std::size_t>(side.info.Span(side.count));
   const auto n = static_cast<std::size_t>(side.count * side.info.size);
   if (side.info.Contiguous(side.count)) return {iovec{at + side.info.true_lb, n}};
+  const MPI_Aint low = side.info.Low(side.count);
   std::vector<std::byte> mask(span, std::byte{0});
   std::vector<std::byte> ones(n, std::byte{0xff});
-  int pos = 0;
-  PMPI_Unpack(ones.data(), static_cast<int>(n), &pos, mask.data() - side.info.true_lb,
-              static_cast<int>(side.count), side.type, w.comm);
+  if (UnpackElements(ones.data(), mask.data() - low, side.count, side.type, side.info, w.comm) !=
+      MPI_SUCCESS) {
+    return {iovec{at + low, span}};  // every byte of the span: more than needed, never less
+  }
   std::vector<iovec> runs;
   for (std::size_t i = 0; i < span;) {
     if (mask[i] == std::byte{0}) {
@@ -140,7 +231,7 @@ std::vector<iovec> TouchedRuns(Window& w, const Side& side, std::byte* at) {
     }
     std::size_t j = i;
     while (j < span && mask[j] != std::byte{0}) ++j;
-    runs.push_back(iovec{at + side.info.true_lb + i, j - i});
+    runs.push_back(iovec{at + low + i, j - i});
     i = j;
   }
   return runs;
@@ -155,8 +246,8 @@ int RemoteCopy(Window& w, int target, MPI_Aint first, std::byte* image, const Si
   auto* remote_first = reinterpret_cast<std::byte*>(w.address[target] + first);
   std::vector<iovec> local{iovec{image, span}}, remote{iovec{remote_first, span}};
   if (write) {
-    local = TouchedRuns(w, side, image - side.info.true_lb);
-    remote = TouchedRuns(w, side, remote_first - side.info.true_lb);
+    local = TouchedRuns(w, side, image - side.info.Low(side.count));
+    remote = TouchedRuns(w, side, remote_first - side.info.Low(side.count));
   }
   for (std::size_t i = 0; i < local.size(); i += IOV_MAX) {
     const std::size_t k = std::min<std::size_t>(IOV_MAX, local.size() - i);
@@ -183,7 +274,7 @@ TargetView::TargetView(Window& w, int rank, MPI_Aint disp, MPI_Aint first, const
     side_.addr = mem + disp * static_cast<MPI_Aint>(w.disp_unit[rank]);
   } else {
     image_.resize(static_cast<std::size_t>(target.info.Span(target.count)));
-    side_.addr = image_.data() - target.info.true_lb;
+    side_.addr = image_.data() - target.info.Low(target.count);
   }
 }
 

@@ -32,13 +32,28 @@ int CheckRange(Window& w, int target, MPI_Aint disp, MPI_Aint count, const TypeI
                MPI_Aint& first, const char* call);
 // Looks both types up; their type signatures must carry the same number of bytes.
 int CheckTypes(Window& w, Side& origin, Side& target, const char* call);
-// The bytes of `side` as one contiguous run: the memory itself, or packed into `tmp`.
-const std::byte* Packed(Window& w, const Side& side, std::vector<std::byte>& tmp);
+// The bytes of `side` as one contiguous run (`out`): the memory itself, or packed into `tmp`.
+// MPI_SUCCESS or the MPI's error code.
+int Packed(Window& w, const Side& side, std::vector<std::byte>& tmp, const std::byte*& out);
 // Copies n bytes between non-overlapping buffers: glibc's memcpy below 1 KiB, this CPU's copy
 // kernel from there on (`stream`: non-temporal stores).
 void CopyBytes(void* to, const void* from, std::size_t n, bool stream = false);
-// Stores n contiguous bytes into count elements of side's type at addr.
-void Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side);
+// Stores n contiguous bytes into count elements of side's type at addr. MPI_SUCCESS or the
+// MPI's error code.
+int Unpacked(Window& w, const std::byte* from, std::size_t n, void* addr, const Side& side);
+
+// The MPI's pack, unpack and local reduction for counts of any size: its large-count forms
+// where it has them (MPI 4), else pieces of at most `piece` elements whose counts and byte
+// sizes an int holds. `piece` below kWholePiece forces pieces (tests). MPI_SUCCESS or the
+// first error code the MPI returned.
+inline constexpr MPI_Aint kWholePiece = MPI_Aint{1} << 62;
+int PackElements(const void* addr, MPI_Aint count, MPI_Datatype type, const TypeInfo& t,
+                 std::byte* out, MPI_Comm comm, MPI_Aint piece = kWholePiece);
+int UnpackElements(const std::byte* in, void* addr, MPI_Aint count, MPI_Datatype type,
+                   const TypeInfo& t, MPI_Comm comm, MPI_Aint piece = kWholePiece);
+// inout[i] = in[i] op inout[i] over count elements of a predefined type `extent` bytes apart.
+int ReduceElements(const void* in, void* inout, MPI_Aint count, MPI_Datatype basic, MPI_Aint extent,
+                   MPI_Op op, MPI_Aint piece = kWholePiece);
 // The target's elements where this process can load and store them: its memory mapped here,
 // or an image read from its process (Load) and written back (Store: only the bytes the
 // datatype touches). side().addr is where element 0 lies. `public_copy`: in the simulated

@@ -71,25 +71,30 @@ int CheckAccumulate(Window& w, Accumulation& a, const char* call) {
 // current[i] = o[i] op current[i] over n packed bytes of `basic` elements. Packed pairs
 // (MPI_LONG_DOUBLE_INT: 20 bytes, extent 32) lie apart from their padding in memory, where
 // MPI_Reduce_local expects them: they are unpacked, reduced and packed again.
-void Reduce(const std::byte* o, std::byte* current, std::size_t n, MPI_Datatype basic, MPI_Op op) {
+int Reduce(const std::byte* o, std::byte* current, std::size_t n, MPI_Datatype basic, MPI_Op op) {
   int size = 1;
   MPI_Aint lb = 0, extent = 0;
-  PMPI_Type_size(basic, &size);
-  PMPI_Type_get_extent(basic, &lb, &extent);
-  const int count = static_cast<int>(n / static_cast<std::size_t>(size));
-  if (extent == size) {
-    PMPI_Reduce_local(o, current, count, basic, op);
-    return;
+  if (PMPI_Type_size(basic, &size) != MPI_SUCCESS || size <= 0 ||
+      PMPI_Type_get_extent(basic, &lb, &extent) != MPI_SUCCESS) {
+    return MPI_ERR_TYPE;
   }
+  const auto count = static_cast<MPI_Aint>(n / static_cast<std::size_t>(size));
+  if (extent == size) return ReduceElements(o, current, count, basic, extent, op);
+  TypeInfo t;
+  if (!LookUpType(basic, t)) return MPI_ERR_TYPE;
   std::vector<std::byte> in(static_cast<std::size_t>(count * extent)), inout(in.size());
-  const int bytes = static_cast<int>(n);
-  int at = 0;
-  PMPI_Unpack(o, bytes, &at, in.data(), count, basic, MPI_COMM_SELF);
-  at = 0;
-  PMPI_Unpack(current, bytes, &at, inout.data(), count, basic, MPI_COMM_SELF);
-  PMPI_Reduce_local(in.data(), inout.data(), count, basic, op);
-  at = 0;
-  PMPI_Pack(inout.data(), count, basic, current, bytes, &at, MPI_COMM_SELF);
+  if (int rc = UnpackElements(o, in.data(), count, basic, t, MPI_COMM_SELF); rc != MPI_SUCCESS) {
+    return rc;
+  }
+  if (int rc = UnpackElements(current, inout.data(), count, basic, t, MPI_COMM_SELF);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  if (int rc = ReduceElements(in.data(), inout.data(), count, basic, extent, op);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  return PackElements(inout.data(), count, basic, t, current, MPI_COMM_SELF);
 }
 
 // The common case, done in place: the target mapped here and contiguous, made of unpadded
@@ -116,8 +121,9 @@ int CombineInPlace(const Accumulation& a, const TargetView& view) {
   if (a.op == MPI_REPLACE) {
     std::memmove(t, o, n);
   } else {
-    const auto count = static_cast<int>(n / static_cast<std::size_t>(a.target.info.basic_size));
-    PMPI_Reduce_local(o, t, count, a.basic, a.op);
+    const auto count =
+        static_cast<MPI_Aint>(n / static_cast<std::size_t>(a.target.info.basic_size));
+    return ReduceElements(o, t, count, a.basic, a.target.info.basic_size, a.op);
   }
   return MPI_SUCCESS;
 }
@@ -127,18 +133,28 @@ int Combine(Window& w, const Accumulation& a, TargetView& view) {
   if (InPlace(a, view)) return CombineInPlace(a, view);
   if (int rc = view.Load(); rc != MPI_SUCCESS) return rc;
   std::vector<std::byte> tmp, in;
-  const std::byte* t = Packed(w, view.side(), tmp);
+  const std::byte* t = nullptr;
+  if (int rc = Packed(w, view.side(), tmp, t); rc != MPI_SUCCESS) return rc;
   const auto n = static_cast<std::size_t>(a.target.count * a.target.info.size);
   std::vector<std::byte> current(t, t + n);
-  if (a.fetch) Unpacked(w, current.data(), n, const_cast<void*>(a.result.addr), a.result);
+  if (a.fetch) {
+    if (int rc = Unpacked(w, current.data(), n, const_cast<void*>(a.result.addr), a.result);
+        rc != MPI_SUCCESS) {
+      return rc;
+    }
+  }
   if (a.op == MPI_NO_OP || n == 0) return MPI_SUCCESS;
-  const std::byte* o = Packed(w, a.origin, in);
+  const std::byte* o = nullptr;
+  if (int rc = Packed(w, a.origin, in, o); rc != MPI_SUCCESS) return rc;
   if (a.op == MPI_REPLACE) {
     std::memcpy(current.data(), o, n);
-  } else {
-    Reduce(o, current.data(), n, a.basic, a.op);
+  } else if (int rc = Reduce(o, current.data(), n, a.basic, a.op); rc != MPI_SUCCESS) {
+    return rc;
   }
-  Unpacked(w, current.data(), n, const_cast<void*>(view.side().addr), view.side());
+  if (int rc = Unpacked(w, current.data(), n, const_cast<void*>(view.side().addr), view.side());
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
   return view.Store();
 }
 
@@ -147,12 +163,12 @@ int Accumulate(Window* w, Accumulation& a, int target, MPI_Aint disp, const char
   if (target == MPI_PROC_NULL) return MPI_SUCCESS;
   if (int rc = CheckAccess(*w, target, call); rc != MPI_SUCCESS) return rc;
   if (int rc = CheckAccumulate(*w, a, call); rc != MPI_SUCCESS) return rc;
-  if (a.basic == MPI_DATATYPE_NULL) return MPI_SUCCESS;  // no bytes
   MPI_Aint first = 0;
   if (int rc = CheckRange(*w, target, disp, a.target.count, a.target.info, first, call);
       rc != MPI_SUCCESS) {
     return rc;
   }
+  if (a.basic == MPI_DATATYPE_NULL) return MPI_SUCCESS;  // no bytes
   AccumulateLock lock(*w, target);
   if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
   TargetView view(*w, target, disp, first, a.target, true);
@@ -207,104 +223,125 @@ using namespace tierflow::rma;
 extern "C" int MPI_Accumulate(const void* oaddr, int ocount, MPI_Datatype otype, int target,
                               MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
                               MPI_Win win) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Accumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
-  }
-  return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
-                        tcount, ttype, op, false, "MPI_Accumulate", nullptr);
+  return Guarded("MPI_Accumulate", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Accumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
+    }
+    return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+                          tcount, ttype, op, false, "MPI_Accumulate", nullptr);
+  });
 }
 
 extern "C" int MPI_Get_accumulate(const void* oaddr, int ocount, MPI_Datatype otype, void* raddr,
                                   int rcount, MPI_Datatype rtype, int target, MPI_Aint disp,
                                   int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Get_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
-                               ttype, op, win);
-  }
-  return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
-                        ttype, op, true, "MPI_Get_accumulate", nullptr);
+  return Guarded("MPI_Get_accumulate", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Get_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                                 ttype, op, win);
+    }
+    return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                          ttype, op, true, "MPI_Get_accumulate", nullptr);
+  });
 }
 
 extern "C" int MPI_Fetch_and_op(const void* oaddr, void* raddr, MPI_Datatype type, int target,
                                 MPI_Aint disp, MPI_Op op, MPI_Win win) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Fetch_and_op(oaddr, raddr, type, target, disp, op, win);
-  }
-  return AccumulateCall(win, oaddr, 1, type, raddr, 1, type, target, disp, 1, type, op, true,
-                        "MPI_Fetch_and_op", nullptr);
+  return Guarded("MPI_Fetch_and_op", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Fetch_and_op(oaddr, raddr, type, target, disp, op, win);
+    }
+    return AccumulateCall(win, oaddr, 1, type, raddr, 1, type, target, disp, 1, type, op, true,
+                          "MPI_Fetch_and_op", nullptr);
+  });
 }
 
 extern "C" int MPI_Compare_and_swap(const void* oaddr, const void* caddr, void* raddr,
                                     MPI_Datatype type, int target, MPI_Aint disp, MPI_Win win) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Compare_and_swap(oaddr, caddr, raddr, type, target, disp, win);
-  return CompareAndSwapCall(w, oaddr, caddr, raddr, type, target, disp);
+  return Guarded("MPI_Compare_and_swap", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) return PMPI_Compare_and_swap(oaddr, caddr, raddr, type, target, disp, win);
+    return CompareAndSwapCall(w, oaddr, caddr, raddr, type, target, disp);
+  });
 }
 
 extern "C" int MPI_Raccumulate(const void* oaddr, int ocount, MPI_Datatype otype, int target,
                                MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
                                MPI_Win win, MPI_Request* request) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Raccumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win, request);
-  }
-  return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
-                        tcount, ttype, op, false, "MPI_Raccumulate", request);
+  return Guarded("MPI_Raccumulate", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Raccumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win, request);
+    }
+    return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+                          tcount, ttype, op, false, "MPI_Raccumulate", request);
+  });
 }
 
 extern "C" int MPI_Rget_accumulate(const void* oaddr, int ocount, MPI_Datatype otype, void* raddr,
                                    int rcount, MPI_Datatype rtype, int target, MPI_Aint disp,
                                    int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win,
                                    MPI_Request* request) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Rget_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
-                                ttype, op, win, request);
-  }
-  return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
-                        ttype, op, true, "MPI_Rget_accumulate", request);
+  return Guarded("MPI_Rget_accumulate", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Rget_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                                  ttype, op, win, request);
+    }
+    return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                          ttype, op, true, "MPI_Rget_accumulate", request);
+  });
 }
 
 #if MPI_VERSION >= 4
 extern "C" int MPI_Accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
                                 MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                 MPI_Win win) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Accumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
-  }
-  return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
-                        tcount, ttype, op, false, "MPI_Accumulate_c", nullptr);
+  return Guarded("MPI_Accumulate_c", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Accumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
+    }
+    return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+                          tcount, ttype, op, false, "MPI_Accumulate_c", nullptr);
+  });
 }
 
 extern "C" int MPI_Get_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype,
                                     void* raddr, MPI_Count rcount, MPI_Datatype rtype, int target,
                                     MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                     MPI_Win win) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Get_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
-                                 ttype, op, win);
-  }
-  return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
-                        ttype, op, true, "MPI_Get_accumulate_c", nullptr);
+  return Guarded("MPI_Get_accumulate_c", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Get_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                                   ttype, op, win);
+    }
+    return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                          ttype, op, true, "MPI_Get_accumulate_c", nullptr);
+  });
 }
 
 extern "C" int MPI_Raccumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype,
                                  int target, MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype,
                                  MPI_Op op, MPI_Win win, MPI_Request* request) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Raccumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win, request);
-  }
-  return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
-                        tcount, ttype, op, false, "MPI_Raccumulate_c", request);
+  return Guarded("MPI_Raccumulate_c", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Raccumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win,
+                                request);
+    }
+    return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+                          tcount, ttype, op, false, "MPI_Raccumulate_c", request);
+  });
 }
 
 extern "C" int MPI_Rget_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype,
                                      void* raddr, MPI_Count rcount, MPI_Datatype rtype, int target,
                                      MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                      MPI_Win win, MPI_Request* request) {
-  if (FindWindow(win) == nullptr) {
-    return PMPI_Rget_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
-                                  ttype, op, win, request);
-  }
-  return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
-                        ttype, op, true, "MPI_Rget_accumulate_c", request);
+  return Guarded("MPI_Rget_accumulate_c", [&]() -> int {
+    if (FindWindow(win) == nullptr) {
+      return PMPI_Rget_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp,
+                                    tcount, ttype, op, win, request);
+    }
+    return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+                          ttype, op, true, "MPI_Rget_accumulate_c", request);
+  });
 }
 #endif

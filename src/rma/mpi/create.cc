@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "rma/mpi/coherence.h"
 #include "rma/mpi/window.h"
@@ -159,6 +160,39 @@ std::size_t PageRound(std::uint64_t n) {
   return (n + page - 1) / page * page;
 }
 
+// Each rank's offset in one segment of all their windows, in page multiples, and the total;
+// false when the total would not fit in a file (every rank sees the same sizes, so all agree).
+bool Layout(const std::vector<Offer>& all, std::vector<std::uint64_t>& offset,
+            std::uint64_t& total) {
+  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  constexpr auto kMost = static_cast<std::uint64_t>(INT64_MAX);
+  total = 0;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    offset[r] = total;
+    if (all[r].size > kMost - page || PageRound(all[r].size) > kMost - total) return false;
+    total += PageRound(all[r].size);
+  }
+  return true;
+}
+
+void DropWindow(std::unique_ptr<Window> w);
+
+// MPI_Win_allocate's sizes add up to more than a segment holds: MPI_ERR_SIZE on every rank,
+// through the communicator's error handler, nothing allocated.
+int TooLarge(std::unique_ptr<Window> w, MPI_Comm comm, const std::vector<Offer>& all) {
+  if (w->me == 0) {
+    std::vector<std::uint64_t> each;
+    for (const Offer& o : all) each.push_back(o.size);
+    const std::string sizes = fmt::format("{}", fmt::join(each, ", "));
+    Say(w->me, fmt::format("MPI_Win_allocate: the ranks' sizes ({}) add up to more than one "
+                           "process can map: ask for less",
+                           sizes));
+  }
+  DropWindow(std::move(w));
+  PMPI_Comm_call_errhandler(comm, MPI_ERR_SIZE);
+  return MPI_ERR_SIZE;
+}
+
 // Whether every rank of `comm` is on this node and gave arguments the library takes, and the
 // coherence mode every rank asked for, in one collective: the ranks agree even when one
 // rank's arguments are wrong, so they all go the same way (the MPI underneath then reports
@@ -304,42 +338,42 @@ using namespace tierflow::rma;
 
 extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                                 void* baseptr, MPI_Win* win) {
-  int rc = MPI_SUCCESS;
-  std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, rc);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
-  const Coherence mode = w->coherence;
-  Offer mine;
-  mine.size = static_cast<std::uint64_t>(size);
-  mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
-  mine.pid = getpid();
-  const std::vector<Offer> all = Exchange(*w, mine);
-  std::vector<std::uint64_t> offset(w->ranks);
-  std::uint64_t total = 0;
-  for (int r = 0; r < w->ranks; ++r) {
-    offset[r] = total;
-    total += PageRound(all[r].size);
-  }
-  Result<SharedSegment> memory = MakeShared(w->comm, w->me, total);
-  if (!memory.ok()) {
-    PassThroughReason(comm, "MPI_Win_allocate", memory.status().message());
-    DropWindow(std::move(w));
-    return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
-  }
-  w->memory.push_back(std::move(*memory));
-  for (int r = 0; r < w->ranks; ++r) w->base.push_back(w->memory[0].data() + offset[r]);
-  Record(*w, all);
-  if (mode == Coherence::kSimulated) {
-    // The segment holds the public copies; the program works on a private one.
-    w->local.assign(w->memory[0].data() + offset[w->me],
-                    w->memory[0].data() + offset[w->me] + size);
-    const std::vector<std::byte*> pub = w->base;
-    w->base[w->me] = w->local.data();
-    StartSimulation(*w, pub);
-  }
-  void* base = w->base[w->me];
-  *static_cast<void**>(baseptr) = base;
-  return Finish(std::move(w), base, info, comm, win);
+  return Guarded("MPI_Win_allocate", [&]() -> int {
+    int rc = MPI_SUCCESS;
+    std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, rc);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+    const Coherence mode = w->coherence;
+    Offer mine;
+    mine.size = static_cast<std::uint64_t>(size);
+    mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
+    mine.pid = getpid();
+    const std::vector<Offer> all = Exchange(*w, mine);
+    std::vector<std::uint64_t> offset(w->ranks);
+    std::uint64_t total = 0;
+    if (!Layout(all, offset, total)) return TooLarge(std::move(w), comm, all);
+    Result<SharedSegment> memory = MakeShared(w->comm, w->me, total);
+    if (!memory.ok()) {
+      PassThroughReason(comm, "MPI_Win_allocate", memory.status().message());
+      DropWindow(std::move(w));
+      return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+    }
+    w->memory.push_back(std::move(*memory));
+    for (int r = 0; r < w->ranks; ++r) w->base.push_back(w->memory[0].data() + offset[r]);
+    Record(*w, all);
+    if (mode == Coherence::kSimulated) {
+      // The segment holds the public copies; the program works on a private one.
+      w->local.assign(w->memory[0].data() + offset[w->me],
+                      w->memory[0].data() + offset[w->me] + size);
+      const std::vector<std::byte*> pub = w->base;
+      w->base[w->me] = w->local.data();
+      StartSimulation(*w, pub);
+    }
+    void* base = w->base[w->me];
+    if (int rc = Finish(std::move(w), base, info, comm, win); rc != MPI_SUCCESS) return rc;
+    *static_cast<void**>(baseptr) = base;  // only for a window made: a failed call leaves it
+    return MPI_SUCCESS;
+  });
 }
 
 namespace {
@@ -435,156 +469,171 @@ bool Reach(Window& w, const std::vector<Offer>& all) {
 
 extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info,
                               MPI_Comm comm, MPI_Win* win) {
-  int rc = MPI_SUCCESS;
-  std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, rc);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
-  const Coherence mode = w->coherence;
-  Offer mine;
-  if (mode == Coherence::kSimulated) {
-    OfferPublicCopy(*w, base, static_cast<std::uint64_t>(size), mine);
-  } else {
-    OfferMemory(*w, base, static_cast<std::uint64_t>(size), mine);
-  }
-  mine.size = static_cast<std::uint64_t>(size);
-  mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
-  mine.pid = getpid();
-  mine.address = reinterpret_cast<std::uint64_t>(base);
-  const std::vector<Offer> all = Exchange(*w, mine);
-  if (const int tiny = TinyUnmappedRank(*w, all); tiny >= 0) {
-    PassThroughReason(comm, "MPI_Win_create",
-                      fmt::format("rank {}'s window is {} bytes of memory that is not shared: a "
-                                  "process_vm copy per transfer costs more than this MPI's own "
-                                  "small transfers (use MPI_Alloc_mem or MPI_Win_allocate)",
-                                  tiny, all[tiny].size));
+  return Guarded("MPI_Win_create", [&]() -> int {
+    int rc = MPI_SUCCESS;
+    std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, rc);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+    const Coherence mode = w->coherence;
+    Offer mine;
+    if (mode == Coherence::kSimulated) {
+      OfferPublicCopy(*w, base, static_cast<std::uint64_t>(size), mine);
+    } else {
+      OfferMemory(*w, base, static_cast<std::uint64_t>(size), mine);
+    }
+    mine.size = static_cast<std::uint64_t>(size);
+    mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
+    mine.pid = getpid();
+    mine.address = reinterpret_cast<std::uint64_t>(base);
+    const std::vector<Offer> all = Exchange(*w, mine);
+    if (const int tiny = TinyUnmappedRank(*w, all); tiny >= 0) {
+      PassThroughReason(comm, "MPI_Win_create",
+                        fmt::format("rank {}'s window is {} bytes of memory that is not shared: a "
+                                    "process_vm copy per transfer costs more than this MPI's own "
+                                    "small transfers (use MPI_Alloc_mem or MPI_Win_allocate)",
+                                    tiny, all[tiny].size));
+      DropWindow(std::move(w));
+      return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+    }
+    Record(*w, all);
+    std::byte* own_public = w->memory.empty() ? nullptr : w->memory[0].data();
+    const bool reached = Reach(*w, all) && (mode != Coherence::kSimulated || AllMapped(*w));
+    // Every rank has opened the others' memfds: their descriptors can go.
+    for (SharedSegment& s : w->memory) s.MarkMapped();
+    if (reached) {
+      if (mode == Coherence::kSimulated) {
+        std::vector<std::byte*> pub = w->base;
+        pub[w->me] = own_public;
+        StartSimulation(*w, pub);
+      }
+      return Finish(std::move(w), base, info, comm, win);
+    }
+    PassThroughReason(
+        comm, "MPI_Win_create",
+        "some rank's window memory is neither from MPI_Alloc_mem nor private whole pages, "
+        "and the kernel refuses process_vm_readv between the ranks (ptrace rules: "
+        "Yama ptrace_scope, another user); allocate it with MPI_Alloc_mem or use "
+        "MPI_Win_allocate");
     DropWindow(std::move(w));
     return PMPI_Win_create(base, size, disp_unit, info, comm, win);
-  }
-  Record(*w, all);
-  std::byte* own_public = w->memory.empty() ? nullptr : w->memory[0].data();
-  const bool reached = Reach(*w, all) && (mode != Coherence::kSimulated || AllMapped(*w));
-  // Every rank has opened the others' memfds: their descriptors can go.
-  for (SharedSegment& s : w->memory) s.MarkMapped();
-  if (reached) {
-    if (mode == Coherence::kSimulated) {
-      std::vector<std::byte*> pub = w->base;
-      pub[w->me] = own_public;
-      StartSimulation(*w, pub);
-    }
-    return Finish(std::move(w), base, info, comm, win);
-  }
-  PassThroughReason(
-      comm, "MPI_Win_create",
-      "some rank's window memory is neither from MPI_Alloc_mem nor private whole pages, "
-      "and the kernel refuses process_vm_readv between the ranks (ptrace rules: "
-      "Yama ptrace_scope, another user); allocate it with MPI_Alloc_mem or use "
-      "MPI_Win_allocate");
-  DropWindow(std::move(w));
-  return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+  });
 }
 
 #if MPI_VERSION >= 4
 // The large-count forms differ only in the type of disp_unit.
 extern "C" int MPI_Win_allocate_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
                                   void* baseptr, MPI_Win* win) {
-  if (disp_unit <= 0 || disp_unit > INT_MAX) {
-    return PMPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win);
-  }
-  return MPI_Win_allocate(size, static_cast<int>(disp_unit), info, comm, baseptr, win);
+  return Guarded("MPI_Win_allocate_c", [&]() -> int {
+    if (disp_unit <= 0 || disp_unit > INT_MAX) {
+      return PMPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win);
+    }
+    return MPI_Win_allocate(size, static_cast<int>(disp_unit), info, comm, baseptr, win);
+  });
 }
 
 extern "C" int MPI_Win_create_c(void* base, MPI_Aint size, MPI_Aint disp_unit, MPI_Info info,
                                 MPI_Comm comm, MPI_Win* win) {
-  if (disp_unit <= 0 || disp_unit > INT_MAX) {
-    return PMPI_Win_create_c(base, size, disp_unit, info, comm, win);
-  }
-  return MPI_Win_create(base, size, static_cast<int>(disp_unit), info, comm, win);
+  return Guarded("MPI_Win_create_c", [&]() -> int {
+    if (disp_unit <= 0 || disp_unit > INT_MAX) {
+      return PMPI_Win_create_c(base, size, disp_unit, info, comm, win);
+    }
+    return MPI_Win_create(base, size, static_cast<int>(disp_unit), info, comm, win);
+  });
 }
 #endif
 
 extern "C" int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
-  if (size < 0) return PMPI_Alloc_mem(size, info, baseptr);
-  if (static_cast<std::size_t>(size) <= kSmallAlloc) {
-    std::lock_guard lock(g_alloc_mu);
-    if (std::byte* p = TakeSmall(static_cast<std::size_t>(size)); p != nullptr) {
-      *static_cast<void**>(baseptr) = p;
-      return MPI_SUCCESS;
+  return Guarded("MPI_Alloc_mem", [&]() -> int {
+    if (size < 0) return PMPI_Alloc_mem(size, info, baseptr);
+    if (static_cast<std::size_t>(size) <= kSmallAlloc) {
+      std::lock_guard lock(g_alloc_mu);
+      if (std::byte* p = TakeSmall(static_cast<std::size_t>(size)); p != nullptr) {
+        *static_cast<void**>(baseptr) = p;
+        return MPI_SUCCESS;
+      }
     }
-  }
-  Result<SharedSegment> s = SharedSegment::Create(static_cast<std::size_t>(size));
-  if (!s.ok()) return PMPI_Alloc_mem(size, info, baseptr);
-  void* p = s->data();
-  {
-    std::lock_guard lock(g_alloc_mu);
-    g_alloc.emplace(reinterpret_cast<std::uintptr_t>(p), std::move(*s));
-  }
-  *static_cast<void**>(baseptr) = p;
-  return MPI_SUCCESS;
+    Result<SharedSegment> s = SharedSegment::Create(static_cast<std::size_t>(size));
+    if (!s.ok()) return PMPI_Alloc_mem(size, info, baseptr);
+    void* p = s->data();
+    {
+      std::lock_guard lock(g_alloc_mu);
+      g_alloc.emplace(reinterpret_cast<std::uintptr_t>(p), std::move(*s));
+    }
+    *static_cast<void**>(baseptr) = p;
+    return MPI_SUCCESS;
+  });
 }
 
 extern "C" int MPI_Free_mem(void* base) {
-  {
-    std::lock_guard lock(g_alloc_mu);
-    if (auto small = g_small.find(reinterpret_cast<std::uintptr_t>(base)); small != g_small.end()) {
-      g_free[small->second].push_back(static_cast<std::byte*>(base));
-      g_small.erase(small);
-      return MPI_SUCCESS;
-    }
-    const auto a = reinterpret_cast<std::uintptr_t>(base);
-    if (auto it = Holding(a, 1); it != g_alloc.end()) {
-      if (g_chunks.count(it->first) != 0 || it->first != a) {
-        // Inside a segment of ours but not a live allocation: freed twice, or never ours.
-        if (Verbose()) {
-          int me = 0;
-          PMPI_Comm_rank(MPI_COMM_WORLD, &me);
-          Say(me, fmt::format("MPI_Free_mem({}): not a live MPI_Alloc_mem block", base));
-        }
-        return MPI_ERR_ARG;
+  return Guarded("MPI_Free_mem", [&]() -> int {
+    {
+      std::lock_guard lock(g_alloc_mu);
+      if (auto small = g_small.find(reinterpret_cast<std::uintptr_t>(base));
+          small != g_small.end()) {
+        g_free[small->second].push_back(static_cast<std::byte*>(base));
+        g_small.erase(small);
+        return MPI_SUCCESS;
       }
-      g_alloc.erase(it);
-      return MPI_SUCCESS;
+      const auto a = reinterpret_cast<std::uintptr_t>(base);
+      if (auto it = Holding(a, 1); it != g_alloc.end()) {
+        if (g_chunks.count(it->first) != 0 || it->first != a) {
+          // Inside a segment of ours but not a live allocation: freed twice, or never ours.
+          if (Verbose()) {
+            int me = 0;
+            PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+            Say(me, fmt::format("MPI_Free_mem({}): not a live MPI_Alloc_mem block", base));
+          }
+          return MPI_ERR_ARG;
+        }
+        g_alloc.erase(it);
+        return MPI_SUCCESS;
+      }
     }
-  }
-  return PMPI_Free_mem(base);
+    return PMPI_Free_mem(base);
+  });
 }
 
 extern "C" int MPI_Win_free(MPI_Win* win) {
-  Window* w = win != nullptr ? FindWindow(*win) : nullptr;
-  if (w == nullptr) return PMPI_Win_free(win);
-  // Collective like the free itself: every rank fails when one has an epoch open, instead of
-  // the others waiting for it forever.
-  const bool open = w->started || w->posted || w->locks_held > 0 || w->lock_all;
-  if (!AllTrue(w->comm, !open)) {
-    return Fail(*w, Misuse::kEpochOpen,
-                open ? "MPI_Win_free with an epoch open (start, post, lock or lock_all)"
-                     : "MPI_Win_free while another rank has an epoch open on the window");
-  }
-  // Nobody may touch this rank's memory or words once it unmaps them.
-  PMPI_Barrier(w->comm);
-  RemoveWindow(*win);
-  const int rc = PMPI_Win_free(win);
-  DropWindow(std::unique_ptr<Window>(w));
-  return rc;
+  return Guarded("MPI_Win_free", [&]() -> int {
+    Window* w = win != nullptr ? FindWindow(*win) : nullptr;
+    if (w == nullptr) return PMPI_Win_free(win);
+    // Collective like the free itself: every rank fails when one has an epoch open, instead of
+    // the others waiting for it forever.
+    const bool open = w->started || w->posted || w->locks_held > 0 || w->lock_all;
+    if (!AllTrue(w->comm, !open)) {
+      return Fail(*w, Misuse::kEpochOpen,
+                  open ? "MPI_Win_free with an epoch open (start, post, lock or lock_all)"
+                       : "MPI_Win_free while another rank has an epoch open on the window");
+    }
+    // Nobody may touch this rank's memory or words once it unmaps them.
+    PMPI_Barrier(w->comm);
+    RemoveWindow(*win);
+    const int rc = PMPI_Win_free(win);
+    DropWindow(std::unique_ptr<Window>(w));
+    return rc;
+  });
 }
 
 extern "C" int MPI_Win_get_attr(MPI_Win win, int keyval, void* value, int* flag) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Win_get_attr(win, keyval, value, flag);
-  void* out = nullptr;
-  if (keyval == MPI_WIN_BASE) {
-    out = w->base[w->me];  // the address the program was given (its private copy when simulated)
-  } else if (keyval == MPI_WIN_SIZE) {
-    out = &w->attr_size;
-  } else if (keyval == MPI_WIN_DISP_UNIT) {
-    out = &w->attr_disp_unit;
-  } else if (keyval == MPI_WIN_CREATE_FLAVOR) {
-    out = &w->flavor;
-  } else if (keyval == MPI_WIN_MODEL) {
-    out = &w->model;
-  } else {
-    return PMPI_Win_get_attr(win, keyval, value, flag);
-  }
-  *static_cast<void**>(value) = out;
-  *flag = 1;
-  return MPI_SUCCESS;
+  return Guarded("MPI_Win_get_attr", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) return PMPI_Win_get_attr(win, keyval, value, flag);
+    void* out = nullptr;
+    if (keyval == MPI_WIN_BASE) {
+      out = w->base[w->me];  // the address the program was given (its private copy when simulated)
+    } else if (keyval == MPI_WIN_SIZE) {
+      out = &w->attr_size;
+    } else if (keyval == MPI_WIN_DISP_UNIT) {
+      out = &w->attr_disp_unit;
+    } else if (keyval == MPI_WIN_CREATE_FLAVOR) {
+      out = &w->flavor;
+    } else if (keyval == MPI_WIN_MODEL) {
+      out = &w->model;
+    } else {
+      return PMPI_Win_get_attr(win, keyval, value, flag);
+    }
+    *static_cast<void**>(value) = out;
+    *flag = 1;
+    return MPI_SUCCESS;
+  });
 }

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "rma/mpi/window.h"
+
 namespace tierflow::rma {
 
 namespace {
@@ -183,6 +185,19 @@ bool Ask(MPI_Datatype type, TypeInfo& out) {
 
 }  // namespace
 
+bool TouchedBounds(const TypeInfo& t, MPI_Aint count, MPI_Aint& lo, MPI_Aint& hi) {
+  lo = hi = 0;
+  if (count < 0 || t.true_extent < 0) return false;
+  if (count == 0 || t.size == 0) return true;  // touches nothing
+  MPI_Aint reach = 0;  // (count - 1) * extent: where the last element starts
+  if (__builtin_mul_overflow(count - 1, t.extent, &reach)) return false;
+  const MPI_Aint first = std::min<MPI_Aint>(0, reach);
+  const MPI_Aint last = std::max<MPI_Aint>(0, reach);
+  return !__builtin_add_overflow(first, t.true_lb, &lo) &&
+         !__builtin_add_overflow(last, t.true_lb, &hi) &&
+         !__builtin_add_overflow(hi, t.true_extent, &hi);
+}
+
 bool LookUpType(MPI_Datatype type, TypeInfo& out) {
   if (type == MPI_DATATYPE_NULL) return false;
   const std::uint64_t key = KeyOf(type);
@@ -220,6 +235,8 @@ void ForgetType(MPI_Datatype type) {
 }  // namespace tierflow::rma
 
 extern "C" int MPI_Type_free(MPI_Datatype* type) {
-  if (type != nullptr) tierflow::rma::ForgetType(*type);
-  return PMPI_Type_free(type);
+  return tierflow::rma::Guarded("MPI_Type_free", [&]() -> int {
+    if (type != nullptr) tierflow::rma::ForgetType(*type);
+    return PMPI_Type_free(type);
+  });
 }

@@ -26,11 +26,20 @@ struct TypeInfo {
   bool Contiguous(MPI_Aint count) const {
     return count == 0 || (one_run && (count == 1 || extent == size));
   }
-  // The bytes [first, last) that count elements touch, relative to the buffer.
+  // The offset from the buffer of the lowest byte count elements touch: elements of a
+  // negative extent lie below the first one. For counts whose bounds TouchedBounds found.
+  MPI_Aint Low(MPI_Aint count) const {
+    return count == 0 ? 0 : true_lb + (extent < 0 ? (count - 1) * extent : 0);
+  }
+  // How many bytes from Low(count) on count elements touch. Same condition.
   MPI_Aint Span(MPI_Aint count) const {
-    return count == 0 ? 0 : (count - 1) * extent + true_extent;
+    return count == 0 ? 0 : (count - 1) * (extent < 0 ? -extent : extent) + true_extent;
   }
 };
+
+// The bytes [lo, hi) that count elements of `t` touch, relative to the buffer, computed
+// without overflow. False when a bound does not fit MPI_Aint or count is negative.
+bool TouchedBounds(const TypeInfo& t, MPI_Aint count, MPI_Aint& lo, MPI_Aint& hi);
 
 // Returns false for MPI_DATATYPE_NULL or a type the MPI refuses.
 bool LookUpType(MPI_Datatype type, TypeInfo& out);

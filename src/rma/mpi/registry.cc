@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 
 #include "rma/mpi/window.h"
@@ -155,6 +157,27 @@ bool Verbose() {
     return v != nullptr && std::strcmp(v, "0") != 0 && v[0] != '\0';
   }();
   return verbose;
+}
+
+int Thrown(const char* call) noexcept {
+  int rank = -1, up = 0, down = 0;
+  if (PMPI_Initialized(&up) == MPI_SUCCESS && up && PMPI_Finalized(&down) == MPI_SUCCESS && !down) {
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  }
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "tierflow-rma[%d]: %s: out of memory: the transfer needs a staging "
+                 "buffer of its size; use smaller counts or contiguous datatypes\n",
+                 rank, call);
+    return MPI_ERR_NO_MEM;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tierflow-rma[%d]: %s: internal error: %s\n", rank, call, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tierflow-rma[%d]: %s: internal error\n", rank, call);
+  }
+  return MPI_ERR_INTERN;
 }
 
 void Say(int rank, const std::string& line) {

@@ -46,13 +46,18 @@ int Transfer(Window* w, Side& origin, int target_rank, MPI_Aint disp, Side& targ
   if (n == 0 || SmallCopy(*w, origin, target, target_rank, disp, n, put)) return MPI_SUCCESS;
   TargetView view(*w, target_rank, disp, first, target, false);
   std::vector<std::byte> tmp;
+  const std::byte* bytes = nullptr;
   if (put) {
-    Unpacked(*w, Packed(*w, origin, tmp), n, const_cast<void*>(view.side().addr), view.side());
+    if (int rc = Packed(*w, origin, tmp, bytes); rc != MPI_SUCCESS) return rc;
+    if (int rc = Unpacked(*w, bytes, n, const_cast<void*>(view.side().addr), view.side());
+        rc != MPI_SUCCESS) {
+      return rc;
+    }
     return view.Store();
   }
   if (int rc = view.Load(); rc != MPI_SUCCESS) return rc;
-  Unpacked(*w, Packed(*w, view.side(), tmp), n, const_cast<void*>(origin.addr), origin);
-  return MPI_SUCCESS;
+  if (int rc = Packed(*w, view.side(), tmp, bytes); rc != MPI_SUCCESS) return rc;
+  return Unpacked(*w, bytes, n, const_cast<void*>(origin.addr), origin);
 }
 
 template <typename Count>
@@ -80,77 +85,93 @@ using namespace tierflow::rma;
 
 extern "C" int MPI_Put(const void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
                        int tcount, MPI_Datatype ttype, MPI_Win win) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Put(oaddr, ocount, otype, target, disp, tcount, ttype, win);
-  return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put");
+  return Guarded("MPI_Put", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) return PMPI_Put(oaddr, ocount, otype, target, disp, tcount, ttype, win);
+    return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put");
+  });
 }
 
 extern "C" int MPI_Get(void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
                        int tcount, MPI_Datatype ttype, MPI_Win win) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Get(oaddr, ocount, otype, target, disp, tcount, ttype, win);
-  return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Get");
+  return Guarded("MPI_Get", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) return PMPI_Get(oaddr, ocount, otype, target, disp, tcount, ttype, win);
+    return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Get");
+  });
 }
 
 extern "C" int MPI_Rput(const void* oaddr, int ocount, MPI_Datatype otype, int target,
                         MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Win win,
                         MPI_Request* request) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) {
-    return PMPI_Rput(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
-  }
-  return AsRequest(w, target, "MPI_Rput", request, [&] {
-    return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput");
+  return Guarded("MPI_Rput", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) {
+      return PMPI_Rput(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
+    }
+    return AsRequest(w, target, "MPI_Rput", request, [&] {
+      return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput");
+    });
   });
 }
 
 extern "C" int MPI_Rget(void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
                         int tcount, MPI_Datatype ttype, MPI_Win win, MPI_Request* request) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) {
-    return PMPI_Rget(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
-  }
-  return AsRequest(w, target, "MPI_Rget", request, [&] {
-    return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget");
+  return Guarded("MPI_Rget", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) {
+      return PMPI_Rget(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
+    }
+    return AsRequest(w, target, "MPI_Rget", request, [&] {
+      return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget");
+    });
   });
 }
 
 #if MPI_VERSION >= 4
 extern "C" int MPI_Put_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Put_c(oaddr, ocount, otype, target, disp, tcount, ttype, win);
-  return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put_c");
+  return Guarded("MPI_Put_c", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) return PMPI_Put_c(oaddr, ocount, otype, target, disp, tcount, ttype, win);
+    return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put_c");
+  });
 }
 
 extern "C" int MPI_Rput_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
                           MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win,
                           MPI_Request* request) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) {
-    return PMPI_Rput_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
-  }
-  return AsRequest(w, target, "MPI_Rput_c", request, [&] {
-    return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput_c");
+  return Guarded("MPI_Rput_c", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) {
+      return PMPI_Rput_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
+    }
+    return AsRequest(w, target, "MPI_Rput_c", request, [&] {
+      return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput_c");
+    });
   });
 }
 
 extern "C" int MPI_Rget_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
                           MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win,
                           MPI_Request* request) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) {
-    return PMPI_Rget_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
-  }
-  return AsRequest(w, target, "MPI_Rget_c", request, [&] {
-    return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget_c");
+  return Guarded("MPI_Rget_c", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) {
+      return PMPI_Rget_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
+    }
+    return AsRequest(w, target, "MPI_Rget_c", request, [&] {
+      return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget_c");
+    });
   });
 }
 
 extern "C" int MPI_Get_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win) {
-  Window* w = FindWindow(win);
-  if (w == nullptr) return PMPI_Get_c(oaddr, ocount, otype, target, disp, tcount, ttype, win);
-  return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Get_c");
+  return Guarded("MPI_Get_c", [&]() -> int {
+    Window* w = FindWindow(win);
+    if (w == nullptr) return PMPI_Get_c(oaddr, ocount, otype, target, disp, tcount, ttype, win);
+    return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Get_c");
+  });
 }
 #endif

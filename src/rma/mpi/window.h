@@ -86,6 +86,19 @@ enum class Misuse : int {
 // TIERFLOW_RMA_VERBOSE=1, `detail` is printed on stderr first.
 int Fail(const Window& w, Misuse what, const std::string& detail);
 
+// Runs the body of a C entry point: what it throws becomes an error code, since no C++
+// exception may cross the C API (out of memory: MPI_ERR_NO_MEM; anything else
+// MPI_ERR_INTERN), with the reason on stderr.
+int Thrown(const char* call) noexcept;
+template <typename Body>
+int Guarded(const char* call, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return Thrown(call);
+  }
+}
+
 // TIERFLOW_RMA_VERBOSE=1: the library says per window what it chose and why.
 bool Verbose();
 // A line on stderr prefixed "tierflow-rma[rank]: ".
