@@ -262,6 +262,15 @@ void SharedSegment::MarkMapped() {
   }
 }
 
+Status SharedSegment::SetOpenable(bool openable) {
+  if (fd_ < 0) return Status::Ok();  // nothing left to open it through
+  if (fchmod(fd_, openable ? 0600 : 0) != 0) {
+    return Status::IoError(
+        fmt::format("cannot change the mode of shared window memory: {}", std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
 bool CanReadProcess(std::int32_t pid, const void* addr) {
   char byte;
   iovec local{&byte, 1};

@@ -61,6 +61,12 @@ class SharedSegment {
 
   // After every rank has opened it: removes the fallback's name (the memfd has none). Idempotent.
   void MarkMapped();
+  // Whether other processes may open the segment through /proc/PID/fd while its creator keeps
+  // the descriptor (MPI_Alloc_mem memory lives between windows): the file's mode, 0600 or 0.
+  // The kernel lets any process of the user that may ptrace-read the creator open that path,
+  // Yama or not: a segment kept open stays closed to them except while a window is created.
+  // Errors: kIoError when the mode cannot be changed.
+  Status SetOpenable(bool openable);
 
   std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }

@@ -60,6 +60,7 @@ std::byte* TakeSmall(std::size_t size) {
     for (std::size_t at = kChunk; at >= block; at -= block) {
       g_free[c].push_back(s->data() + at - block);  // lowest address handed out first
     }
+    if (!s->SetOpenable(false).ok()) return nullptr;
     g_chunks.insert(reinterpret_cast<std::uintptr_t>(s->data()));
     g_alloc.emplace(reinterpret_cast<std::uintptr_t>(s->data()), std::move(*s));
   }
@@ -321,12 +322,23 @@ void PassThroughReason(MPI_Comm comm, const char* call, const std::string& why) 
 }
 
 // The Alloc_mem segment holding [p, p+n), with p's offset in it; pid 0 when there is none.
+// It is openable by the window's other ranks until Unexpose.
 std::pair<SegmentName, std::uint64_t> AllocatedSegment(const void* p, std::uint64_t n) {
   std::lock_guard lock(g_alloc_mu);
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   auto it = Holding(a, n);
-  if (it == g_alloc.end()) return {};
+  if (it == g_alloc.end() || !it->second.SetOpenable(true).ok()) return {};
   return {it->second.name(), a - it->first};
+}
+
+// The window's ranks have opened the Alloc_mem segment at `p`: closed to others again.
+void Unexpose(const void* p) {
+  std::lock_guard lock(g_alloc_mu);
+  auto it = Holding(reinterpret_cast<std::uintptr_t>(p), 0);
+  if (it == g_alloc.end()) return;
+  if (Status s = it->second.SetOpenable(false); !s.ok()) {
+    Say(-1, s.message() + ": this MPI_Alloc_mem memory stays open to the user's processes");
+  }
 }
 
 }  // namespace
@@ -481,6 +493,15 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
     } else {
       OfferMemory(*w, base, static_cast<std::uint64_t>(size), mine);
     }
+    // However the creation ends, once every rank has opened it (or given up on it), an
+    // MPI_Alloc_mem segment offered here is closed to other processes again.
+    struct Reclose {
+      const void* base;
+      bool offered;
+      ~Reclose() {
+        if (offered) Unexpose(base);
+      }
+    } reclose{base, mine.segment.pid != 0 && mode != Coherence::kSimulated};
     mine.size = static_cast<std::uint64_t>(size);
     mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
     mine.pid = getpid();
@@ -553,7 +574,8 @@ extern "C" int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
       }
     }
     Result<SharedSegment> s = SharedSegment::Create(static_cast<std::size_t>(size));
-    if (!s.ok()) return PMPI_Alloc_mem(size, info, baseptr);
+    // Its descriptor stays open for the windows to come: closed to other processes meanwhile.
+    if (!s.ok() || !s->SetOpenable(false).ok()) return PMPI_Alloc_mem(size, info, baseptr);
     void* p = s->data();
     {
       std::lock_guard lock(g_alloc_mu);
