@@ -197,19 +197,35 @@ CLI::Validator ExistingDirectory() {
       "DIR");
 }
 
+namespace {
+
+// Removes the probe `name` this process created as `fd`, if the name is still that file.
+void RemoveProbe(int fd, const std::string& name) {
+  struct stat mine {
+  }, named{};
+  if (fstat(fd, &mine) == 0 && lstat(name.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
+      mine.st_ino == named.st_ino) {
+    unlink(name.c_str());
+  }
+}
+
+}  // namespace
+
 std::string WritableDirectoryProblem(const std::string& dir) {
   std::string probe = dir + "/.tierflow-write-test-XXXXXX";
-  const int fd = mkstemp(probe.data());
+  const int fd = mkostemp(probe.data(), O_CLOEXEC);
   if (fd < 0) return fmt::format("cannot create files in {}: {}", Quote(dir), std::strerror(errno));
+  RemoveProbe(fd, probe);
   close(fd);
-  unlink(probe.c_str());
   return {};
 }
 
 namespace {
 
-// Why `v` cannot be written as a file (a directory, a missing directory, no permission), or
-// empty. Tried by creating and removing the file, which root's access() would not tell.
+// Why `v` cannot be written as a file (a directory, a missing directory, no permission, a
+// symbolic link or something else than a file), or empty. An existing file is opened for
+// writing without changing it; a new one is created (O_EXCL, never through a link) and
+// removed, which root's access() would not tell.
 std::string NewFileProblem(const std::string& v) {
   if (v.empty()) return "an empty file name: give a path";
   if (IsDirectory(v)) return fmt::format("{} is a directory: give a file name", Quote(v));
@@ -217,11 +233,22 @@ std::string NewFileProblem(const std::string& v) {
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : v.substr(0, slash);
   if (!IsDirectory(dir))
     return fmt::format("the directory {} does not exist: create it first", Quote(dir));
-  const bool existed = access(v.c_str(), F_OK) == 0;
-  const int fd = open(v.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  int fd = open(v.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const bool created = fd >= 0;
+  if (!created && errno == EEXIST) {
+    fd = open(v.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == ELOOP) {
+      return fmt::format("{} is a symbolic link: give the path of the file it points to", Quote(v));
+    }
+    struct stat st {};
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+      close(fd);
+      return fmt::format("{} exists and is not a regular file: give a file name", Quote(v));
+    }
+  }
   if (fd < 0) return fmt::format("cannot write {}: {}", Quote(v), std::strerror(errno));
+  if (created) RemoveProbe(fd, v);
   close(fd);
-  if (!existed) unlink(v.c_str());
   return {};
 }
 

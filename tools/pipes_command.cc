@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,9 @@ Result<std::unique_ptr<PipeRuntime>> MakeRuntime(const PipesCommandOptions& o, b
   ro.dsa_model = o.dsa_model;
   ro.prefault = prefault;
   Result<std::unique_ptr<PipeRuntime>> rt = PipeRuntime::Create(ro);
+  if (rt.ok() && (*rt)->calibration_note().starts_with("warning: ")) {
+    std::cerr << (*rt)->calibration_note() << "\n";
+  }
   if (!rt.ok() && !o.calibration.empty() &&
       rt.status().message().find(o.calibration) != std::string::npos) {
     return Status(rt.status().code(), "--calibration: " + rt.status().message());
@@ -116,7 +120,10 @@ Status RunPipesCopy(const PipesCommandOptions& o, std::ostream& out) {
   if (!rt.ok()) return rt.status();
   Result<PipeOptions> knobs = Knobs(o);
   if (!knobs.ok()) return knobs.status();
-  Result<Ends> ends = Declare(**rt, o, o.overwrite ? FileMode::kReplace : FileMode::kCreate, 0);
+  const FileMode mode = o.modify      ? FileMode::kModify
+                        : o.overwrite ? FileMode::kReplace
+                                      : FileMode::kCreate;
+  Result<Ends> ends = Declare(**rt, o, mode, 0);
   if (!ends.ok()) return ends.status();
   Result<Pipe> pipe = (*rt)->Connect(ends->from, ends->to, *knobs);
   if (!pipe.ok()) return ForOption(o, pipe.status());
@@ -157,8 +164,12 @@ Status RunPipesCalibrate(const PipesCommandOptions& o, std::ostream& out) {
   std::string path = !o.output.empty() ? o.output : o.calibration;
   if (path.empty()) {
     path = Calibration::DefaultPath();
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    if (path.empty()) {
+      return Status::Invalid(
+          "no calibration cache: you have no home directory; set XDG_CACHE_HOME to a directory "
+          "of yours, or give --output");
+    }
+    if (Status s = Calibration::PrepareCacheDirectory(path); !s.ok()) return s;
   }
   if (Status s = c->Save(path); !s.ok()) return s;
   out << fmt::format("calibration of {} written to {}\n", c->machine(), path);

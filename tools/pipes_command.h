@@ -26,7 +26,8 @@ struct PipesCommandOptions {
   bool force_staging = false;
   // copy
   std::uint64_t length = 0;  // 0: the smaller capacity
-  bool overwrite = false;
+  bool overwrite = false;    // replace (truncate) a destination file that exists
+  bool modify = false;       // write only the destination's range of an existing file
   bool sync = false;
   // calibrate
   std::string dir;  // where file figures are measured

@@ -18,13 +18,19 @@ namespace tierflow::tools {
 
 namespace {
 
-// The working directory: the user's, or a new one under TMPDIR removed afterwards.
+// The working directory: the user's, or a new one under TMPDIR removed afterwards (and on
+// SIGINT, SIGTERM, SIGHUP), claimed so that a later run removes it if this one is killed.
 struct WorkDir {
   std::string path;
   bool remove = false;
+  extsort::Claim claim;
+  std::vector<std::string> stale_removed;  // work directories of killed runs
   ~WorkDir() {
+    if (!remove) return;
+    extsort::ForgetTempDirectory();
+    claim = extsort::Claim();
     std::error_code ec;
-    if (remove) std::filesystem::remove_all(path, ec);
+    std::filesystem::remove_all(path, ec);
   }
 };
 
@@ -34,16 +40,21 @@ Status MakeWorkDir(const SortCommandOptions& o, WorkDir& w) {
     return Status::Ok();
   }
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern =
-      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tierflow-sort-XXXXXX";
+  const std::string parent = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  w.stale_removed = extsort::RemoveStaleWorkDirectories(parent);
+  std::string pattern = parent + "/tierflow-sort-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {
     return Status::IoError(
         fmt::format("cannot make a directory under {}: {} (set TMPDIR or give "
                     "--dir)",
-                    pattern.substr(0, pattern.rfind('/')), std::strerror(errno)));
+                    parent, std::strerror(errno)));
   }
   w.path = pattern;
   w.remove = !o.keep;
+  Result<extsort::Claim> claim = extsort::Claim::Make(w.path, {});
+  if (!claim.ok()) return claim.status();
+  w.claim = std::move(*claim);
+  if (w.remove) extsort::TrackTempDirectory(w.path);
   return Status::Ok();
 }
 
@@ -100,7 +111,8 @@ nlohmann::json ToJson(const extsort::Report& r) {
     for (const extsort::PhaseTime& p : *phases) a.push_back({{"name", p.name}, {"ms", p.ms}});
     j[key] = a;
   }
-  if (!r.stale_removed.empty()) j["stale_removed"] = r.stale_removed;
+  j["stale_removed"] = r.stale_removed;
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
   return j;
 }
 
@@ -126,6 +138,9 @@ Status CompareDuckDb(const extsort::Config& c, const std::string& dir, nlohmann:
 }
 
 void Table(const nlohmann::json& j, std::ostream& out) {
+  for (const auto& w : j.value("warnings", nlohmann::json::array())) {
+    out << "warning: " << w.get<std::string>() << "\n";
+  }
   out << fmt::format("sorted {} records ({}) in {:.0f} ms with {} of memory\n",
                      j["records"].get<std::uint64_t>(), FormatSize(j["bytes"].get<std::uint64_t>()),
                      j["sort_ms"].get<double>(),
@@ -152,6 +167,17 @@ void Table(const nlohmann::json& j, std::ostream& out) {
   out << (j["verified"].get<bool>() ? "verified: key order, record count and checksum\n"
                                     : "verified: key order and record count (--verify adds the "
                                       "checksum of every record)\n");
+  if (j["output_kept"].get<bool>()) {
+    out << "output: " << j["output"].get<std::string>() << "\n";
+  } else {
+    out << fmt::format(
+        "output: not kept: it was in the temporary directory {}, removed now; give --output "
+        "FILE to keep the sorted file, or --keep to keep the directory\n",
+        j["work_dir"].get<std::string>());
+  }
+  for (const auto& line : j["stale_removed"]) {
+    out << "removed what a killed run left: " << line.get<std::string>() << "\n";
+  }
   if (j.contains("duckdb_sort_ms")) {
     out << fmt::format(
         "DuckDB {} sorted the same records in {:.0f} ms (load {:.0f} ms apart): "
@@ -173,6 +199,13 @@ Status RunSortCommand(const SortCommandOptions& o, std::ostream& out) {
   if (c->progress) std::fprintf(stderr, "\r%80s\r", "");
   if (!r.ok()) return r.status();
   nlohmann::json j = ToJson(*r);
+  for (const std::string& line : dir.stale_removed) j["stale_removed"].push_back(line);
+  // With the default directory and no --output or --keep, the output goes with the directory.
+  const bool kept = !dir.remove || !o.output.empty();
+  j["output"] = kept ? nlohmann::json(c->output) : nlohmann::json(nullptr);
+  j["output_kept"] = kept;
+  j["work_dir"] = dir.path;
+  j["work_dir_kept"] = !dir.remove;
   if (o.compare_duckdb) {
     if (Status s = CompareDuckDb(*c, dir.path, j); !s.ok()) return s;
   }

@@ -551,7 +551,13 @@ void AddPipes(CLI::App& app, PipesCli& p) {
     AddPipeMachine(c, p);
     AddPipeEnds(c, p);
   }
-  p.copy->add_flag("--overwrite", p.o.overwrite, "Replace a destination file that exists");
+  CLI::Option* overwrite = p.copy->add_flag(
+      "--overwrite", p.o.overwrite,
+      "Replace a destination file that exists (truncated: only with a range at offset 0)");
+  p.copy
+      ->add_flag("--modify", p.o.modify,
+                 "Write only the destination's range of an existing file; the rest stays")
+      ->excludes(overwrite);
   p.copy->add_flag("--sync", p.o.sync, "fdatasync a destination file before finishing");
   p.calibrate->add_option("--dir", p.o.dir, "Directory for the file figures (default: TMPDIR)")
       ->check(tools::WritableDirectory());
@@ -597,8 +603,14 @@ void AddSort(CLI::App& app, SortCli& s) {
       ->check(tools::WritableDirectory());
   s.cmd->add_option("--format", s.o.format, "u64 (16-byte records) or gensort (100-byte)")
       ->check(tools::OneOf("format", {"u64", "gensort"}));
-  s.cmd->add_option("--memory", s.memory, "Memory the sort may hold, page cache included")
-      ->check(tools::SizeIn(16u << 20, std::uint64_t{1} << 44));
+  s.cmd
+      ->add_option("--memory", s.memory,
+                   "Memory the sort may hold, page cache included (default 256MiB). Above a "
+                   "16MiB reserve it holds 4 run buffers per thread and, in the merge, a 256KiB "
+                   "read-ahead per run: the least that works grows with the input and --threads "
+                   "(17MiB sorts a few MiB on one thread, 64MiB of u64 needs 43MiB with 2 "
+                   "threads); too little is refused before anything runs, with that least amount")
+      ->check(tools::SizeIn(17u << 20, std::uint64_t{1} << 44));
   s.cmd->add_option("--threads", s.o.threads, "Threads (default: the CPUs)")
       ->check(tools::IntegerIn(1, 64));
   s.cmd->add_option("--seed", s.o.seed, "Seed of --generate")

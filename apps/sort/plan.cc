@@ -71,9 +71,17 @@ bool Fits(Format f, std::uint64_t memory, int threads, std::uint64_t input) {
 
 Status CheckMemory(const Config& c, std::uint64_t input) {
   if (Fits(c.format, c.memory_bytes, c.threads, input)) return Status::Ok();
-  std::uint64_t need = 32 * kMiB;
-  while (!Fits(c.format, need, c.threads, input) && need < (std::uint64_t{1} << 50))
-    need += need / 8;
+  // The least whole MiB that fits: doubling to a size that does, then halving the gap.
+  std::uint64_t low = 16 * kMiB, high = 32 * kMiB;
+  while (!Fits(c.format, high, c.threads, input) && high < (std::uint64_t{1} << 50)) {
+    low = high;
+    high *= 2;
+  }
+  while (high - low > kMiB) {
+    const std::uint64_t mid = (low + high) / 2 / kMiB * kMiB;
+    (Fits(c.format, mid, c.threads, input) ? high : low) = mid;
+  }
+  const std::uint64_t need = high;
   return Status::Invalid(fmt::format(
       "--memory {} is too small to sort {} of {} records with {} threads in two passes: give at "
       "least {} (or fewer threads)",

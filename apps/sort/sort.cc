@@ -80,6 +80,9 @@ Status MakeRuntime(Context& c) {
   Result<std::unique_ptr<PipeRuntime>> rt = PipeRuntime::Create(ro);
   if (!rt.ok()) return rt.status();
   c.rt = std::move(*rt);
+  if (c.rt->calibration_note().starts_with("warning: ")) {
+    c.report.warnings.push_back(c.rt->calibration_note().substr(9));
+  }
   Result<Locator> arena = c.rt->Memory(TierKind::kDram, -1, ArenaBytes(c.config.memory_bytes));
   if (!arena.ok()) return arena.status();
   c.arena = *arena;
@@ -126,6 +129,30 @@ Status Publish(Context& c) {
   return Status::Ok();
 }
 
+std::string BaseName(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+// Removes what dead runs left beside the output and the runs, then claims this run's own
+// temporary files there before any is made.
+Status ClaimTempFiles(Context& c, std::vector<Claim>& claims) {
+  const std::string out_dir = DirOf(c.config.output), runs_dir = DirOf(c.config.runs);
+  c.report.stale_removed = RemoveStale(out_dir);
+  std::vector<std::string> beside_output{BaseName(c.partial)};
+  if (runs_dir == out_dir) {
+    beside_output.push_back(BaseName(c.config.runs));
+  } else {
+    for (std::string& line : RemoveStale(runs_dir)) c.report.stale_removed.push_back(line);
+    Result<Claim> runs = Claim::Make(runs_dir, {BaseName(c.config.runs)});
+    if (!runs.ok()) return runs.status();
+    claims.push_back(std::move(*runs));
+  }
+  Result<Claim> out = Claim::Make(out_dir, beside_output);
+  if (!out.ok()) return out.status();
+  claims.push_back(std::move(*out));
+  return Status::Ok();
+}
+
 Status Stages(Context& c) {
   if (c.config.generate_bytes > 0) {
     if (Status s = Generate(c); !s.ok()) return s;
@@ -157,13 +184,9 @@ Result<Report> Run(const Config& config) {
   c.report.bytes = *bytes;
   c.report.memory_bytes = config.memory_bytes;
   if (Status s = CheckMemory(config, *bytes); !s.ok()) return s;
-  c.report.stale_removed = RemoveStale(DirOf(config.output));
-  if (DirOf(config.runs) != DirOf(config.output)) {
-    const std::string more = RemoveStale(DirOf(config.runs));
-    if (!more.empty())
-      c.report.stale_removed += (c.report.stale_removed.empty() ? "" : ", ") + more;
-  }
   c.partial = TempName(config.output, "partial");
+  std::vector<Claim> claims;
+  if (Status s = ClaimTempFiles(c, claims); !s.ok()) return s;
   if (Status s = MakeRuntime(c); !s.ok()) return s;
   std::atomic<bool> running{true};
   std::thread progress = ProgressThread(c, running);

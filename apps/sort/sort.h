@@ -52,7 +52,9 @@ struct Report {
   std::uint64_t temp_peak_bytes = 0;  // bytes of temporary files at their largest (the runs)
   std::uint64_t rss_peak_bytes = 0;   // the process's peak resident memory
   std::uint64_t memory_bytes = 0;
-  std::string stale_removed;  // leftovers of killed runs that were removed
+  // Leftovers of killed runs that were removed (their own markers proved them theirs).
+  std::vector<std::string> stale_removed;
+  std::vector<std::string> warnings;  // what the user should know (a calibration cache ignored)
 };
 
 // Errors: bad configuration (memory too small for the threads and format, an input that is not

@@ -3,8 +3,12 @@
 // figures, not from constants; a pair with no figure is planned by preference and says so.
 //
 // Figures are cached in a JSON file (default $XDG_CACHE_HOME/tierflow/calibration.json, else
-// ~/.cache/tierflow/calibration.json) keyed by the machine they were measured on; a file from
+// ~/.cache/tierflow/calibration.json, with the home directory from the user database when HOME
+// is unset; never a shared directory) keyed by the machine they were measured on; a file from
 // another machine is not used. Refresh with Calibration::Measure (`tierflow pipes calibrate`).
+// The cache directory must belong to the user and be writable by nobody else; a cache file
+// that does not parse is ignored with a warning by PipeRuntime and replaced by the next
+// calibration.
 #pragma once
 
 #include <cstdint>
@@ -63,15 +67,23 @@ class TIERFLOW_EXPORT Calibration {
   // and planning for a machine you do not run on). Errors: unreadable, malformed (the message
   // names the entry), another machine's figures without any_machine.
   static Result<Calibration> Load(const std::string& path, bool any_machine = false);
-  // Writes atomically (a temporary file renamed over the old one). Errors: the directory does
-  // not exist or cannot be written.
+  // Writes atomically: a new temporary file beside `path` (created with O_EXCL, so never a
+  // planted name or link), synced, renamed over `path`. Errors: the directory does not exist
+  // or cannot be written.
   Status Save(const std::string& path) const;
-  // The default cache path (see above).
+  // The default cache path (see above); empty when the user has no home directory to keep it.
   static std::string DefaultPath();
+  // Whether `dir` may hold the cache: a directory of the effective user that nobody else can
+  // write. Errors say which and how to fix it.
+  static Status CheckCacheDirectory(const std::string& dir);
+  // Creates the default path's directories where missing (mode 0700) and checks the one
+  // holding the file with CheckCacheDirectory.
+  static Status PrepareCacheDirectory(const std::string& path);
   // A description of the running machine, as machine() holds it.
   static std::string ThisMachine();
 
  private:
+  static Status WriteAtomically(const std::string& path, const std::string& text);
   std::vector<CalibrationEntry> entries_;
   std::string machine_, measured_at_, source_;
 };

@@ -133,6 +133,13 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
   // as asked (missing, a directory, no permission, read-only for kReadWrite), kRead of a range
   // longer than the file, kReadWrite without a length. Thread-safe.
   Result<FileWindow> OpenFile(const std::string& path, const FileOpenOptions& options = {});
+  // As OpenFile, for the file the caller holds open as `fd` (a file it just created with
+  // O_EXCL, say): the engine opens that very file again (through /proc/self/fd), never a path,
+  // so a name replaced meanwhile changes nothing. The caller keeps `fd` and may close it at
+  // once. `name` stands for the file in messages and FileWindow::path(). Errors: fd is -1, and
+  // OpenFile's. Thread-safe.
+  Result<FileWindow> OpenDescriptor(int fd, const std::string& name,
+                                    const FileOpenOptions& options = {});
   Status RegisterFile(const MappedFile& file);
   // Later copies from the range are refused; copies in flight finish.
   void UnregisterFile(const void* base);
@@ -158,6 +165,8 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
  private:
   struct Impl;
   explicit IoUringEngine(std::unique_ptr<Impl> impl);
+  // OpenFile (from -1) and OpenDescriptor (the file behind `from`).
+  Result<FileWindow> OpenWindow(const std::string& path, int from, const FileOpenOptions& options);
   Status AddFile(std::shared_ptr<void> file);
   std::unique_ptr<Impl> impl_;
 };

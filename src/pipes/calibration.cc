@@ -1,12 +1,17 @@
 #include "tierflow/calibration.h"
 
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -35,13 +40,73 @@ void Calibration::Set(const CalibrationEntry& e) {
   entries_.push_back(e);
 }
 
+namespace {
+
+// The user's home from the password database, for when HOME is unset; empty when none.
+std::string HomeOfUser() {
+  long size = sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buf(static_cast<std::size_t>(size > 0 ? size : 16384));
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr ||
+      pw.pw_dir == nullptr) {
+    return "";
+  }
+  return pw.pw_dir;
+}
+
+}  // namespace
+
 std::string Calibration::DefaultPath() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
-  std::string dir = xdg != nullptr && *xdg != '\0'     ? xdg
-                    : home != nullptr && *home != '\0' ? std::string(home) + "/.cache"
-                                                       : std::string("/tmp");
+  std::string dir = xdg != nullptr && *xdg == '/'     ? std::string(xdg)
+                    : home != nullptr && *home == '/' ? std::string(home) + "/.cache"
+                                                      : std::string();
+  if (dir.empty()) {
+    const std::string user_home = HomeOfUser();
+    if (user_home.empty() || user_home == "/") return "";  // no directory of the user's own
+    dir = user_home + "/.cache";
+  }
   return dir + "/tierflow/calibration.json";
+}
+
+Status Calibration::CheckCacheDirectory(const std::string& dir) {
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0) {
+    return Status::NotFound(
+        fmt::format("calibration cache directory {}: {}", dir, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::Invalid(fmt::format("calibration cache directory {} is not a directory", dir));
+  }
+  if (st.st_uid != geteuid()) {
+    return Status::Invalid(fmt::format(
+        "calibration cache directory {} belongs to uid {}, not to you (uid {}): another user "
+        "could change the figures; remove it, or set XDG_CACHE_HOME to a directory of yours",
+        dir, st.st_uid, geteuid()));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return Status::Invalid(fmt::format(
+        "calibration cache directory {} can be written by others (mode {:o}): another user "
+        "could change the figures; chmod go-w {}",
+        dir, st.st_mode & 07777, dir));
+  }
+  return Status::Ok();
+}
+
+Status Calibration::PrepareCacheDirectory(const std::string& path) {
+  const std::filesystem::path file(path);
+  const std::string tierflow_dir = file.parent_path().string();
+  const std::string cache_dir = file.parent_path().parent_path().string();
+  // The cache directory is the user's ($XDG_CACHE_HOME, ~/.cache): made if missing, mode 0700.
+  if (mkdir(cache_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::IoError(fmt::format("cannot create {}: {}", cache_dir, std::strerror(errno)));
+  }
+  if (mkdir(tierflow_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::IoError(fmt::format("cannot create {}: {}", tierflow_dir, std::strerror(errno)));
+  }
+  return CheckCacheDirectory(tierflow_dir);
 }
 
 std::string Calibration::ThisMachine() {
@@ -112,16 +177,51 @@ Status Calibration::Save(const std::string& path) const {
                             {"gbps", e.gbps},
                             {"latency_us", e.latency_us}});
   }
-  std::error_code ec;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) return Status::IoError(fmt::format("cannot write calibration {}", tmp));
+  return WriteAtomically(path, j.dump(2) + "\n");
+}
+
+namespace {
+
+// Removes the temporary file `name` if it is still the one behind `fd`.
+void RemoveOwn(int fd, const std::string& name) {
+  struct stat mine {
+  }, named{};
+  if (fstat(fd, &mine) == 0 && lstat(name.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
+      mine.st_ino == named.st_ino) {
+    unlink(name.c_str());
   }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    return Status::IoError(fmt::format("cannot write calibration {}: {}", path, ec.message()));
+}
+
+Status WriteAll(int fd, const std::string& text) {
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::IoError(std::strerror(errno));
+    done += static_cast<std::size_t>(n);
+  }
+  if (fsync(fd) != 0) return Status::IoError(std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
+// A new file beside `path` made with O_EXCL (never a name someone planted, never through a
+// symbolic link), written, synced and renamed over `path`: readers see the old figures or the
+// new ones, never a part.
+Status Calibration::WriteAtomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".XXXXXX";
+  const int fd = mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    return Status::IoError(fmt::format("cannot write calibration {}: {} (choose another place)",
+                                       path, std::strerror(errno)));
+  }
+  Status s = WriteAll(fd, text);
+  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = Status::IoError(std::strerror(errno));
+  if (!s.ok()) RemoveOwn(fd, tmp);
+  close(fd);
+  if (!s.ok()) {
+    return Status::IoError(fmt::format("cannot write calibration {}: {}", path, s.message()));
+  }
   return Status::Ok();
 }
 

@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -21,45 +20,75 @@ using detail::LocatorImpl;
 
 bool Writes(FileMode mode) { return mode != FileMode::kRead; }
 
-// Creates the file for kCreate/kReplace. Errors: it exists (kCreate), its directory is missing,
-// it cannot be created.
-Status CreateFile(const std::string& path, FileMode mode) {
-  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == FileMode::kCreate ? O_EXCL : O_TRUNC);
-  const int fd = open(path.c_str(), flags, 0644);
-  if (fd >= 0) {
-    close(fd);
-    return Status::Ok();
+// Closes a descriptor on every path out.
+struct Descriptor {
+  int fd = -1;
+  ~Descriptor() {
+    if (fd >= 0) close(fd);
   }
-  const int err = errno;
-  if (err == EEXIST) {
-    return Status::Invalid(
-        fmt::format("{} exists and is not overwritten: choose another path, or declare it with "
-                    "FileMode::kReplace (--overwrite) to replace it",
-                    path));
+};
+
+// The open(2) flags of each mode. Files written are never reached through a symbolic link
+// (O_NOFOLLOW): one planted in a shared directory would redirect the writes. O_NONBLOCK: a
+// FIFO given by mistake is refused (OpenedSize) instead of waiting for a writer forever.
+int OpenFlags(FileMode mode) {
+  switch (mode) {
+    case FileMode::kRead:
+      return O_RDONLY | O_NONBLOCK | O_CLOEXEC;
+    case FileMode::kCreate:
+      return O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    case FileMode::kReplace:
+      return O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC;
+    case FileMode::kModify:
+      return O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
   }
-  if (err == ENOENT) {
-    return Status::NotFound(fmt::format("cannot create {}: its directory does not exist", path));
-  }
-  if (err == EISDIR) return Status::Invalid(fmt::format("{} is a directory, not a file", path));
-  return Status::IoError(fmt::format("cannot create {}: {}", path, std::strerror(err)));
+  return O_RDONLY | O_CLOEXEC;
 }
 
-// The length of an existing file, checking that it is one. Errors name the path and the fix.
-Result<std::uint64_t> ExistingSize(const std::string& path) {
+Status OpenError(const std::string& path, FileMode mode, int err) {
+  switch (err) {
+    case EEXIST:
+      return Status::Invalid(fmt::format(
+          "{} exists and is not overwritten: choose another path, declare it with "
+          "FileMode::kReplace (--overwrite) to replace it, or FileMode::kModify (--modify) to "
+          "write only the locator's range",
+          path));
+    case ELOOP:
+      return Status::Invalid(fmt::format(
+          "{} is a symbolic link: files are written only under their own name; give the path "
+          "it points to",
+          path));
+    case ENOENT:
+      return mode == FileMode::kCreate || mode == FileMode::kReplace
+                 ? Status::NotFound(
+                       fmt::format("cannot create {}: its directory does not exist", path))
+                 : Status::NotFound(fmt::format("{} does not exist: check the path", path));
+    case EISDIR:
+      return Status::Invalid(fmt::format("{} is a directory, not a file", path));
+    default:
+      return Status::IoError(fmt::format("cannot open {}{}: {}", path,
+                                         mode == FileMode::kRead ? "" : " for writing",
+                                         std::strerror(err)));
+  }
+}
+
+// The file's size, checking that it is one (a FIFO or a device would block or mislead).
+Result<std::uint64_t> OpenedSize(int fd, const std::string& path) {
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return Status::NotFound(fmt::format("{} does not exist: check the path", path));
-    }
-    return Status::IoError(fmt::format("cannot examine {}: {}", path, std::strerror(err)));
+  if (fstat(fd, &st) != 0) {
+    return Status::IoError(fmt::format("cannot examine {}: {}", path, std::strerror(errno)));
   }
   if (S_ISDIR(st.st_mode)) return Status::Invalid(fmt::format("{} is a directory", path));
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    return Status::Invalid(fmt::format(
+        "{} is not a regular file (a FIFO, socket or character device): give a file", path));
+  }
   return static_cast<std::uint64_t>(st.st_size);
 }
 
 // The locator's length: given, or the rest of an existing file. Errors: a range beyond the
-// end (reading or modifying), no length for a new file.
+// end (reading or modifying), no length for a new file, replacing (truncating) a file to
+// write a range that does not start at 0.
 Result<std::uint64_t> RangeLength(const std::string& path, FileMode mode, std::uint64_t offset,
                                   std::uint64_t length, std::uint64_t size) {
   if (mode == FileMode::kCreate || mode == FileMode::kReplace) {
@@ -68,6 +97,12 @@ Result<std::uint64_t> RangeLength(const std::string& path, FileMode mode, std::u
           "{}: a file to be written needs a length (the most that may be written), e.g. "
           "file:{}:0:1GiB",
           path, path));
+    }
+    if (mode == FileMode::kReplace && offset != 0) {
+      return Status::Invalid(fmt::format(
+          "{}: replacing the file would truncate it and zero the {} bytes before offset {}: "
+          "write only the range with FileMode::kModify (--modify), or replace from offset 0",
+          path, offset, offset));
     }
     return length;
   }
@@ -84,6 +119,16 @@ Result<std::uint64_t> RangeLength(const std::string& path, FileMode mode, std::u
   return length;
 }
 
+// Removes a file this call created, if the name is still that file.
+void RemoveCreated(int fd, const std::string& path) {
+  struct stat mine {
+  }, named{};
+  if (fstat(fd, &mine) == 0 && lstat(path.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
+      mine.st_ino == named.st_ino) {
+    unlink(path.c_str());
+  }
+}
+
 std::uint32_t FileMechanisms(FileMode mode) {
   std::uint32_t bits =
       MechanismBit(Mechanism::kUringRead) | MechanismBit(Mechanism::kCopyFileRange);
@@ -96,23 +141,28 @@ std::uint32_t FileMechanisms(FileMode mode) {
 Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
                                   std::uint64_t length, FileMode mode) {
   if (path.empty()) return Status::Invalid("a file locator needs a path");
-  std::uint64_t size = 0;
   const bool creates = mode == FileMode::kCreate || mode == FileMode::kReplace;
-  if (!creates) {
-    Result<std::uint64_t> s = ExistingSize(path);
-    if (!s.ok()) return s.status();
-    size = *s;
+  if (creates) {  // checked before the file is made or truncated
+    if (Result<std::uint64_t> len = RangeLength(path, mode, offset, length, 0); !len.ok()) {
+      return len.status();
+    }
   }
-  Result<std::uint64_t> len = RangeLength(path, mode, offset, length, size);
-  if (!len.ok()) return len.status();
-  if (creates) {
-    if (Status s = CreateFile(path, mode); !s.ok()) return s;
-  }
-  FileOpenOptions fo{Writes(mode) ? FileAccess::kReadWrite : FileAccess::kRead, offset + *len};
-  Result<FileWindow> w = impl_->uring->OpenFile(path, fo);
+  Descriptor d{open(path.c_str(), OpenFlags(mode), 0644)};
+  if (d.fd < 0) return OpenError(path, mode, errno);
+  Result<std::uint64_t> size = OpenedSize(d.fd, path);
+  Result<std::uint64_t> len =
+      size.ok() ? RangeLength(path, mode, offset, length, *size) : size.status();
+  // The engine opens the file just checked (or created), never the path again.
+  FileOpenOptions fo{Writes(mode) ? FileAccess::kReadWrite : FileAccess::kRead, 0};
+  Result<FileWindow> w =
+      len.ok() && *len <= UINT64_MAX - offset
+          ? impl_->uring->OpenDescriptor(d.fd, path, {fo.access, offset + *len})
+          : Result<FileWindow>(len.ok() ? Status::Invalid(fmt::format("{}: offset {} and length {} "
+                                                                      "reach beyond any file",
+                                                                      path, offset, *len))
+                                        : len.status());
   if (!w.ok()) {
-    std::error_code ec;
-    if (mode == FileMode::kCreate) std::filesystem::remove(path, ec);  // ours, and empty
+    if (mode == FileMode::kCreate) RemoveCreated(d.fd, path);  // ours, and empty
     return w.status();
   }
   auto impl = std::make_shared<LocatorImpl>();

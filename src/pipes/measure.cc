@@ -1,12 +1,12 @@
 // Calibration::Measure: every figure is the best of a few timed transfers of the real engines.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <functional>
 
 #include <fmt/format.h>
@@ -74,39 +74,50 @@ Status MeasureMemory(Engine& e, Mechanism m, const CalibrationOptions& o, Calibr
   return Status::Ok();
 }
 
-Result<FileWindow> NewFile(IoUringEngine& e, const std::string& path, std::size_t n) {
-  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+// A scratch file in `dir` that no one else can name: an unnamed O_TMPFILE, or where the file
+// system has none a mkstemp file unlinked at once. Either way nothing is left to remove, and a
+// planted name or symbolic link is never opened. The descriptor is the caller's to close.
+Result<int> ScratchFile(const std::string& dir) {
+  int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  std::string name = dir + "/tierflow-calibrate-XXXXXX";
+  fd = mkostemp(name.data(), O_CLOEXEC);
   if (fd < 0) {
     return Status::IoError(
-        fmt::format("calibration cannot create {}: {} (choose another "
-                    "directory)",
-                    path, std::strerror(errno)));
+        fmt::format("calibration cannot create a file in {}: {} (choose another directory)", dir,
+                    std::strerror(errno)));
   }
-  close(fd);
-  return e.OpenFile(path, {FileAccess::kReadWrite, n});
+  // Unlinked only while the name is still the file mkostemp made (in a directory others may
+  // write, the name could have been replaced since).
+  struct stat mine {
+  }, named{};
+  if (fstat(fd, &mine) == 0 && lstat(name.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
+      mine.st_ino == named.st_ino) {
+    unlink(name.c_str());
+  }
+  return fd;
 }
 
-// io_uring writes and reads, and copy_file_range, in `dir`; the files are removed afterwards.
+Result<FileWindow> NewFile(IoUringEngine& e, const std::string& dir, std::size_t n) {
+  Result<int> fd = ScratchFile(dir);
+  if (!fd.ok()) return fd.status();
+  Result<FileWindow> w =
+      e.OpenDescriptor(*fd, dir + "/(calibration scratch file)", {FileAccess::kReadWrite, n});
+  close(*fd);
+  return w;
+}
+
+// io_uring writes and reads, and copy_file_range, in `dir`, on files without names.
 Status MeasureFiles(IoUringEngine& e, const std::string& dir, const CalibrationOptions& o,
                     Calibration& c) {
   const int node = SystemMemoryNodes().empty() ? 0 : SystemMemoryNodes().front();
   const std::string mem = CalibrationEndpoint(TierKind::kDram, node);
-  const std::string a = dir + fmt::format("/tierflow-calibrate-{}-a", getpid());
-  const std::string b = dir + fmt::format("/tierflow-calibrate-{}-b", getpid());
-  struct Cleanup {
-    std::string a, b;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove(a, ec);
-      std::filesystem::remove(b, ec);
-    }
-  } cleanup{a, b};
   Result<Buffer> buf = Buffer::OnNode(node, o.bytes);
   if (!buf.ok()) return buf.status();
   std::memset(buf->data(), 7, o.bytes);
-  Result<FileWindow> fa = NewFile(e, a, o.bytes);
+  Result<FileWindow> fa = NewFile(e, dir, o.bytes);
   if (!fa.ok()) return fa.status();
-  Result<FileWindow> fb = NewFile(e, b, o.bytes);
+  Result<FileWindow> fb = NewFile(e, dir, o.bytes);
   if (!fb.ok()) return fb.status();
   struct Case {
     Mechanism m;

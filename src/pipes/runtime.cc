@@ -65,8 +65,14 @@ Status MakeEngines(PipeRuntime::Impl& m) {
 }
 
 Status LoadCalibration(PipeRuntime::Impl& m) {
-  const std::string path =
-      m.options.calibration_path.empty() ? Calibration::DefaultPath() : m.options.calibration_path;
+  const bool cache = m.options.calibration_path.empty();
+  const std::string path = cache ? Calibration::DefaultPath() : m.options.calibration_path;
+  if (path.empty()) {
+    m.calibration_note =
+        "no calibration cache (no home directory: set HOME or XDG_CACHE_HOME): mechanisms are "
+        "chosen by preference, not by measured figures";
+    return Status::Ok();
+  }
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     m.calibration_note = fmt::format(
@@ -75,9 +81,21 @@ Status LoadCalibration(PipeRuntime::Impl& m) {
         path);
     return Status::Ok();
   }
+  if (cache) {
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    if (Status s = Calibration::CheckCacheDirectory(dir); !s.ok()) {
+      m.calibration_note = "warning: calibration cache not used: " + s.message();
+      return Status::Ok();
+    }
+  }
   Result<Calibration> c = Calibration::Load(path, m.options.calibration_any_machine);
   if (c.status().code() == StatusCode::kUnsupported) {
     m.calibration_note = c.status().message();
+    return Status::Ok();
+  }
+  if (!c.ok() && cache) {
+    // A damaged cache costs the figures, never the run: the next calibration replaces it.
+    m.calibration_note = "warning: calibration cache ignored: " + c.status().message();
     return Status::Ok();
   }
   if (!c.ok()) return c.status();

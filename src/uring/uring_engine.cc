@@ -518,23 +518,29 @@ Status IoUringEngine::RegisterFile(const MappedFile& file) {
 
 namespace {
 
-// Opens the buffered and (where the file system allows) the O_DIRECT descriptor and learns the
-// direct-I/O alignment.
-Status OpenDescriptors(RegisteredFile& f, bool direct) {
+// The error of opening f.path as asked, with the fix.
+Status OpenError(const RegisteredFile& f, int err) {
+  std::string hint = err == EACCES || err == EROFS
+                         ? (f.writable ? ": it cannot be written (permissions or a read-only "
+                                         "file system): choose another destination"
+                                       : ": check its permissions")
+                     : err == ENOENT ? ": check the path"
+                                     : "";
+  return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                fmt::format("cannot open {}{}: {}{}", f.path, f.writable ? " for writing" : "",
+                            std::strerror(err), hint));
+}
+
+// The path that opens the file behind `fd` again, never another file of the same name.
+std::string ReopenPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
+
+// Opens the buffered descriptor (by path, or as the file behind `from` when it is not -1) and,
+// where the file system allows, the O_DIRECT one through the buffered one, so both are the same
+// file; learns the direct-I/O alignment.
+Status OpenDescriptors(RegisteredFile& f, bool direct, int from = -1) {
   const int mode = f.writable ? O_RDWR : O_RDONLY;
-  f.fd = open(f.path.c_str(), mode | O_CLOEXEC);
-  if (f.fd < 0) {
-    const int err = errno;
-    std::string hint = err == EACCES || err == EROFS
-                           ? (f.writable ? ": it cannot be written (permissions or a read-only "
-                                           "file system): choose another destination"
-                                         : ": check its permissions")
-                       : err == ENOENT ? ": check the path"
-                                       : "";
-    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                  fmt::format("cannot open {}{}: {}{}", f.path, f.writable ? " for writing" : "",
-                              std::strerror(err), hint));
-  }
+  f.fd = open(from >= 0 ? ReopenPath(from).c_str() : f.path.c_str(), mode | O_CLOEXEC);
+  if (f.fd < 0) return OpenError(f, errno);
   struct stat st {};
   if (fstat(f.fd, &st) != 0) {
     return Status::IoError(fmt::format("cannot examine {}: {}", f.path, std::strerror(errno)));
@@ -543,7 +549,7 @@ Status OpenDescriptors(RegisteredFile& f, bool direct) {
     return Status::Invalid(fmt::format("{} is not a regular file or block device", f.path));
   }
   if (!direct) return Status::Ok();
-  f.direct_fd = open(f.path.c_str(), mode | O_CLOEXEC | O_DIRECT);  // tmpfs refuses
+  f.direct_fd = open(ReopenPath(f.fd).c_str(), mode | O_CLOEXEC | O_DIRECT);  // tmpfs refuses
   struct statx sx {};
   if (f.direct_fd >= 0 && statx(f.fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
       (sx.stx_mask & STATX_DIOALIGN) != 0 && sx.stx_dio_offset_align != 0) {
@@ -595,10 +601,21 @@ Status IoUringEngine::RegisterFile(const std::string& path, const void* base, st
 
 Result<FileWindow> IoUringEngine::OpenFile(const std::string& path,
                                            const FileOpenOptions& options) {
+  return OpenWindow(path, -1, options);
+}
+
+Result<FileWindow> IoUringEngine::OpenDescriptor(int fd, const std::string& name,
+                                                 const FileOpenOptions& options) {
+  if (fd < 0) return Status::Invalid(fmt::format("{}: no open descriptor (-1) to open", name));
+  return OpenWindow(name, fd, options);
+}
+
+Result<FileWindow> IoUringEngine::OpenWindow(const std::string& path, int from,
+                                             const FileOpenOptions& options) {
   auto f = std::make_shared<RegisteredFile>();
   f->path = path;
   f->writable = options.access == FileAccess::kReadWrite;
-  if (Status s = OpenDescriptors(*f, impl_->opts.direct); !s.ok()) return s;
+  if (Status s = OpenDescriptors(*f, impl_->opts.direct, from); !s.ok()) return s;
   const std::uint64_t size = FileSize(f->fd);
   std::uint64_t length = options.length;
   if (length == 0 && f->writable) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -157,19 +158,48 @@ TEST(Sort, AReadErrorEndsWithAnErrorNamingTheInput) {
   EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"in"}));
 }
 
-TEST(Sort, StaleFilesOfKilledRunsAreRemoved) {
+std::string FirstLineOf(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// A marker as a run of process `pid` on `host` (this host: empty) would have left it.
+std::string Marker(const std::string& pid, const std::string& host,
+                   const std::vector<std::string>& files) {
+  char ns[128] = {};
+  EXPECT_GT(readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1), 0);
+  std::string text = "tierflow sort owner 1\nhost " +
+                     (host.empty() ? FirstLineOf("/etc/machine-id") : host) + "\nboot " +
+                     FirstLineOf("/proc/sys/kernel/random/boot_id") + "\npidns " + ns + "\npid " +
+                     pid + "\nstart 12345\n";
+  for (const std::string& f : files) text += "file " + f + "\n";
+  return text;
+}
+
+// Security review, item 3: only what a dead run's own marker claims is removed; a file that
+// merely looks like a temporary one, or one claimed by a run elsewhere, stays.
+TEST(Sort, OnlyWhatADeadRunClaimedIsRemoved) {
   TempDir dir;
-  // A PID that cannot be running: above the kernel's pid_max.
-  const std::string stale = dir.File("out.tierflow-partial-99999999");
   dir.Write("out.tierflow-partial-99999999", std::vector<unsigned char>(10, 0));
   dir.Write("out.tierflow-runs-99999999", std::vector<unsigned char>(10, 0));
-  const std::string mine = "keep.tierflow-runs-" + std::to_string(getpid());  // alive: kept
-  dir.Write(mine, std::vector<unsigned char>(10, 0));
+  dir.Write(
+      ".tierflow-sort-99999999-aa.owner",
+      Marker("99999999", "", {"out.tierflow-partial-99999999", "out.tierflow-runs-99999999"}));
+  const std::string lookalike = "users.tierflow-runs-99999998";  // a user's file, no marker
+  dir.Write(lookalike, std::vector<unsigned char>(10, 0));
+  const std::string remote = "nfs.tierflow-runs-99999997";  // a run on another host
+  dir.Write(remote, std::vector<unsigned char>(10, 0));
+  dir.Write(".tierflow-sort-99999997-bb.owner", Marker("99999997", "another-host", {remote}));
   Config c = Basic(dir, Format::kU64, 1u << 20, 32u << 20);
   Result<Report> r = extsort::Run(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_NE(r->stale_removed.find("out.tierflow-partial-99999999"), std::string::npos);
-  EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"in", mine, "out"}));
+  ASSERT_EQ(r->stale_removed.size(), 2u);
+  EXPECT_NE(r->stale_removed[0].find("99999999"), std::string::npos) << r->stale_removed[0];
+  EXPECT_EQ(Files(dir.path()),
+            (std::vector<std::string>{".tierflow-sort-99999997-bb.owner", "in",
+                                      "nfs.tierflow-runs-99999997", "out", lookalike}));
 }
 
 }  // namespace

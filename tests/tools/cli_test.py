@@ -174,6 +174,82 @@ class Sort(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(os.listdir(tmp), [])
 
+    def test_report_says_where_the_output_is(self):
+        # Security review, item 24: the default directory takes the output with it; say so.
+        tmp = os.path.join(self.d, "tmp")
+        os.mkdir(tmp)
+        env = dict(os.environ, TMPDIR=tmp)
+        p = subprocess.run([TIERFLOW, "sort", "--generate", "1MiB", "--memory", "32MiB",
+                            "--no-floor", "--no-progress"], capture_output=True, text=True,
+                           env=env, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("output: not kept", p.stdout)
+        self.assertIn("--output FILE", p.stdout)
+        out = os.path.join(self.d, "kept.u64")
+        doc = json.loads(subprocess.run(
+            [TIERFLOW, "sort", "--generate", "1MiB", "--memory", "32MiB", "--no-floor",
+             "--output", out, "--json"], capture_output=True, text=True, env=env,
+            timeout=600).stdout)
+        self.assertEqual((doc["output"], doc["output_kept"]), (out, True))
+        self.assertTrue(os.path.exists(out))
+
+    def test_the_least_memory_named_is_enough(self):
+        # Security review, item 22: the minimum the error names works, the one below it not,
+        # and --help states it for this case.
+        args = ("sort", "--generate", "64MiB", "--threads", "2", "--no-floor", "--no-progress")
+        p = run(*args, "--memory", "32MiB", ok=False)
+        self.assertEqual(p.returncode, 1)
+        least = int(p.stderr.split("give at least ")[1].split("MiB")[0])
+        below = run(*args, "--memory", f"{least - 1}MiB", ok=False)
+        self.assertIn(f"give at least {least}MiB", below.stderr)
+        run(*args, "--memory", f"{least}MiB", "--verify")
+        self.assertIn(f"64MiB of u64 needs {least}MiB with 2 threads",
+                      " ".join(run("sort", "--help").stdout.split()))
+
+    def sort_until_files(self, tmp):
+        """Starts a sort with its default directory under `tmp`; returns once it has files."""
+        import time
+        env = dict(os.environ, TMPDIR=tmp)
+        p = subprocess.Popen([TIERFLOW, "sort", "--generate", "256MiB", "--memory", "128MiB",
+                              "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            dirs = os.listdir(tmp)
+            if dirs and len(os.listdir(os.path.join(tmp, dirs[0]))) >= 2:
+                time.sleep(0.3)
+                return p
+            time.sleep(0.02)
+        p.kill()
+        self.fail("the sort made no files in a minute")
+
+    def test_signals_remove_the_temporary_directory(self):
+        # Security review, item 4: SIGINT and SIGTERM leave nothing; after SIGKILL the next
+        # run removes what the killed one left, and says so.
+        import signal
+        tmp = os.path.join(self.d, "tmp")
+        os.mkdir(tmp)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            p = self.sort_until_files(tmp)
+            p.send_signal(sig)
+            p.communicate(timeout=60)
+            self.assertEqual(p.returncode, -sig)
+            self.assertEqual(os.listdir(tmp), [], f"left behind after {sig.name}")
+        p = self.sort_until_files(tmp)
+        p.send_signal(signal.SIGKILL)
+        p.communicate(timeout=60)
+        left = os.listdir(tmp)
+        self.assertEqual(len(left), 1)
+        mine = os.path.join(tmp, "tierflow-sort-mine")  # not a run's: never removed
+        os.mkdir(mine)
+        env = dict(os.environ, TMPDIR=tmp)
+        r = subprocess.run([TIERFLOW, "sort", "--generate", "1MiB", "--memory", "32MiB",
+                            "--no-floor", "--no-progress"], capture_output=True, text=True,
+                           env=env, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("removed what a killed run left: " + os.path.join(tmp, left[0]), r.stdout)
+        self.assertEqual(os.listdir(tmp), ["tierflow-sort-mine"])
+
     def test_sigkill_loses_nothing_and_a_rerun_succeeds(self):
         import hashlib
         import random
