@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/python.h"
+#include "qdp/columns.h"
 
 namespace tierflow::tools {
 namespace {
@@ -66,12 +67,9 @@ struct OwnDataDir {
     if (!dir.empty()) std::filesystem::remove_all(dir, ec);
   }
   Status Create() {
-    char tmpl[] = "/tmp/tierflow-qdp-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      return Status::IoError(
-          fmt::format("cannot create a data directory in /tmp: {}", std::strerror(errno)));
-    }
-    dir = tmpl;
+    Result<std::string> made = qdp::MakeDataDirectory();
+    if (!made.ok()) return made.status();
+    dir = *made;
     return Status::Ok();
   }
 };

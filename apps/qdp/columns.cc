@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -59,19 +60,42 @@ Status ReadAll(int fd, const std::string& path, std::uint64_t need, char* p) {
   return Status::Ok();
 }
 
+// Opens a column file: an existing one for reading, or a new one (never an existing file,
+// never through a symbolic link, and a FIFO is refused rather than waited on).
+Result<int> OpenColumnFile(const std::string& path, bool create) {
+  const int fd = create
+                     ? open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)
+                     : open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) return fd;
+  const int err = errno;
+  if (err == ENOENT && !create) {
+    return Status::NotFound(fmt::format(
+        "{} is missing: write the columns there first (tierflow qdp --data-dir DIR without "
+        "--reuse-data), or drop --reuse-data to generate them",
+        path));
+  }
+  if (err == EEXIST) {
+    return Status::Invalid(fmt::format(
+        "{} exists and is not overwritten: read it with --reuse-data, or remove it (or choose "
+        "another --data-dir) to write new columns",
+        path));
+  }
+  if (err == ELOOP) {
+    return Status::Invalid(fmt::format(
+        "{} is a symbolic link: column files are read and written under their own names in "
+        "--data-dir; give the directory that holds them",
+        path));
+  }
+  return Status::IoError(
+      fmt::format("cannot {} {}: {}", create ? "create" : "open", path, std::strerror(err)));
+}
+
 // Reads the first `rows` values of a column file written earlier (--reuse-data).
 Status ReadColumnFile(const std::string& path, std::uint64_t rows,
                       std::vector<std::uint64_t>& out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return Status::NotFound(fmt::format(
-          "{} is missing: write the columns there first (tierflow qdp --data-dir DIR without "
-          "--reuse-data), or drop --reuse-data to generate them",
-          path));
-    }
-    return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  }
+  Result<int> opened = OpenColumnFile(path, false);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   Status s = CheckColumnFile(fd, path, rows);
   if (s.ok()) {
     out.resize(rows);
@@ -102,23 +126,34 @@ Status ExpectedSum(ColumnData& d) {
 }
 
 // A column file as the storage tier: its mapping and a descriptor for page-cache control.
-Status OpenColumn(const std::string& path, StoredColumn& out) {
+// `fd` (the file checked or written): the column's from now on; the file is never opened by
+// name again.
+Status OpenColumn(const std::string& path, int fd, StoredColumn& out) {
   out.path = path;
-  out.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (out.fd < 0)
-    return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  Result<MappedFile> m = MappedFile::Open(path);
+  out.fd = fd;
+  Result<MappedFile> m = MappedFile::Map(fd, path);
   if (!m.ok()) return m.status();
   out.map = std::move(*m);
   return Status::Ok();
 }
 
+Status OpenExistingColumn(const std::string& path, StoredColumn& out) {
+  Result<int> fd = OpenColumnFile(path, false);
+  if (!fd.ok()) return fd.status();
+  struct stat st {};
+  if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(*fd);
+    return Status::Invalid(fmt::format("{} is not a regular file: give the column files", path));
+  }
+  return OpenColumn(path, *fd, out);
+}
+
 Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v,
                    StoredColumn& out) {
   const std::size_t bytes = v.size() * sizeof(std::uint64_t);
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return Status::IoError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  Result<int> created = OpenColumnFile(path, true);
+  if (!created.ok()) return created.status();
+  const int fd = *created;
   const char* p = reinterpret_cast<const char*>(v.data());
   for (std::size_t done = 0; done < bytes;) {
     ssize_t n = pwrite(fd, p + done, std::min<std::size_t>(bytes - done, 64 << 20),
@@ -131,12 +166,12 @@ Status WriteColumn(const std::string& path, const std::vector<std::uint64_t>& v,
   }
   // Not padded to a page: the file's length says how many rows it holds (--reuse-data checks
   // it); the storage engine reads an unaligned tail through the page cache.
-  const bool synced = fsync(fd) == 0;
-  const int err = errno;
-  close(fd);
-  if (!synced)
+  if (fsync(fd) != 0) {
+    const int err = errno;
+    close(fd);
     return Status::IoError(fmt::format("cannot finish {}: {}", path, std::strerror(err)));
-  return OpenColumn(path, out);
+  }
+  return OpenColumn(path, fd, out);
 }
 
 }  // namespace
@@ -178,19 +213,29 @@ ColumnFiles::~ColumnFiles() {
   }
 }
 
+Result<std::string> MakeDataDirectory() {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string parent = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  std::string pattern = parent + "/tierflow-qdp-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return Status::IoError(
+        fmt::format("cannot create a data directory in {}: {} (set TMPDIR or give --data-dir)",
+                    parent, std::strerror(errno)));
+  }
+  return pattern;
+}
+
 Status StoreColumns(const Config& cfg, const ColumnData& data, ColumnFiles& out) {
   out.dir = cfg.data_dir;
   if (out.dir.empty()) {
-    char tmpl[] = "/tmp/tierflow-qdp-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr)
-      return Status::IoError(
-          fmt::format("cannot create a data directory in /tmp: {}", std::strerror(errno)));
-    out.dir = tmpl;
+    Result<std::string> dir = MakeDataDirectory();
+    if (!dir.ok()) return dir.status();
+    out.dir = *dir;
     out.remove_dir = true;
   }
   if (cfg.reuse_data) {
-    if (Status s = OpenColumn(out.dir + "/a.u64", out.a); !s.ok()) return s;
-    return OpenColumn(out.dir + "/b.u64", out.b);
+    if (Status s = OpenExistingColumn(out.dir + "/a.u64", out.a); !s.ok()) return s;
+    return OpenExistingColumn(out.dir + "/b.u64", out.b);
   }
   if (Status s = WriteColumn(out.dir + "/a.u64", data.a, out.a); !s.ok()) return s;
   return WriteColumn(out.dir + "/b.u64", data.b, out.b);

@@ -56,6 +56,8 @@ struct ColumnFiles {
   StoredColumn a, b;
 };
 
+// A new directory of this run's under TMPDIR (else /tmp), for column files.
+Result<std::string> MakeDataDirectory();
 // Writes the columns to data_dir (a new directory in /tmp when empty), or opens the files
 // there with reuse_data, into `out`.
 Status StoreColumns(const Config& cfg, const ColumnData& data, ColumnFiles& out);

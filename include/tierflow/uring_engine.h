@@ -100,6 +100,10 @@ class TIERFLOW_EXPORT MappedFile {
  public:
   // Errors: the file cannot be opened or is empty.
   static Result<MappedFile> Open(const std::string& path);
+  // Maps the regular file the caller holds open as `fd` (the caller keeps fd); `name` stands
+  // for it in messages and path(). IoUringEngine::RegisterFile opens this very file, never
+  // the name. Errors: empty, not a regular file, cannot be mapped.
+  static Result<MappedFile> Map(int fd, const std::string& name);
   MappedFile() = default;
   MappedFile(MappedFile&& o) noexcept;
   MappedFile& operator=(MappedFile&& o) noexcept;
@@ -112,9 +116,11 @@ class TIERFLOW_EXPORT MappedFile {
   const std::string& path() const { return path_; }
 
  private:
+  friend class IoUringEngine;
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::string path_;
+  int fd_ = -1;  // the file mapped, for RegisterFile
 };
 
 class TIERFLOW_EXPORT IoUringEngine final : public Engine {
@@ -165,6 +171,8 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
  private:
   struct Impl;
   explicit IoUringEngine(std::unique_ptr<Impl> impl);
+  // RegisterFile by path (from -1) or of the file behind `from`.
+  Status RegisterOpened(const std::string& path, int from, const void* base, std::size_t length);
   // OpenFile (from -1) and OpenDescriptor (the file behind `from`).
   Result<FileWindow> OpenWindow(const std::string& path, int from, const FileOpenOptions& options);
   Status AddFile(std::shared_ptr<void> file);

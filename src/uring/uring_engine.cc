@@ -31,39 +31,48 @@ namespace tierflow {
 Result<MappedFile> MappedFile::Open(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || st.st_size == 0) {
-    close(fd);
-    return Status::Invalid(
-        fmt::format("{} is empty (or cannot be examined): nothing to map", path));
-  }
-  void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-  const int err = errno;
+  Result<MappedFile> m = Map(fd, path);
   close(fd);
-  if (p == MAP_FAILED)
-    return Status::IoError(fmt::format("cannot map {}: {}", path, std::strerror(err)));
+  return m;
+}
+
+Result<MappedFile> MappedFile::Map(int fd, const std::string& name) {
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0 || !S_ISREG(st.st_mode)) {
+    return Status::Invalid(fmt::format(
+        "{} is empty, not a regular file, or cannot be examined: nothing to map", name));
+  }
   MappedFile m;
+  m.fd_ = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (m.fd_ < 0) return Status::IoError(fmt::format("cannot keep {}: {}", name, strerror(errno)));
+  void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    return Status::IoError(fmt::format("cannot map {}: {}", name, std::strerror(errno)));
   m.data_ = static_cast<std::byte*>(p);
   m.size_ = static_cast<std::size_t>(st.st_size);
-  m.path_ = path;
+  m.path_ = name;
   return m;
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)),
-      path_(std::move(o.path_)) {}
+      path_(std::move(o.path_)),
+      fd_(std::exchange(o.fd_, -1)) {}
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
     if (data_ != nullptr) munmap(data_, size_);
+    if (fd_ >= 0) close(fd_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     path_ = std::move(o.path_);
+    fd_ = std::exchange(o.fd_, -1);
   }
   return *this;
 }
 MappedFile::~MappedFile() {
   if (data_ != nullptr) munmap(data_, size_);
+  if (fd_ >= 0) close(fd_);
 }
 
 // --- the engine ------------------------------------------------------------------------------
@@ -513,7 +522,7 @@ IoUringEngine::~IoUringEngine() {
 }
 
 Status IoUringEngine::RegisterFile(const MappedFile& file) {
-  return RegisterFile(file.path(), file.data(), file.size());
+  return RegisterOpened(file.path(), file.fd_, file.data(), file.size());
 }
 
 namespace {
@@ -584,6 +593,11 @@ Status IoUringEngine::AddFile(std::shared_ptr<void> file) {
 }
 
 Status IoUringEngine::RegisterFile(const std::string& path, const void* base, std::size_t length) {
+  return RegisterOpened(path, -1, base, length);
+}
+
+Status IoUringEngine::RegisterOpened(const std::string& path, int from, const void* base,
+                                     std::size_t length) {
   if (base == nullptr || length == 0) {
     return Status::Invalid("RegisterFile needs the mapping's address and a length above 0");
   }
@@ -591,7 +605,7 @@ Status IoUringEngine::RegisterFile(const std::string& path, const void* base, st
   f->path = path;
   f->base = reinterpret_cast<std::uintptr_t>(base);
   f->length = length;
-  if (Status s = OpenDescriptors(*f, impl_->opts.direct); !s.ok()) return s;
+  if (Status s = OpenDescriptors(*f, impl_->opts.direct, from); !s.ok()) return s;
   if (const std::uint64_t size = FileSize(f->fd); size < length) {
     return Status::Invalid(fmt::format(
         "{} has {} bytes, fewer than the {} registered: a short column file?", path, size, length));

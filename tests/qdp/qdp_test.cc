@@ -1,8 +1,8 @@
 // The query-driven prefetching experiment: every configuration returns the exact sum, whatever
 // the selectivity, chunking, cache capacity or storage errors; bad parameters are refused.
 #include "qdp/qdp.h"
-#include "tierflow/fault_injection.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +12,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "qdp/columns.h"
+#include "tierflow/fault_injection.h"
 
 namespace tierflow {
 namespace {
@@ -301,6 +304,45 @@ TEST_F(QdpFiles, ReusedColumnsGiveTheSameSumAndBadFilesAreNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("b.u64 is missing"), std::string::npos)
       << r.status().message();
+}
+
+// Security review, item 6: column files are never overwritten, never reached through a link,
+// a FIFO is refused at once, and the default directory follows TMPDIR.
+TEST_F(QdpFiles, ColumnFilesAreNeitherOverwrittenNorFollowed) {
+  const std::string victim = dir_ + "/victim";
+  FILE* f = std::fopen(victim.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fputs("precious", f);
+  std::fclose(f);
+  qdp::Config c = Small();
+  c.data_dir = dir_;
+  ASSERT_EQ(symlink(victim.c_str(), (dir_ + "/a.u64").c_str()), 0);
+  Result<qdp::Report> r = qdp::Run(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("exists and is not overwritten"), std::string::npos)
+      << r.status().message();
+  c.reuse_data = true;
+  r = qdp::Run(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("symbolic link"), std::string::npos) << r.status().message();
+  EXPECT_EQ(std::filesystem::file_size(victim), 8u) << "the link's target was written";
+  std::filesystem::remove(dir_ + "/a.u64");
+  ASSERT_EQ(mkfifo((dir_ + "/a.u64").c_str(), 0600), 0);
+  r = qdp::Run(c);  // returns: a FIFO is not waited on
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a regular file"), std::string::npos)
+      << r.status().message();
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", dir_.c_str(), 1);
+  Result<std::string> made = qdp::MakeDataDirectory();
+  if (old != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(made->rfind(dir_ + "/tierflow-qdp-", 0), 0u) << *made;
 }
 
 TEST_F(QdpFiles, ForeignColumnsTheFilterOrTheSumCannotHandleAreRefused) {
