@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -88,18 +89,69 @@ Result<std::string> RunPythonScript(const std::string& script, const std::vector
   return text;
 }
 
+Status CheckPythonModules(std::string_view modules) {
+  const std::string python = FindPython();
+  const std::string code = "import " + std::string(modules);
+  const char* argv[] = {python.c_str(), "-c", code.c_str(), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  const int rc = posix_spawnp(&pid, python.c_str(), &actions, nullptr,
+                              const_cast<char* const*>(argv), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  if (rc == 0) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status::NotFound(fmt::format(
+        "{} cannot import {}: run 'make setup' in the source tree, or set TIERFLOW_PYTHON to an "
+        "interpreter that has {}",
+        python, modules, modules));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status WriteAll(int fd, const std::string& text) {
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::IoError(std::strerror(errno));
+    done += static_cast<std::size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Removes `path` if it is still the file behind `fd`.
+void RemoveOwn(int fd, const std::string& path) {
+  struct stat mine {
+  }, named{};
+  if (fstat(fd, &mine) == 0 && lstat(path.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
+      mine.st_ino == named.st_ino) {
+    unlink(path.c_str());
+  }
+}
+
+}  // namespace
+
 Status Plot(const std::string& script, const nlohmann::json& results, const std::string& png_path) {
-  char tmpl[] = "/tmp/tierflow-plot-XXXXXX.json";
-  int fd = mkstemps(tmpl, 5);
+  const char* tmp = std::getenv("TMPDIR");
+  std::string name =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tierflow-plot-XXXXXX.json";
+  const int fd = mkostemps(name.data(), 5, O_CLOEXEC);
   if (fd < 0)
     return Status::IoError(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
+  // Written through the descriptor mkostemps made: the name is never opened again.
+  Status written = WriteAll(fd, results.dump());
+  Result<std::string> r = written.ok() ? RunPythonScript(script, {name, png_path}, "matplotlib")
+                                       : Result<std::string>(written);
+  RemoveOwn(fd, name);
   close(fd);
-  {
-    std::ofstream f(tmpl);
-    f << results.dump();
-  }
-  Result<std::string> r = RunPythonScript(script, {tmpl, png_path}, "matplotlib");
-  unlink(tmpl);
   if (!r.ok()) {
     return Status(r.status().code(),
                   fmt::format("plotting {}: {}", png_path, r.status().message()));

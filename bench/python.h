@@ -20,6 +20,10 @@ namespace tierflow::bench {
 // the scripts report missing modules themselves).
 Result<std::string> RunPythonScript(const std::string& script, const std::vector<std::string>& args,
                                     std::string_view needs);
+// Whether the interpreter RunPythonScript uses imports every module in `modules` (a Python
+// import list, e.g. "duckdb, numpy"), checked before a long run rather than after it. Errors:
+// no interpreter, or a module missing (the message says how to get it).
+Status CheckPythonModules(std::string_view modules);
 // Runs the plotting `script` with the results as JSON to write `png_path`.
 Status Plot(const std::string& script, const nlohmann::json& results, const std::string& png_path);
 

@@ -16,6 +16,42 @@
 #include "bench/bench_util.h"
 
 namespace tierflow::tools {
+
+namespace {
+
+// The length of the valid UTF-8 sequence at text[i] that encodes no C1 control, or 0.
+std::size_t PrintableSequence(std::string_view text, std::size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  const std::size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+  if (n == 0 || i + n > text.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return 0;
+  }
+  if (c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0) return 0;  // U+0080..U+009F
+  return n;
+}
+
+}  // namespace
+
+std::string Printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t') {
+      out.push_back(text[i++]);
+      continue;
+    }
+    if (const std::size_t n = c >= 0x80 ? PrintableSequence(text, i) : 0; n != 0) {
+      out.append(text.substr(i, n));
+      i += n;
+      continue;
+    }
+    out += fmt::format("\\x{:02x}", c);
+    ++i;
+  }
+  return out;
+}
 namespace {
 
 std::string Quote(std::string_view v) { return fmt::format("'{}'", v); }

@@ -5,11 +5,17 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 namespace tierflow::tools {
+
+// `text` safe to print on a terminal: control characters (but newline and tab), DEL, C1
+// controls and bytes that are not UTF-8 become \xNN, so a value the user gave can never move
+// the cursor, retitle the window or hide what came before.
+std::string Printable(std::string_view text);
 
 // A whole number written in decimal (no sign for unsigned options, no fraction, no exponent,
 // no hexadecimal) within [min, max].

@@ -11,6 +11,7 @@
 
 #include "tierflow/calibration.h"
 #include "tierflow/size.h"
+#include "tools/cli_checks.h"
 
 namespace tierflow::tools {
 
@@ -28,7 +29,7 @@ Result<std::unique_ptr<PipeRuntime>> MakeRuntime(const PipesCommandOptions& o, b
   ro.prefault = prefault;
   Result<std::unique_ptr<PipeRuntime>> rt = PipeRuntime::Create(ro);
   if (rt.ok() && (*rt)->calibration_note().starts_with("warning: ")) {
-    std::cerr << (*rt)->calibration_note() << "\n";
+    std::cerr << Printable((*rt)->calibration_note()) << "\n";
   }
   if (!rt.ok() && !o.calibration.empty() &&
       rt.status().message().find(o.calibration) != std::string::npos) {

@@ -22,6 +22,7 @@
 #include "bench/copy_bench.h"
 #include "bench/dsa_copy_bench.h"
 #include "bench/pipes_bench.h"
+#include "bench/python.h"
 #include "bench/rma_bench.h"
 #include "bench/submit_bench.h"
 #include "tierflow/cpu_engine.h"
@@ -51,26 +52,21 @@ std::vector<int> IntList(const std::string& text) {  // checked by IntegerListIn
 }
 
 int Fail(const Status& s) {
-  std::fprintf(stderr, "tierflow: error: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "tierflow: error: %s\n", tools::Printable(s.ToString()).c_str());
   return 1;
 }
 
 // The same exit status as a failed command: scripts test for non-zero.
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "tierflow: error: %s\n", message.c_str());
+  std::fprintf(stderr, "tierflow: error: %s\n", tools::Printable(message).c_str());
   return 1;
 }
 
 // TIERFLOW_ISA chooses the CPU engine's kernels; a value that names no ISA is refused for
 // every command rather than ignored (empty counts as unset).
 Status CheckEnvironment() {
-  const char* isa = std::getenv("TIERFLOW_ISA");
-  if (isa == nullptr || *isa == '\0') return Status::Ok();
-  if (Result<tierflow::CpuIsa> r = tierflow::ParseCpuIsa(isa); !r.ok()) {
-    return Status::Invalid(
-        fmt::format("TIERFLOW_ISA={}: {}, or unset it", isa, r.status().message()));
-  }
-  return Status::Ok();
+  Result<tierflow::CpuIsa> isa = tierflow::ChooseCpuIsa();  // names an ISA this CPU has
+  return isa.ok() ? Status::Ok() : isa.status();
 }
 
 // --- topology ---------------------------------------------------------------------------------
@@ -670,6 +666,33 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd, const PipesCli& pip
     return Status::Invalid(
         "pipes needs a command: explain, copy or calibrate (tierflow pipes --help)");
   }
+  // Words left over after a command (`topology -- x`, `sort extra`): no command takes any.
+  std::vector<std::string> rest = app.remaining();
+  for (const std::string& word : bench_cmd.remaining()) rest.push_back(word);
+  if (!rest.empty()) {
+    return Status::Invalid(fmt::format(
+        "unexpected argument '{}': commands take options only, no other words (--help lists "
+        "them)",
+        rest.front()));
+  }
+  return Status::Ok();
+}
+
+// --plot needs Python with matplotlib, --compare-duckdb with DuckDB and numpy: checked before
+// the command runs, not after it.
+Status CheckPythonNeeds(CLI::App& app) {
+  for (CLI::App* cmd = &app; cmd != nullptr;) {
+    for (const auto& [flag, modules] :
+         {std::pair{"--plot", "matplotlib"}, std::pair{"--compare-duckdb", "duckdb, numpy"}}) {
+      const CLI::Option* o = cmd->get_option_no_throw(flag);
+      if (o == nullptr || o->count() == 0) continue;
+      if (Status s = bench::CheckPythonModules(modules); !s.ok()) {
+        return Status(s.code(), fmt::format("{}: {}", flag, s.message()));
+      }
+    }
+    const std::vector<CLI::App*> subs = cmd->get_subcommands();
+    cmd = subs.empty() ? nullptr : subs.front();
+  }
   return Status::Ok();
 }
 
@@ -711,6 +734,7 @@ int main(int argc, char** argv) {
   if (Status s = CheckCommandWords(app, *bench_cmd, pipes); !s.ok()) {
     return UsageError(s.message());
   }
+  if (Status s = CheckPythonNeeds(app); !s.ok()) return UsageError(s.message());
   if (topology.cmd->parsed()) {
     Status s = tools::RunTopologyCommand(topology.o, std::cout);
     return s.ok() ? 0 : Fail(s);

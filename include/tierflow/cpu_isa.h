@@ -15,12 +15,12 @@ enum class CpuIsa : std::uint8_t { kAuto, kAvx512, kAvx2, kBaseline };
 // "auto", "avx512", "avx2", "baseline"; ParseCpuIsa takes those (lower case).
 TIERFLOW_EXPORT std::string_view CpuIsaName(CpuIsa isa);
 TIERFLOW_EXPORT Result<CpuIsa> ParseCpuIsa(std::string_view name);
-// The best ISA this CPU supports, or TIERFLOW_ISA when it names one (a value that names none
-// is ignored here; CpuEngine::Create refuses it).
+// ChooseCpuIsa's answer, or the best ISA this CPU supports where it has an error: never an
+// ISA this CPU lacks. Engines refuse such a TIERFLOW_ISA when created (ChooseCpuIsa).
 TIERFLOW_EXPORT CpuIsa DetectCpuIsa();
 // The ISA CpuEngine::Create uses for CpuIsa::kAuto: TIERFLOW_ISA when set (empty or "auto":
 // unset), else the best this CPU supports. Errors: TIERFLOW_ISA names no ISA (the message lists
-// the names, which are lower case).
+// the names, which are lower case) or one this CPU lacks (kUnsupported).
 TIERFLOW_EXPORT Result<CpuIsa> ChooseCpuIsa();
 
 }  // namespace tierflow

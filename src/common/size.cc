@@ -30,8 +30,10 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
   std::size_t i = 0;
   std::uint64_t value = 0;
   while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-    if (value > (~0ull) / 10) return Status::Invalid(fmt::format("size '{}' is too large", text));
-    value = value * 10 + static_cast<unsigned>(text[i] - '0');
+    if (__builtin_mul_overflow(value, 10u, &value) ||
+        __builtin_add_overflow(value, static_cast<unsigned>(text[i] - '0'), &value)) {
+      return Status::Invalid(fmt::format("size '{}' is too large (at most 2^64-1 bytes)", text));
+    }
     ++i;
   }
   if (i == 0) {

@@ -859,6 +859,8 @@ Status CheckWaitOption(const DsaEngineOptions& options) {
 Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& inventory,
                                                      const DsaEngineOptions& options) {
   if (Status s = CheckWaitOption(options); !s.ok()) return s;
+  // Pieces that fall back to the CPU run its kernels: refused here for an ISA this CPU lacks.
+  if (Result<CpuIsa> isa = ChooseCpuIsa(); !isa.ok()) return isa.status();
   const DsaWq* chosen = nullptr;
   std::string tried;
   for (const DsaDevice& d : inventory.devices()) {
@@ -920,6 +922,8 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaD
                                                             const DsaEngineOptions& options) {
   if (model == nullptr) return Status::Invalid("CreateOnModel: the model is null");
   if (Status s = CheckWaitOption(options); !s.ok()) return s;
+  // Pieces that fall back to the CPU run its kernels: refused here for an ISA this CPU lacks.
+  if (Result<CpuIsa> isa = ChooseCpuIsa(); !isa.ok()) return isa.status();
   const DsaModelConfig& c = model->config();
   if (wq < 0 || static_cast<std::size_t>(wq) >= c.wqs.size()) {
     return Status::NotFound(
@@ -955,7 +959,7 @@ DsaEngine::DsaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   m.umwait_max = dsa::UmwaitMaxCycles();
   m.description += m.use_umwait ? "; completion wait: umwait" : "; completion wait: pause";
   if (m.opts.max_batch != 0) m.max_batch = std::min(m.max_batch, m.opts.max_batch);
-  m.kernels = &kernels::KernelsFor(DetectCpuIsa());
+  m.kernels = &kernels::KernelsFor(DetectCpuIsa());  // never an ISA this CPU lacks
   // Pieces that run on the CPU report faults as the device would. sigaction() fails only for
   // invalid signals; if it ever did, a fault would end the process as it did before.
   (void)InstallFaultHandler();

@@ -6,8 +6,10 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -145,6 +147,11 @@ class Attrs {
       return Status::Invalid(
           fmt::format("{} holds '{}', not a number", (dir_ / name).string(), *t));
     }
+    if (!std::in_range<T>(v)) {
+      return Status::Invalid(fmt::format("{} holds {}, outside {}..{}", (dir_ / name).string(), v,
+                                         std::numeric_limits<T>::min(),
+                                         std::numeric_limits<T>::max()));
+    }
     out = static_cast<T>(v);
     return Status::Ok();
   }
@@ -248,14 +255,51 @@ void Judge(const DsaDevice& dev, DsaWq& wq, const DsaCpuFeatures& cpu) {
   }
 }
 
-bool ParseName(const std::string& s, const char* prefix, int& a, int* b) {
+// Whether `s` is prefix + number (+ "." + number with `b`), and the numbers; an entry whose
+// numbers do not fit an int is named in `bad` instead.
+bool ParseName(const std::string& s, const char* prefix, int& a, int* b, std::string& bad) {
   std::regex re = b == nullptr ? std::regex(std::string("^") + prefix + "([0-9]+)$")
                                : std::regex(std::string("^") + prefix + "([0-9]+)\\.([0-9]+)$");
   std::smatch m;
   if (!std::regex_match(s, m, re)) return false;
-  a = std::stoi(m[1]);
-  if (b != nullptr) *b = std::stoi(m[2]);
+  const auto number = [](const std::string& digits, int& out) {
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    return ec == std::errc() && p == digits.data() + digits.size();
+  };
+  if (!number(m[1], a) || (b != nullptr && !number(m[2], *b))) {
+    bad = fmt::format(
+        "{}: its number is out of range, so it is no device or work queue the "
+        "driver makes (ignored)",
+        s);
+    return false;
+  }
   return true;
+}
+
+// The device's own attributes. Errors name the file and what it holds.
+Status ReadDevice(const fs::path& dir, DsaDevice& d) {
+  Attrs a(dir);
+  Result<std::string> state = a.Text("state");
+  if (!state.ok()) return state.status();
+  d.state = *state;
+  TF_RETURN_IF_ERROR(a.Number("numa_node", d.numa_node));
+  TF_RETURN_IF_ERROR(a.Number("version", d.version));
+  TF_RETURN_IF_ERROR(a.Number("max_transfer_size", d.max_transfer_size));
+  TF_RETURN_IF_ERROR(a.Number("max_batch_size", d.max_batch_size));
+  TF_RETURN_IF_ERROR(a.Number("max_work_queues_size", d.max_work_queues_size));
+  TF_RETURN_IF_ERROR(a.Number("max_engines", d.max_engines));
+  int pasid = 0;
+  TF_RETURN_IF_ERROR(a.Number("pasid_enabled", pasid));
+  d.pasid_enabled = pasid != 0;
+  if (a.Has("op_cap")) {
+    Result<std::string> t = a.Text("op_cap");
+    if (!t.ok()) return t.status();
+    if (Status s = ParseDsaCapMask(*t, d.op_cap); !s.ok()) {
+      return Status::Invalid(fmt::format("{}/op_cap: {}", dir.string(), s.message()));
+    }
+  }
+  TF_RETURN_IF_ERROR(a.Number("gen_cap", d.gen_cap));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -274,13 +318,16 @@ Result<DsaInventory> DsaInventory::Discover(const DsaDiscoveryOptions& options) 
   }
   std::vector<std::pair<int, fs::path>> devs;
   std::vector<std::tuple<int, int, fs::path>> wqs;
+  std::vector<std::string> ignored;
   for (const fs::directory_entry& e : fs::directory_iterator(bus, ec)) {
     std::string n = e.path().filename().string();
     int a = 0, b = 0;
-    if (ParseName(n, "dsa", a, nullptr))
+    std::string bad;
+    if (ParseName(n, "dsa", a, nullptr, bad))
       devs.emplace_back(a, e.path());
-    else if (ParseName(n, "wq", a, &b))
+    else if (ParseName(n, "wq", a, &b, bad))
       wqs.emplace_back(a, b, e.path());
+    if (!bad.empty()) ignored.push_back(bus.string() + "/" + bad);
   }
   if (ec) return Status::IoError(fmt::format("cannot list {}: {}", bus.string(), ec.message()));
   std::sort(devs.begin(), devs.end());
@@ -289,27 +336,8 @@ Result<DsaInventory> DsaInventory::Discover(const DsaDiscoveryOptions& options) 
     DsaDevice d;
     d.id = id;
     d.name = fmt::format("dsa{}", id);
-    Attrs a(dir);
-    Result<std::string> state = a.Text("state");
-    if (!state.ok()) return state.status();
-    d.state = *state;
-    TF_RETURN_IF_ERROR(a.Number("numa_node", d.numa_node));
-    TF_RETURN_IF_ERROR(a.Number("version", d.version));
-    TF_RETURN_IF_ERROR(a.Number("max_transfer_size", d.max_transfer_size));
-    TF_RETURN_IF_ERROR(a.Number("max_batch_size", d.max_batch_size));
-    TF_RETURN_IF_ERROR(a.Number("max_work_queues_size", d.max_work_queues_size));
-    TF_RETURN_IF_ERROR(a.Number("max_engines", d.max_engines));
-    int pasid = 0;
-    TF_RETURN_IF_ERROR(a.Number("pasid_enabled", pasid));
-    d.pasid_enabled = pasid != 0;
-    if (a.Has("op_cap")) {
-      Result<std::string> t = a.Text("op_cap");
-      if (!t.ok()) return t.status();
-      if (Status s = ParseDsaCapMask(*t, d.op_cap); !s.ok()) {
-        return Status::Invalid(fmt::format("{}/op_cap: {}", dir.string(), s.message()));
-      }
-    }
-    TF_RETURN_IF_ERROR(a.Number("gen_cap", d.gen_cap));
+    // A device whose attributes cannot be read is listed, unusable, with what is wrong.
+    const Status device = ReadDevice(dir, d);
     for (auto& [dev_id, wq_id, wq_dir] : wqs) {
       if (dev_id != id) continue;
       DsaWq wq;
@@ -317,10 +345,14 @@ Result<DsaInventory> DsaInventory::Discover(const DsaDiscoveryOptions& options) 
       wq.device = d.name;
       wq.name = fmt::format("wq{}.{}", dev_id, wq_id);
       wq.cdev_path = (fs::path(options.dev_root) / "dsa" / wq.name).string();
-      TF_RETURN_IF_ERROR(ReadWq(wq_dir, d, wq));
+      Status read = device.ok() ? ReadWq(wq_dir, d, wq) : device;
+      if (read.ok()) Judge(d, wq, options.cpu);
+      if (!read.ok()) {  // a bad entry: shown as unusable, with what is wrong in it
+        wq.path = DsaSubmitPath::kNone;
+        wq.reason = read.message();
+      }
       d.wqs.push_back(std::move(wq));
     }
-    for (DsaWq& wq : d.wqs) Judge(d, wq, options.cpu);
     if (d.wqs.empty()) {
       d.note = fmt::format(
           "{} has no work queue configured: create one with 'accel-config "
@@ -329,12 +361,14 @@ Result<DsaInventory> DsaInventory::Discover(const DsaDiscoveryOptions& options) 
           "(config-engine {}/engine{}.0 --group-id=0) and enable both",
           d.name, d.name, id, d.name, id);
     }
+    if (!device.ok()) d.note = device.message() + ": the device is not used";
     inv.devices_.push_back(std::move(d));
   }
   if (inv.devices_.empty()) {
     inv.note_ = fmt::format("no DSA devices under {} (the idxd driver is loaded but found none)",
                             bus.string());
   }
+  for (const std::string& line : ignored) inv.note_ += (inv.note_.empty() ? "" : "; ") + line;
   return inv;
 }
 

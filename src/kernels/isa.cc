@@ -55,12 +55,19 @@ CpuIsa WidestSupported() {
 Result<CpuIsa> ChooseCpuIsa() {
   Result<CpuIsa> named = kernels::IsaInEnvironment();
   if (!named.ok()) return named.status();
-  return *named != CpuIsa::kAuto ? *named : WidestSupported();
+  if (*named == CpuIsa::kAuto) return WidestSupported();
+  if (!kernels::IsaSupported(*named)) {
+    return Status::Unsupported(fmt::format(
+        "TIERFLOW_ISA={}: this CPU lacks it (its widest is {}): name that, a narrower one, or "
+        "unset TIERFLOW_ISA",
+        CpuIsaName(*named), CpuIsaName(WidestSupported())));
+  }
+  return *named;
 }
 
 CpuIsa DetectCpuIsa() {
-  Result<CpuIsa> named = kernels::IsaInEnvironment();
-  return named.ok() && *named != CpuIsa::kAuto ? *named : WidestSupported();
+  Result<CpuIsa> chosen = ChooseCpuIsa();
+  return chosen.ok() ? *chosen : WidestSupported();
 }
 
 }  // namespace tierflow

@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -65,7 +69,39 @@ class TopologyBuilder {
   static void Classify(Topology& topo);
 };
 
+namespace {
+
+// The largest OS index of a CPU or NUMA node the XML may give. hwloc keeps a bitmap as wide as
+// the largest index: 4294967295 would cost 512 MiB and turn into node -1.
+constexpr std::uint64_t kMaxOsIndex = std::uint64_t{1} << 20;
+
+// Refuses an XML whose os_index attributes lie beyond any machine's, before hwloc reads it.
+Status CheckXmlIndexes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Ok();  // hwloc names the unreadable file
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr std::string_view kAttr = "os_index=\"";
+  for (std::size_t at = text.find(kAttr); at != std::string::npos; at = text.find(kAttr, at + 1)) {
+    std::uint64_t value = 0;
+    const char* first = text.data() + at + kAttr.size();
+    const auto [end, ec] = std::from_chars(first, text.data() + text.size(), value);
+    if (ec == std::errc::result_out_of_range || (ec == std::errc() && value > kMaxOsIndex)) {
+      return Status::Invalid(fmt::format(
+          "hwloc XML topology '{}' gives an object os_index {}, beyond any CPU or NUMA node "
+          "(at most {}): a damaged or hand-edited file; make it again with 'lstopo --of xml "
+          "FILE'",
+          path, std::string_view(first, static_cast<std::size_t>(end - first)), kMaxOsIndex));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<HwlocTopology> TopologyBuilder::Load(const TopologyOptions& options) {
+  if (!options.xml_path.empty()) {
+    if (Status s = CheckXmlIndexes(options.xml_path); !s.ok()) return s;
+  }
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return Status::IoError("hwloc_topology_init failed");
   HwlocTopology t(raw);

@@ -269,6 +269,51 @@ class BadInput(unittest.TestCase):
         self.assertEqual(problems(["qdp", "--plot"], code, out, err, "--plot"), [])
         self.assertEqual(out, "", "nothing ran")
 
+    def test_plot_without_matplotlib_is_refused_before_the_run(self):
+        # Security review, item 23: an interpreter without matplotlib is found out at once.
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "python3")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\nexit 1\n")
+            os.chmod(fake, 0o755)
+            env = dict(os.environ, TIERFLOW_PYTHON=fake)
+            args = ["qdp", "--rows", "1048576", "--iterations", "100", "--plot",
+                    os.path.join(d, "p.png")]
+            code, out, err = run(args, env=env)
+            self.assertEqual(problems(args, code, out, err, "matplotlib"), [])
+            self.assertEqual(out, "", "nothing ran")
+
+    def test_review_inputs(self):
+        # Security review, items 17-21: each refused with the reason, or reported, never a crash,
+        # a wrapped number or raw control characters on the terminal.
+        with tempfile.TemporaryDirectory() as d:
+            xml = os.path.join(d, "bad.xml")
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
+                                   "cxl-host.xml")) as f:
+                text = f.read()
+            with open(xml, "w") as f:
+                f.write(text.replace('os_index="1"', 'os_index="4294967295"', 1))
+            code, out, err = run(["topology", "--xml", xml])
+            self.assertEqual(problems(["topology", "--xml"], code, out, err, "os_index 4294967295"),
+                             [])
+            sysfs = os.path.join(d, "sys")
+            for entry in ("dsa99999999999", "wq0.99999999999"):
+                os.makedirs(os.path.join(sysfs, "bus", "dsa", "devices", entry))
+            code, out, err = run(["topology", "--sysfs-root", sysfs])
+            self.assertEqual(code, 0, err)
+            self.assertIn("dsa99999999999: its number is out of range", out)
+        for args, name in ((["bench", "copy", "--sizes", "18446744073709551619B"], "too large"),
+                           (["topology", "--", "x"], "unexpected argument 'x'"),
+                           (["topology", "x"], "x"),
+                           (["sort", "--generate", "1MiB", "extra"], "extra")):
+            code, out, err = run(args)
+            self.assertEqual(problems(args, code, out, err, name), [])
+        for args in (["bench", "copy", "--sizes", "1\x1b]0;owned\x07KiB"], ["\x1b[2J\rcmd"]):
+            code, out, err = run(args)
+            self.assertEqual(code, 1)
+            self.assertNotIn("\x1b", err, "a control character reached the terminal")
+            self.assertIn("\\x1b", err)
+
     def test_reuse_data_names_what_is_wrong_with_the_files(self):
         with tempfile.TemporaryDirectory() as d:
             os.mkdir(os.path.join(d, "b.u64"))

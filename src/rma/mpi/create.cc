@@ -16,6 +16,7 @@
 
 #include "rma/mpi/coherence.h"
 #include "rma/mpi/window.h"
+#include "tierflow/cpu_isa.h"
 
 namespace tierflow::rma {
 
@@ -201,7 +202,12 @@ int TooLarge(std::unique_ptr<Window> w, MPI_Comm comm, const std::vector<Offer>&
 // communicator's error handler.
 int Agree(MPI_Comm comm, bool valid, bool& accelerate, Coherence& mode) {
   std::string error;
-  const int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
+  int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
+  // The copies' kernels: a TIERFLOW_ISA this CPU lacks is refused, as a mode nobody knows.
+  if (Result<CpuIsa> isa = ChooseCpuIsa(); !isa.ok() && error.empty()) {
+    error = isa.status().message();
+    mine = -1;
+  }
   // OnThisNode first: it may be collective, so every rank calls it, even one whose arguments
   // are wrong.
   const bool here = OnThisNode(comm);
