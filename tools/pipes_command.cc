@@ -1,6 +1,7 @@
 #include "tools/pipes_command.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -108,8 +109,12 @@ Status RunPipesExplain(const PipesCommandOptions& o, std::ostream& out) {
   if (!ends.ok()) return ends.status();
   Result<PipePlan> plan = (*rt)->Plan(ends->from, ends->to, *knobs);
   if (!existed && ends->to.is_file()) {
-    std::error_code ec;
-    std::filesystem::remove(ends->to.path(), ec);  // created empty for the explanation only
+    // Created empty for the explanation only: removed while it is still an empty file of ours.
+    struct stat st {};
+    if (lstat(ends->to.path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0 &&
+        st.st_uid == geteuid()) {
+      unlink(ends->to.path().c_str());
+    }
   }
   if (!plan.ok()) return ForOption(o, plan.status());
   out << (o.json ? plan->ToJson() + "\n" : plan->ToText());

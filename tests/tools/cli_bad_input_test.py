@@ -283,6 +283,24 @@ class BadInput(unittest.TestCase):
             self.assertEqual(problems(args, code, out, err, "matplotlib"), [])
             self.assertEqual(out, "", "nothing ran")
 
+    def test_output_validators_follow_no_link(self):
+        # Security review, item 7: checking --output or --plot creates nothing through a link
+        # and removes only its own probe.
+        with tempfile.TemporaryDirectory() as d:
+            target = os.path.join(d, "target")
+            link = os.path.join(d, "link.png")
+            os.symlink(target, link)
+            for args in (["sort", "--generate", "1MiB", "--output", link],
+                         ["bench", "copy", "--sizes", "4KiB", "--plot", link]):
+                code, out, err = run(args)
+                self.assertEqual(problems(args, code, out, err, "symbolic link"), [])
+                self.assertFalse(os.path.exists(target), "a file was created through the link")
+            kept = os.path.join(d, "kept.png")
+            with open(kept, "w") as f:
+                f.write("mine")
+            code, out, err = run(["bench", "copy", "--sizes", "1GiB,x", "--plot", kept])
+            self.assertEqual(open(kept).read(), "mine", "an existing file was changed")
+
     def test_review_inputs(self):
         # Security review, items 17-21: each refused with the reason, or reported, never a crash,
         # a wrapped number or raw control characters on the terminal.
