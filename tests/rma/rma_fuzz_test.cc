@@ -209,8 +209,8 @@ int BasicSize(const Type& t) { return t.basic == MPI_DOUBLE ? 8 : 4; }
 // window and the origin is never read).
 int Issue(const Case& c, Origin& o, MPI_Win win) {
   const Type& t = *c.type;
-  const std::int64_t bytes = c.count * SizeOf(t);
-  const bool plain = bytes <= static_cast<std::int64_t>(kOrigin);
+  const i128 bytes = static_cast<i128>(c.count) * SizeOf(t);  // the huge counts overflow 64 bits
+  const bool plain = bytes <= static_cast<i128>(kOrigin);
   const int tcount = static_cast<int>(c.count);
   // A mix of predefined types cannot be accumulated: the same type on both sides, refused
   // with MPI_ERR_OP before anything else.
