@@ -10,7 +10,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 uid=""
 for candidate in $(seq 54321 54400); do
-  if ! getent passwd "$candidate" >/dev/null && ! pgrep -u "$candidate" >/dev/null; then
+  # No account has it and no process runs as it (coreutils only: procps may be missing).
+  if ! getent passwd "$candidate" >/dev/null &&
+    ! stat -c %u /proc/[0-9]* 2>/dev/null | grep -qx "$candidate"; then
     uid=$candidate
     break
   fi
