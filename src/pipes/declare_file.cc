@@ -91,6 +91,10 @@ Result<std::uint64_t> OpenedSize(int fd, const std::string& path) {
 // write a range that does not start at 0.
 Result<std::uint64_t> RangeLength(const std::string& path, FileMode mode, std::uint64_t offset,
                                   std::uint64_t length, std::uint64_t size) {
+  if (length > UINT64_MAX - offset) {
+    return Status::Invalid(
+        fmt::format("{}: offset {} and length {} reach beyond any file", path, offset, length));
+  }
   if (mode == FileMode::kCreate || mode == FileMode::kReplace) {
     if (length == 0) {
       return Status::Invalid(fmt::format(
@@ -153,14 +157,10 @@ Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
   Result<std::uint64_t> len =
       size.ok() ? RangeLength(path, mode, offset, length, *size) : size.status();
   // The engine opens the file just checked (or created), never the path again.
-  FileOpenOptions fo{Writes(mode) ? FileAccess::kReadWrite : FileAccess::kRead, 0};
-  Result<FileWindow> w =
-      len.ok() && *len <= UINT64_MAX - offset
-          ? impl_->uring->OpenDescriptor(d.fd, path, {fo.access, offset + *len})
-          : Result<FileWindow>(len.ok() ? Status::Invalid(fmt::format("{}: offset {} and length {} "
-                                                                      "reach beyond any file",
-                                                                      path, offset, *len))
-                                        : len.status());
+  const FileAccess access = Writes(mode) ? FileAccess::kReadWrite : FileAccess::kRead;
+  Result<FileWindow> w = len.ok()
+                             ? impl_->uring->OpenDescriptor(d.fd, path, {access, offset + *len})
+                             : Result<FileWindow>(len.status());
   if (!w.ok()) {
     if (mode == FileMode::kCreate) RemoveCreated(d.fd, path);  // ours, and empty
     return w.status();
