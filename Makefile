@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The two entry points of the README: `make demo` and `make test`.
 BUILD      ?= build
 JOBS       ?= $(shell nproc)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the benchmarks: size parsing, statistics, the synchronised
 // multi-thread timing harness of thesis §3.1, and a terminal progress bar.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow bench cache`: the offloading cache's own costs, against a baseline cache built the
 // obvious way (std::shared_mutex + std::unordered_map of std::shared_ptr entries) measured in
 // the same run on the same work:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow bench coherence`: what coherence maintenance costs on this machine, measured with
 // the instructions themselves and refereed by PMDK's pmem_persist in the same run.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow bench copy`: copy throughput of an engine against glibc memcpy, measured the way
 // the Fürst thesis §3.1 does (prefaulted buffers on chosen nodes, caches flushed, one
 // submitting thread per participating engine started by a barrier, slowest participant times

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow bench copy --engine dsa` and `--engine dsa-model`: the DSA experiments of the
 // Fürst thesis §3.2 on this machine's DSAs, or on device models laid out like a real machine:
 //   submission  copy throughput by submission method and size          (Fig. 3.4)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/handoff_floor.h"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The floor under a copy split over threads: the same copy cut into the same contiguous parts,
 // run by the calling thread and parts - 1 helper threads pinned to other CPUs, started by one
 // release store and joined by spinning on one word per helper, with glibc memcpy. No queue,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow bench pipes`: what a pipe costs against the same work done without one, measured
 // in one run.
 //   file -> DRAM: a file of --size read into DRAM through a pipe, and with the same reads

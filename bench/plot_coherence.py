@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plots `tierflow bench coherence --json` results: completed p50 against size for each
 instruction and pmem_persist, one panel per layout (lines dirty before), with Chen's QEMU TCG
 medians (where the instructions are no-ops) for comparison. Usage: plot_coherence.py RESULTS.json OUT.png"""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plots `tierflow bench copy --json` results: GB/s against copy size, one line per
 configuration, glibc memcpy dashed. Usage: plot_copy.py RESULTS.json OUT.png"""
 import json

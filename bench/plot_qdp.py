@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plots `tierflow qdp --json` results like Figures 6.1/6.2 of the thesis: per configuration the
 query's time and each pipeline's busy time (SCAN_a, SCAN_b, AGGREGATE), with the slow tier's
 floor for b and, when measured, DuckDB's time as lines. Usage: plot_qdp.py RESULTS.json OUT.png"""

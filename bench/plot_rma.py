@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plots `tierflow bench rma` rows: with/without ratio per size, one panel per MPI and window
 kind, one line per synchronisation and operation (put solid, get dashed). Usage: plot_rma.py ROWS.json OUT.png"""
 import json

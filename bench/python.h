@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Python helpers of the CLI: plots through matplotlib, the DuckDB referee of `tierflow qdp`.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow bench rma`: libtierflow_rma against the MPI underneath, in the same run. For each
 // MPI it was built for, the MPI program rma_latency runs through that MPI's launcher
 // alternately without and with the library preloaded (--reps times each): 2 ranks for put and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow bench submit`: the library's own cost per operation, in the same process:
 //   single_4k   submit + wait of one 4 KiB copy from one thread (runs inline)
 //   batch64_4k  one batch of 64 x 4 KiB copies, submit + wait, as GB/s

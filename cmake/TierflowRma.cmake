@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libtierflow_rma: one interposition library per MPI found (Open MPI and MPICH, Debian's
 # packages, side by side). Each MPI's compiler wrapper says where its headers and library are;
 # the same sources are compiled against each. An MPI that is not installed is skipped with a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Cross compiling for arm64 with Debian's g++-aarch64-linux-gnu; the binaries run under
 # qemu-user (qemu-aarch64-static -L /usr/aarch64-linux-gnu).
 set(CMAKE_SYSTEM_NAME Linux)

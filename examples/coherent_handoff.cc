@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Handing a buffer from one thread to another through memory that caches do not keep coherent
 // (CXL memory shared between hosts, a non-coherent DMA buffer), twice:
 //   1. on tierflow's non-coherent memory simulator, with and without the consumer's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One copy divided between two engines by a copy policy, with one handle for the whole.
 //
 //   build/examples/copy_policy [BYTES]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The offloading cache: a range is filled into the fast tier once, however many accesses ask,
 // and read from there; a modification is marked dirty and written back.
 //

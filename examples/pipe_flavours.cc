@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data pipes in their three flavours: a file read into DRAM with a blocking transfer, sorted
 // runs written back with futures and callbacks, and read again through the pipe's eventfd in
 // an epoll loop; the plan explained first. Usage: pipe_flavours [DIRECTORY]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A copy into the fastest memory tier near this thread's node, done by the CPU engine.
 //
 //   build/examples/tiered_copy [BYTES]

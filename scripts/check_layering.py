@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks that dependencies point down (docs/architecture.md, "Layering"): every #include of a
 component's file names its own headers, a lower component's private header ("<b>/x.h"), or a
 public header ("tierflow/x.h") owned by itself or a lower component. The applications

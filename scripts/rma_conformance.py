@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs one directory of MPICH's test suite (test/mpi/rma) under an MPI with libtierflow_rma
 preloaded. A test that fails with the library runs again without it, so that every failure
 is told apart: the MPI alone fails it too, or the library broke it (a regression: exit 1).

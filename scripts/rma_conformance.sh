@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # MPICH's RMA test suite (test/mpi/rma of Debian's mpich source package) under each MPI with
 # libtierflow_rma preloaded; see docs/rma.md. Needs the libraries built (make build) and
 # Debian's source packages (a deb-src entry is added when there is none: root only).

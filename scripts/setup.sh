@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what tierflow needs on Debian 12 (only what is missing) and makes the Python venv
 # used for plots, the DuckDB referee and CLI tests. Safe to run repeatedly.
 set -euo pipefail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks of command-line values, run by CLI11 while it parses (before any command starts), so
 // that a bad value is refused at once with the option's name, the value, and what to give
 // instead. CLI11 prefixes each message with the option ("--rows: ...").

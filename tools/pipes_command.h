@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow pipes explain|calibrate|copy`: the planner's choice for two locators, the
 // calibration it chooses by, and a transfer through a pipe with its state.
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plots `tierflow sort --json` results: the sort's phases against the I/O floor's phases
 measured in the same run, and DuckDB's sort time when it was compared.
 Usage: plot_sort.py RESULTS.json OUT.png"""

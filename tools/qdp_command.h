@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow qdp`: the query-driven prefetching experiment (Fürst thesis ch. 6) as a table like
 // Table 6.2 or JSON, optionally refereed by DuckDB and plotted like Figures 6.1/6.2.
 #pragma once

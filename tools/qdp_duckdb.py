@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DuckDB as the referee of `tierflow qdp`: loads the same column files into an in-memory DuckDB
 table and runs SELECT SUM(b) FROM t WHERE a < x with the same number of threads.
 

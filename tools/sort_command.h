@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow sort`: the external merge sort on pipes (apps/sort), with the I/O floor measured in
 // the same run, DuckDB as referee, a progress bar, a table, JSON and a plot.
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DuckDB as the referee of `tierflow sort`: sorts the same records with the same threads,
 memory_limit and a temp_directory on the same disk, and checks that it agrees with tierflow.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tierflow command-line tool: `topology`, `bench copy|submit|cache|coherence`, `pipes
 // explain|copy|calibrate`, `qdp`.
 //
@@ -27,6 +28,7 @@
 #include "bench/submit_bench.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/size.h"
+#include "tierflow/version.h"
 #include "tools/alloc_counter.h"
 #include "tools/cli_checks.h"
 #include "tools/pipes_command.h"
@@ -701,6 +703,8 @@ Status CheckPythonNeeds(CLI::App& app) {
 int main(int argc, char** argv) {
   if (Status s = CheckEnvironment(); !s.ok()) return UsageError(s.message());
   CLI::App app{"tierflow: move data between memory tiers with copy engines, and measure it"};
+  app.set_version_flag("--version,-V", std::string("tierflow ") + tierflow::Version(),
+                       "Print the version and exit");
   TopologyCli topology;
   AddTopology(app, topology);
   CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");

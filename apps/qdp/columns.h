@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two columns of the qdp query: generated or read back, their expected result, and the
 // column files that serve as the storage tier.
 #pragma once

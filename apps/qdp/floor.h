@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The floor of a qdp run: the time to move b from the slow tier into the cache's memory by
 // what a fill would use, measured in the same run as the query.
 #pragma once

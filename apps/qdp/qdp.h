@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tierflow qdp, an application of the library (it uses the public API only and is not part
 // of the installed library): query-driven prefetching (Fürst thesis ch. 6): SELECT SUM(b) FROM t
 // WHERE a < x over two generated uint64 columns, as three pipelines per thread group:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One run of the qdp query, SELECT SUM(b) FROM t WHERE a < x, as three pipelines per thread
 // group over chunks of the columns, b read through the offloading cache when prefetching.
 #pragma once

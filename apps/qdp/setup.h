@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks and setup of a qdp run: its parameters, the memory it needs, its tiers, and the
 // engines that fill the cache from memory.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the stages of a sort share. Private to the application.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The I/O floor of a two-pass sort, measured on the same files right before the sort: read the
 // input, write a file of its size where the runs go, read it back, write one where the output
 // goes; each a stream of large O_DIRECT transfers through pipes, one phase after the other.

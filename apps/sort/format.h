@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Record formats of `tierflow sort`: 16-byte records (u64 key, u64 payload, little-endian) and
 // the Sort Benchmark's 100-byte records (a 10-byte key compared as bytes, as gensort writes).
 #pragma once

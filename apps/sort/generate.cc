@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Generate: the seeded input, filled by the threads into two halves of the arena, each half
 // written through a pipe while the other is filled.
 #include <thread>

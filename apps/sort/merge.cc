@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Merge, the second pass. The key space is cut into one part per thread at splitters taken from
 // the runs' samples; each part is a loser tree over its key range of every run, written to its
 // own range of the output (the parts' sizes are known once the splitters are placed in the

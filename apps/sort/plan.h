@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a sort divides its memory: the arena, the run size of the first pass, the read-ahead and
 // write-behind buffers of the merge. Private to the application.
 #pragma once

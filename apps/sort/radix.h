@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // In-memory sorts of a run: LSD radix sorts on the integer keys (11-bit digits, one histogram
 // pass for all digits, digits every record shares skipped).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FormRuns, the first pass: each thread takes the next run, reads it through a pipe, radix-sorts
 // it and writes it through a pipe to the runs file (run i at offset i x run size). A thread holds
 // four buffers: the run being sorted, the scratch of the sort, the next run being read ahead and

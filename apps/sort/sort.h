@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tierflow sort`: an external merge sort built on data pipes (the worked example of Vogel et
 // al.). Runs are read through a pipe, radix-sorted in memory, written through a pipe; then
 // merged with read-ahead and write-behind through pipes. Everything it holds stays within

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files a sort must not leave behind, and the proof that they are its own.
 //
 // Tracked files (and a tracked work directory) are removed on every exit path, signals

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Verify: the output holds the input's records (the sums of per-record CRC-32 agree) in key
 // order. Both files are read through a pipe into two halves of the arena, one half checked by
 // the threads while the other is read.

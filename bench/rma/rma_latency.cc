@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MPI side of `tierflow bench rma`: put/get latency per window kind, synchronisation and
 // size (OSU osu_put_latency's pattern: rank 0 the origin, rank 1 the target) and the thesis'
 // GATS benchmark (rank 0 the origin, every other rank a target, no data, no barrier). Run

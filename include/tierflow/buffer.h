@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory placed on a chosen NUMA node or tier, owned RAII-style.
 //
 // Buffers are anonymous mappings bound to one node with mbind(MPOL_BIND) before any page is

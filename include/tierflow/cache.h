@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The offloading cache (Fürst thesis, chapters 4-5): Access(src, size) returns a shared entry
 // whose copy into a faster tier an engine (DSA, CPU, ...) fills asynchronously.
 //

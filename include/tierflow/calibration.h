@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Calibration: what each data-movement mechanism achieves on this machine, per pair of tiers,
 // measured by tierflow itself. The pipe planner chooses mechanisms and staging from these
 // figures, not from constants; a pair with no figure is planned by preference and says so.

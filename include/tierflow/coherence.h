@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Software-maintained coherence: write a range's cache lines back to memory, drop them from
 // this CPU's caches, and order or wait for that. What a program needs where hardware does not
 // keep caches coherent: memory shared between hosts over CXL 2.0 (write back before release,

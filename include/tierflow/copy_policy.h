@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copy policies: which engines take part in one copy and how the bytes are divided.
 //
 // The policies of the Fürst thesis (§3.2.3) are expressed over any set of engines that sit on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU copy engine: worker threads pinned to the cores of one NUMA node.
 //
 // Large operations are cut into pieces spread over the workers; pieces at or above the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Intel DSA engine, on the Linux idxd user-space ABI (no Intel DML).
 //
 // One engine drives one work queue. Operations become 64-byte descriptors (split above the

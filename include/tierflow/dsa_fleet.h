@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every DSA of the machine as engines, for placing work by data location: one DsaEngine per
 // device (on its first usable WQ), each on the device's NUMA node, to be given to PlanCopy and
 // ChooseBatchEngine (copy_policy.h). By default a copy goes to the DSA of the destination's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Intel DSA devices and work queues, read from sysfs (the idxd driver's /sys/bus/dsa).
 //
 // Discovery only reads files: it never opens a work queue. For each WQ it says whether user

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A software Intel DSA: it consumes the same 64-byte descriptors as the hardware and writes the
 // same 32-byte completion records, with the queue semantics of shared and dedicated work
 // queues, several engines, batches with fence, drain, block-on-fault, and injectable page

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An engine moves bytes: the CPU, a DSA device, io_uring, later GPUs and MPI windows.
 //
 // Every engine offers the same contract: Submit (one operation) or SubmitBatch (several, one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // For engine authors: how an engine does its work and reports it. (Programs that only use
 // engines need engine.h, not this header.) The CPU, DSA and io_uring engines are written
 // against this header alone; tests/consumer builds one outside the library.

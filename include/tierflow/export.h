@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What libtierflow.so exports: the library is built with hidden visibility, and only the
 // declarations marked TIERFLOW_EXPORT (the public API in these headers) are visible to
 // programs that link it. Internal symbols stay internal, so they can change without breaking

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An engine that wraps another engine and makes things go wrong on purpose, for testing what
 // uses engines (the cache, copy policies, applications) without hooks in the engines
 // themselves. It can fail operations, refuse submissions, delay completions and run an operation

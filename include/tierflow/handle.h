@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The asynchronous handle model shared by every engine (CPU, DSA, io_uring, ...).
 //
 // Submitting an operation returns a Handle. The handle can be checked once (done(), status()),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Resource locators (Data Pipes, Vogel et al.): a named source or destination of data movement
 // that owns acquiring and releasing what it names.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory of one NUMA node handed out in small blocks from large prefaulted chunks: the
 // offloading cache's default allocator (tierflow/cache.h), public so that an application can
 // give the cache its own arena (CacheConfig::allocator) and reserve the memory up front.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A simulated non-coherent memory: to prove that a protocol keeps shared data correct where
 // hardware does not (CXL memory shared between hosts, non-coherent DMA, PCIe NTBs), on any
 // machine, and to show which write-back, invalidate or fence it cannot do without.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A pipe: one direction of data movement between two locators, planned when it is declared
 // (PipeRuntime::Connect) and used in any of three flavours that share one core:
 //   (a) blocking          Transfer(src_offset, dst_offset, length) returns when done;

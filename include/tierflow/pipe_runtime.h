@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pipe runtime: the machine as pipes see it (a topology, engines, a calibration) and the
 // place where locators are declared and pipes connected (Data Pipes, Vogel et al.).
 //

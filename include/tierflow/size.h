@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sizes written as text, as the command line and locators spell them.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors as values. Every failure the library can foresee (bad input, missing hardware, memory
 // exhaustion) is reported as a Status that names the problem and, where there is one, the fix.
 // Exceptions are never thrown across the public API.

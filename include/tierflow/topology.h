@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory tiers: the NUMA nodes of a machine, what kind of memory each one is, and how they relate.
 //
 // A Topology is read through hwloc, either from the running system or from an hwloc XML file

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The storage engine: copies into and out of files, done as io_uring reads and writes (liburing).
 //
 // Files are named by address ranges. A range registered with RegisterFile (a read-only mapping

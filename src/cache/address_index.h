@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact-start lookup of cache entries: an open-addressing hash table from a range's start
 // address to its entry, next to the ordered map that answers "which entry contains this
 // range". Most accesses name the start of an entry (a chunk of a column, a block), and a probe

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the offloading cache and its entries share: configuration, nodes, the index and its
 // lock. Entries may outlive their cache, so both hold the core. Internal to src/cache.
 //

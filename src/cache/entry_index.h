@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The offloading cache's index of entries by source range. Several entries may start at the
 // same address (a larger access next to a smaller entry that someone still holds or modifies),
 // so an entry is known by (start, size).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An offloading-cache entry's shared state and the per-node bookkeeping it is charged to.
 // Internal to src/cache.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where cache hits keep their hold on an entry without writing a line that other cores write:
 // biased reference counting. Each thread slot has a table of words [count:16 | entry:48]; a hit
 // increments (or claims) a word of its own table, a release decrements the same word (from any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A reader-writer lock whose readers do not share a cache line: each reader announces itself in
 // one of kSlots padded counters (chosen by thread), so that cache hits on two cores do not
 // bounce one lock word between them, as std::shared_mutex's reader count does. Writers (cache

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "coherence/lines.h"
 
 #include "common/fault_guard.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The maintenance instructions themselves, for the public functions (coherence.cc), the CPU
 // kernels and the DSA device model. No validation and no fault guard: callers check the range
 // and guard the call.

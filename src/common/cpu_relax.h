@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A polite spin-wait hint: PAUSE on x86, YIELD on arm64.
 #pragma once
 

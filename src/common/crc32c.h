@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC-32C (Castagnoli polynomial 0x1EDC6F41, reflected 0x82F63B78): the CRC that Intel DSA's
 // CRC generation computes by default, and iSCSI, ext4 and SSE4.2's CRC32 instruction use.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory faults as errors: runs a piece of work so that a SIGSEGV or SIGBUS raised by an
 // access to the ranges it was given (a read-only destination, a PROT_NONE source, a file
 // mapping past the end of its file) ends the work and is reported, as a DSA completion record

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fork() in a process whose threads hold tierflow's locks, own its device portals or run its
 // engines. Objects that care register here; around every fork() they are told to
 //   PrepareFork:  take their locks (so that no lock is copied into the child held by a thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Objects recycled through per-thread free lists: taking and returning one on the thread that
 // uses it takes no lock and writes no line another thread writes. A thread's list spills half
 // of itself to one global list beyond kLocalMax; a thread whose list is empty refills kRefill

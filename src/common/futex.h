@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sleeping on a 32-bit word (Linux futex), and a parking spot built on it for worker and
 // completion threads.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Marks the functions of the inline submit+wait path (issue 17: one 4 KiB copy from Submit to
 // Wait's return within 70 ns). Each starts on a cache line of its own, and all of them (with the
 // recoverable copy kernels) go to one section, which the linker lays out as a block before the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether address ranges are mapped in this process, checked without touching them.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fill patterns: an 8-byte pattern repeated from the start of the operation.
 #pragma once
 

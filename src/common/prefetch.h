@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Asking for a cache line before it is needed: for writing, the line arrives owned, so a
 // read-modify-write that follows does not first fetch a shared copy and then ask again.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A lock for critical sections of a few dozen instructions that threads on other cores take
 // often (the CPU engine's queue of pieces). Unlike std::mutex, a thread that finds it held does
 // not sleep in the kernel, and unlocking is a plain store: a contended std::mutex costs a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Touching memory to fault its pages in, as the device's (or a copy's) access would, without
 // changing it.
 #pragma once

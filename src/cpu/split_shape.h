@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the CPU engine cuts one operation into pieces (see CpuEngine::SplitWork), and how the
 // piece it keeps for the waiting thread (the held piece, the last one) grows or shrinks with
 // that thread's pace (HeldPieceBias).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A bounded multi-producer, multi-consumer queue of work pieces for the CPU engine's workers: a
 // ring of cells, each with a sequence number that says whether it holds a piece (the bounded
 // queue of D. Vyukov). No allocation after construction.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Encoding of DSA descriptors and reading of completion records, on the kernel's own structs
 // (linux/idxd.h). Shared by the engine (which builds descriptors) and the device model (which
 // executes them), so both agree on every field by construction; tests/dsa/descriptor_test.cc

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Waiting for the device to write a completion record without spinning: UMONITOR the record's
 // cache line, then UMWAIT (light C0.2 sleep) until it is written or a TSC deadline passes.
 // The kernel caps every UMWAIT at /sys/devices/system/cpu/umwait_control/max_time cycles, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled with -mwaitpkg; see monitor_wait.h.
 #include <immintrin.h>
 #include <x86intrin.h>

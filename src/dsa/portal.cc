@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dsa/portal.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one step that differs between a real DSA and the model: handing a descriptor over.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two submission instructions. Compiled with -menqcmd -mmovdir64b; called only after
 // CPUID reported them (DsaCpuFeatures), so the rest of the library runs on any x86-64.
 #include <immintrin.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine author interface (tierflow/engine_impl.h) over the operation state.
 #include <utility>
 

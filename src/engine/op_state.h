@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared state behind a Handle. Internal: engines see it only through Submission.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Operations as the engine layer names them.
 #include "tierflow/operation.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether an operation's destination and source ranges share bytes.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The copy kernel per kind of copy, measured on this CPU (kernels.h: MeasuredKernels).
 //
 // Why measure: the widest vectors are not always the fastest copy. On AMD Zen 5 the AVX-512

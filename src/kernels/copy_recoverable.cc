@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Temporal copies that recover from their own memory faults (kernels.h: copy_recoverable).
 //
 // Why assembly: the fault guard of a C++ kernel is a sigsetjmp per call plus the scope around

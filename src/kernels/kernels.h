@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copy and fill kernels, one set per instruction set, chosen at run time.
 #pragma once
 

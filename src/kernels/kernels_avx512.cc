@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled with -mavx512f; only called after a CPUID check.
 #include "kernels/kernels_impl.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SSE2: every x86-64 CPU has it. On other architectures the kernels fall back to memcpy.
 #include "kernels/kernels_impl.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The copy and fill loops, written once over a vector type V and instantiated per instruction
 // set in kernels_<isa>.cc (each compiled with that ISA enabled).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The AVX-512F vector operations the kernel template needs. Include <immintrin.h> first and
 // compile with -mavx512f; the emulated kernel test includes SIMDe's AVX-512 instead, so the
 // same code runs on CPUs without AVX-512.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declaring locators: each is checked and acquired here, so that a pipe never finds out later.
 #include <fcntl.h>
 #include <sys/stat.h>

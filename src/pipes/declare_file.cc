@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // File locators: opened (or created) and checked when declared.
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Calibration::Measure: every figure is the best of a few timed transfers of the real engines.
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Locators as the command line spells them.
 #include <charconv>
 #include <string>

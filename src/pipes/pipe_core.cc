@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "pipes/pipe_core.h"
 
 #include <unistd.h>

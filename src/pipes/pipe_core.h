@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one core behind a pipe's three flavours: transfers cut into chunks, at most queue_depth
 // in flight, each chunk moved hop by hop through the planned engines (staging slots between
 // hops), the transfer's handle completed when its last chunk is. Private to the pipes component.

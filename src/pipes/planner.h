@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pipe planner: which mechanisms move data between two locators, through which staging
 // memory, and why the alternatives lost. Private to the pipes component.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a PipeRuntime holds. Private to the pipes component.
 #pragma once
 

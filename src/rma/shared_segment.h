@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory that the ranks of one node map together, private to the job's user.
 //
 // A segment is a memfd of one process, opened by the others through /proc/PID/fd/FD (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "rma/window_sync.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The synchronisation words of one RMA window in memory its ranks share, and the protocols on
 // them: trigger-only general active target synchronisation (Christgau's match vector and
 // completion counter), a barrier for fences, reader-writer locks for passive target, and a

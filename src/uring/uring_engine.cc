@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tierflow/uring_engine.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The offloading cache: sharing, sub-ranges, weak wait/access, invalidation, memory pressure,
 // allocation policy, dirty entries, and a regression test for each deadlock the thesis found.
 #include "tierflow/cache.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A concurrency stress test of the cache's dirty-data contract (cache.h). Threads share one
 // source of 64-bit words; word i belongs to thread i % kThreads, which alone writes it, always
 // through cache entries, with values that grow. Each thread runs random operations on random

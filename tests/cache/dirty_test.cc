@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The offloading cache's dirty-data contract (cache.h): no acknowledged modification is lost,
 // no source byte changes except by a write-back of a complete cached copy, and an access sees
 // every modification acknowledged before it. One regression test per defect of issue 12

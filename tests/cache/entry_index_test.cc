@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache's index of entries (src/cache/entry_index.h) against a brute-force model: random
 // insertions and erasures of entries of many size classes, some starting at the same address,
 // some overlapping, after each of which every query (containing, overlapping, starting at,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-thread hold tables under the cache's hits: holds, copies, releases, conversion to
 // shared references, and the fallback when a table has no room.
 #include "cache/hold_table.h"

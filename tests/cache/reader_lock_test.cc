@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache's reader-writer lock: writers exclude readers and each other (several writers
 // queue on the writer word and sleep there), readers share, and the slots readers used are
 // the ones a writer waits on.

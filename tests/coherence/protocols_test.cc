@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Protocols proved on the non-coherent memory simulator: each runs under many seeded
 // schedules with no false alarm, and each of its write-backs, invalidates and fences is shown
 // necessary by running the protocol without it (a mutant) until a schedule fails.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC-32C against a bit-at-a-time reference, and the combination of pieces in any order.
 #include "common/crc32c.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WakeWord: a wake-up names the sleepers it is for by their bits; sleepers it does not name stay
 // asleep, and a plain Wake still reaches every one.
 #include "common/futex.h"

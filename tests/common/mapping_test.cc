@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // /proc/self/maps read two ways (the kernel's PROCMAP_QUERY and the text) must describe the
 // same mappings: private and shared anonymous memory, a memfd, a read-only page, a hole.
 #include "common/mapping.h"

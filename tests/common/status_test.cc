@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status and Result: errors as values, and Result::value()'s contract on an error (issue 13:
 // it used to throw std::bad_variant_access although status.h promises no exceptions).
 #include "tierflow/status.h"

@@ -1,11 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copies a buffer through an installed tierflow; exit status 0 when the bytes arrived.
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include <tierflow/cpu_engine.h>
 #include <tierflow/topology.h>
+#include <tierflow/version.h>
 
 int main() {
+  // The library linked is the release whose headers were compiled against.
+  if (std::strcmp(tierflow::Version(), TIERFLOW_VERSION_STRING) != 0 ||
+      tierflow::VersionMajor() != TIERFLOW_VERSION_MAJOR) {
+    return std::printf("library %s, headers %s\n", tierflow::Version(), TIERFLOW_VERSION_STRING), 1;
+  }
   tierflow::Result<tierflow::Topology> topo = tierflow::Topology::Discover();
   if (!topo.ok()) return std::printf("%s\n", topo.status().ToString().c_str()), 1;
   tierflow::CpuEngineOptions options;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An engine written outside the library, against the installed headers only
 // (tierflow/engine_impl.h): one worker thread that copies and fills with the C library. It is
 // then used as any engine is: submitted to, split with the CPU engine under a copy policy,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build in $1 into a scratch prefix, then configures, builds and runs the consumer
 # project against it (CMake package) and compiles it once more through pkg-config.
 set -euo pipefail
@@ -15,6 +16,17 @@ LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/build/outside_engine"
 PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" c++ -std=c++20 "$here/main.cc" -o "$scratch/pc" \
   $(PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" pkg-config --cflags --libs tierflow)
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/pc"
+# One version everywhere: the header, pkg-config, the SONAME and the CLI.
+version=$(sed -n 's/^#define TIERFLOW_VERSION_STRING "\(.*\)"$/\1/p' \
+  "$scratch/prefix/include/tierflow/version.h")
+test "$(PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" pkg-config --modversion tierflow)" = "$version"
+test -e "$scratch/prefix/lib/libtierflow.so.${version%%.*}"
+test "$(readelf -d "$scratch/prefix/lib/libtierflow.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')" = \
+  "libtierflow.so.${version%%.*}"
+if [ -x "$scratch/prefix/bin/tierflow" ]; then
+  test "$("$scratch/prefix/bin/tierflow" --version)" = "tierflow $version"
+fi
+echo "consumer: version $version in the header, pkg-config, the SONAME and the CLI"
 # The installed CLI finds its Python helpers in <prefix>/share/tierflow, not in the source tree.
 if [ -x "$scratch/prefix/bin/tierflow" ]; then
   TIERFLOW_PYTHON="$here/../../.venv/bin/python3" "$scratch/prefix/bin/tierflow" bench copy \

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Many threads submitting, waiting (every mode), polling and taking callbacks on shared
 // engines; run under TSan by `make test`.
 #include <algorithm>

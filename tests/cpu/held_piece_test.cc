@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The piece of a split operation that the CPU engine keeps for the waiting thread (the held
 // piece) is cut larger as that thread keeps finishing it before the operation is done
 // (CpuEngine::held_piece_scale; the arithmetic both ways and the votes: split_shape_test).

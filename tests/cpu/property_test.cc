@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Property tests: random sizes (0 B .. 64 MiB) and alignments (0..4095 byte offsets) of copy,
 // move, fill and compare against glibc, for every instruction set this CPU runs, both inline
 // and handed to workers, temporal and non-temporal.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU engine's cut of an operation into pieces, and the held piece's bias: every byte in
 // exactly one piece whatever the bias, the number of pieces unchanged, the held piece growing
 // with the bias, and the bias moving only after enough waits one way.

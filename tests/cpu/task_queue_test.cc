@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU engine's queue of pieces (src/cpu/task_queue.h): bounded, every piece popped exactly
 // once with what was pushed, by any number of producers and consumers, across many laps of
 // its ring; a child after fork() starts from a clean ring. Run under TSan by `make test`.

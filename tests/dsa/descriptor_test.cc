@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptor encoding against the kernel's structs, field by field (raw 64-bit words), and the
 // message of every completion status.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DSA engine on the device model: every submission, completion and resume path.
 #include "tierflow/dsa_engine.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fleet of DSA engines placed by data location: the Xeon Max layout of the thesis (8 DSAs,
 // one per DDR node of a 2-socket SNC4 machine) on device models, with the copy policies.
 #include "tierflow/dsa_fleet.h"

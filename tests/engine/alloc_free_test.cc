@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The steady-state submit path allocates nothing: this binary replaces operator new to count.
 #include <algorithm>
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every engine keeps the same counters (Engine::state(), tierflow/engine_impl.h) and means the
 // same by them (issue 13): after the same workload on each engine, the operations, bytes,
 // pieces, failures and callback errors add up, and nothing is left in flight.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operations beyond copy/move/fill/compare — compare-pattern, dualcast, CRC-32C, cache
 // flush — on every engine that offers them, across piece boundaries and in batches.
 #include <sys/mman.h>

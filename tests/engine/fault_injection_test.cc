@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FaultInjectingEngine: failures, refusals, delays and split operations around any engine,
 // seeded; and the offloading cache kept correct through all of them.
 #include "tierflow/fault_injection.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engines' fault contract (issue 12, items 5 and 6): a memory fault on an operation's
 // buffers — a read-only destination, a PROT_NONE page in a source, a file mapping past the end
 // of its file — fails that operation with an error naming the range and the reason, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How an engine registers parts (tierflow/engine_impl.h): AddParts after earlier parts have
 // completed, and AddFinalParts, which hands the submission guard to the parts so that the
 // operation may complete before Enqueue returns.

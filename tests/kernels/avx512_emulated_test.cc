@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The AVX-512 kernels on a CPU without AVX-512: the same kernel template and vector traits as
 // src/cpu/kernels_avx512.cc, over SIMDe's portable implementation of the intrinsics. Aligned
 // and streaming stores check their alignment, as the hardware does (it faults on a misaligned

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The copies that recover from their own faults (src/kernels/copy_recoverable.cc): every small
 // size and alignment against memcpy, nothing written outside the destination, and a fault in
 // each of their paths (vector loop, short vectors, rep movsb) on either range returns non-zero

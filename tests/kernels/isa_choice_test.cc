@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TIERFLOW_ISA naming an ISA this CPU lacks (security review, item 16): refused with the reason
 // where an engine is made, never used. Where this CPU has every ISA, ctest runs this test again
 // under qemu-x86_64 with a CPU model that lacks AVX2 and AVX-512.

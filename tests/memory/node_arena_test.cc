@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NodeArena: blocks are aligned, on the node, disjoint and reused after Free (coalesced), a
 // reservation is checked against the node's free memory, and bad nodes are errors.
 #include "tierflow/node_arena.h"

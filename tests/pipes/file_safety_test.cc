@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files of pipes and calibration (security review, items 1, 2, 5 and 7 of issue 33): scratch
 // files no one can plant, a calibration cache in a directory of the user's own written
 // atomically and never fatal when damaged, a range written in place without truncating the

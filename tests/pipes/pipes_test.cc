@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pipes: locators declared and refused, the three flavours over every kind of end, the planner's
 // choices and explanations (on this machine and on fixture topologies with HBM and CXL), spill
 // chains, staging, bounces for O_DIRECT alignment, knobs and errors.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The query-driven prefetching experiment: every configuration returns the exact sum, whatever
 // the selectivity, chunking, cache capacity or storage errors; bad parameters are refused.
 #include "qdp/qdp.h"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs an MPI test program as an unprivileged user: as root, under a uid no account uses, with
 # the program copied into a private temporary directory that user can read (the build tree
 # may not be). Usage: rma_as_user.sh PROGRAM LAUNCHER [ARGS...]: LAUNCHER ARGS PROGRAM.

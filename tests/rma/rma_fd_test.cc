@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MPI_Alloc_mem memory is not open to other processes of the same user (security review,
 // item 11): its memfd stays open for the windows to come, and the kernel lets any process
 // that may ptrace-read this one open /proc/PID/fd/N, Yama or not. A forked process of the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the RMA library's argument checking against a reference: random target ranks,
 // displacements, counts and datatypes (predefined, resized with negative extents, vectors and
 // hvectors of negative strides, indexed, structs with negative displacements) for every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A rank dies (SIGKILL) inside a GATS epoch while the others wait for it: the run must end
 // (an MPI error from the library, or the MPI's own abort of the job), never hang. Run by
 // tests/rma/rma_kill_test.sh, which times it and checks that no shared memory is left.

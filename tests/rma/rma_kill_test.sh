@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # rma_kill_test.sh LAUNCHER... -- PROGRAM: runs PROGRAM (2 ranks) under the launcher, where
 # rank 1 kills itself inside an epoch. Passes when the run ends within 60 s (with any exit
 # status: an error or the MPI's abort) and no tierflow shared memory is left in /dev/shm.

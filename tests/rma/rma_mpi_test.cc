@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks every synchronisation and transfer on each kind of window, with the data, under the
 // MPI it was built for; run by ctest through mpirun with 2 and 4 ranks (more ranks than CPUs:
 // oversubscribed). Without TIERFLOW_RMA_EXPECT it checks the MPI alone, which keeps the test

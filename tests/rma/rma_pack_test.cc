@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RMA library's pack, unpack and local reduction for counts beyond an int (security
 // review, item 14): split into pieces, they must give the bytes the MPI gives for the whole,
 // and an element no piece can hold is an error, never a truncated count. Pieces are forced

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RMA core without MPI: shared segments between processes and the synchronisation
 // protocols on them, with the ranks as forked processes.
 #include "rma/window_sync.h"

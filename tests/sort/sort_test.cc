@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The external sort (apps/sort) built against the shared library: both formats sorted and
 // verified over memory sizes and threads; nothing lost on bad input, a full disk or a read
 // error; temporary files gone on every exit.

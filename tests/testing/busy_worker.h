@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A worker of an engine held busy, for tests of what happens while no worker is free.
 #pragma once
 

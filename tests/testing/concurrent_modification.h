@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loads and stores of a user thread that modifies cache entries while an engine may be copying
 // them (a write-back of the same entry): allowed by the cache's contract, as a device's DMA
 // may read memory a thread is writing; the entry stays dirty until marked again. Under

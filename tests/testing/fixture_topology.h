@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hwloc topologies under tests/fixtures (TIERFLOW_FIXTURES, set per test by CMake).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A test engine that holds every part until the test completes it: lets tests control when
 // and how operations finish (and shows the handle model needs nothing CPU-specific).
 #pragma once

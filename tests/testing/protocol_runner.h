@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a protocol's agents as coroutines over a NoncoherentMemory, interleaved by a seeded
 // scheduler: every memory access, write-back, invalidate and fence is a point where another
 // agent may run, so one seed is one reproducible schedule. Each maintenance step names its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reproducible test data: n pseudo-random bytes from a seed.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A scratch directory on a disk file system (/var/tmp, O_DIRECT works there, unlike on tmpfs),
 // removed with everything in it when the test ends; and a small tmpfs mounted for tests that
 // need a full disk.

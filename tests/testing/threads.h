@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the kernel says of this process's threads (/proc/self/task), for tests that check who
 // sleeps and who was woken.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of the io_uring engine's tests: an engine made or the test failed, and page-aligned
 // memory (O_DIRECT needs it).
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bad input to every option of every tierflow command (issue 12): negative, zero, huge, nan/inf,
 non-numbers, empty, directories where files belong and files where directories belong,
 unwritable paths, unknown words, unknown commands, bad environment variables.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end checks of the tierflow CLI contract (run by ctest with the project's venv).
 
 Usage: cli_test.py PATH/TO/tierflow FIXTURES_DIR
@@ -18,6 +19,19 @@ def run(*args, ok=True):
     if ok and p.returncode != 0:
         raise AssertionError(f"tierflow {' '.join(args)} failed ({p.returncode}): {p.stderr}")
     return p
+
+
+class Version(unittest.TestCase):
+    def test_version_flags(self):
+        header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include",
+                              "tierflow", "version.h")
+        with open(header) as f:
+            version = [line.split('"')[1] for line in f
+                       if line.startswith("#define TIERFLOW_VERSION_STRING")][0]
+        for flag in ("--version", "-V"):
+            p = run(flag)
+            self.assertEqual(p.stdout.strip(), "tierflow " + version)
+            self.assertEqual(p.returncode, 0)
 
 
 class Topology(unittest.TestCase):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`tierflow qdp` end to end: the JSON contract, DuckDB as the referee of every sum (random data,
 seeds and selectivities, empty and all-pass filters, row counts that are not a multiple of the
 chunk), the plot, and bad input. Run by ctest with the project's venv (duckdb, numpy).

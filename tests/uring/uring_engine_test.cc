@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The io_uring engine: reads out of registered file mappings, direct where aligned, buffered
 // at the edges, split and queued, with short reads continued and errors named.
 #include "tierflow/uring_engine.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The io_uring engine's write path: files opened as address ranges (FileWindow), writes direct
 // where aligned and buffered at the edges, files extended, fdatasync through kWriteBack,
 // file-to-file copies, and the errors of each (read-only destinations, a full disk).

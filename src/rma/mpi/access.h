@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every RMA communication call shares: the epoch and range checks, the two sides of a
 // transfer as (address, count, datatype), packing into and out of contiguous bytes with the
 // MPI's own datatype engine, the copies to memory of another process (process_vm_readv/writev)

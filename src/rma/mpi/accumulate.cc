@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Accumulates: MPI_Accumulate, MPI_Get_accumulate, MPI_Fetch_and_op, MPI_Compare_and_swap and
 // the request-based forms. Each runs under the target's accumulate lock (in the window's
 // shared words), which makes accumulates to one target atomic with each other and keeps

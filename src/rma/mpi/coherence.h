@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Software coherence of window memory: the write-backs and invalidations that the
 // synchronisation calls make (Christgau's hooks), in three modes:
 //   coherent     (default) the hardware keeps caches coherent: the hooks do nothing beyond the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Window creation and destruction: MPI_Win_allocate, MPI_Win_create, MPI_Alloc_mem,
 // MPI_Free_mem, MPI_Win_free and the attributes a window reports.
 #include <unistd.h>

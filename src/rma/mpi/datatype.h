@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a transfer needs to know of a datatype, looked up once per type and cached: its size,
 // extent and true bounds, and whether `count` of them are one contiguous run of bytes.
 // Contiguity is proven from the type's constructors (MPI_Type_get_envelope/contents), not

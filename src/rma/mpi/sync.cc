@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Synchronisation: GATS (post/start/complete/wait/test), fence, passive target (lock,
 // lock_all, flush, sync). Every call on an accelerated window stays here; the MPI underneath
 // never sees an epoch of it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communication: MPI_Put, MPI_Get and their request-based forms. A transfer is complete when
 // its call returns: the bytes are in the target's window (mapped memory: memcpy or the MPI's
 // own unpacking into it) or copied with process_vm_readv/writev.

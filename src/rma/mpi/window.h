@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state of one accelerated window and the table that finds it from an MPI_Win.
 //
 // A window is accelerated when all its ranks share a node and its memory can be reached
