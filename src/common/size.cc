@@ -1,28 +1,47 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tierflow/size.h"
 
+#include <cctype>
+#include <string>
+
 #include <fmt/format.h>
 
 namespace tierflow {
 
 namespace {
 
-// The power of two a unit stands for, or -1.
-int UnitShift(std::string_view unit) {
-  struct Unit {
-    std::string_view a, b, c;
-    int shift;
-  };
-  static constexpr Unit kUnits[] = {{"", "B", "b", 0},
-                                    {"K", "KiB", "KB", 10},
-                                    {"M", "MiB", "MB", 20},
-                                    {"G", "GiB", "GB", 30},
-                                    {"T", "TiB", "TB", 40}};
-  for (const Unit& u : kUnits) {
-    if (unit == u.a || unit == u.b || unit == u.c) return u.shift;
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The bytes a unit stands for (written in any case): binary units (KiB = 1024) and decimal
+// ones (kB = 1000) each mean what they say; 0 for a unit that is unknown, or ambiguous (a bare
+// K, M, G or T), with the fix in `why`.
+std::uint64_t UnitBytes(std::string_view unit, std::string& why) {
+  static constexpr std::string_view kPrefixes = "kmgt";
+  const std::string u = Lower(unit);
+  if (u.empty() || u == "b") return 1;
+  const std::size_t power = kPrefixes.find(u[0]) + 1;  // 0: no prefix
+  if (power != 0 && power <= kPrefixes.size()) {
+    std::uint64_t decimal = 1;
+    for (std::size_t i = 0; i < power; ++i) decimal *= 1000;
+    const std::uint64_t binary = std::uint64_t{1} << (10 * power);
+    if (u.size() == 3 && u.substr(1) == "ib") return binary;
+    if (u.size() == 2 && u[1] == 'b') return decimal;
+    if (u.size() == 1) {
+      const char upper = static_cast<char>(std::toupper(u[0]));
+      why = fmt::format("'{}' is ambiguous: write {}iB for {} bytes or {}B for {}", unit, upper,
+                        binary, u[0] == 'k' ? 'k' : upper, decimal);
+      return 0;
+    }
   }
-  if (unit == "k") return 10;
-  return -1;
+  why = fmt::format(
+      "unknown unit '{}' (use B, KiB, MiB, GiB or TiB; kB, MB, GB, TB for powers "
+      "of 1000)",
+      unit);
+  return 0;
 }
 
 }  // namespace
@@ -41,15 +60,13 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
     return Status::Invalid(
         fmt::format("size '{}' does not start with a number (e.g. 4KiB, 1MiB, 2GiB)", text));
   }
-  const int shift = UnitShift(text.substr(i));
-  if (shift < 0) {
-    return Status::Invalid(fmt::format("size '{}': unknown unit '{}' (use B, KiB, MiB, GiB or TiB)",
-                                       text, text.substr(i)));
+  std::string why;
+  const std::uint64_t unit = UnitBytes(text.substr(i), why);
+  if (unit == 0) return Status::Invalid(fmt::format("size '{}': {}", text, why));
+  if (__builtin_mul_overflow(value, unit, &value)) {
+    return Status::Invalid(fmt::format("size '{}' is too large (at most 2^64-1 bytes)", text));
   }
-  if (shift != 0 && value > ((~0ull) >> shift)) {
-    return Status::Invalid(fmt::format("size '{}' is too large", text));
-  }
-  return value << shift;
+  return value;
 }
 
 std::string FormatSize(std::uint64_t b) {
