@@ -6,6 +6,7 @@
 // command starts: a bad value ends the program at once with exit status 1 and a message that
 // names the option, the value and what to give instead, as the errors of a command that ran
 // do.
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -26,6 +27,7 @@
 #include "bench/python.h"
 #include "bench/rma_bench.h"
 #include "bench/submit_bench.h"
+#include "qdp/setup.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/size.h"
 #include "tierflow/version.h"
@@ -58,10 +60,12 @@ int Fail(const Status& s) {
   return 1;
 }
 
-// The same exit status as a failed command: scripts test for non-zero.
+// Exit status 2: the command line itself is wrong (an unknown option or word, a bad value, a
+// missing command); a command that fails returns 1 (Fail), and one that succeeds 0.
+constexpr int kUsageExit = 2;
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "tierflow: error: %s\n", tools::Printable(message).c_str());
-  return 1;
+  return kUsageExit;
 }
 
 // TIERFLOW_ISA chooses the CPU engine's kernels; a value that names no ISA is refused for
@@ -406,6 +410,9 @@ int RunQdp(QdpCli& c) {
       return UsageError("--data-dir: " + p);
     }
   }
+  // The values among themselves (sizes, chunks, capacity, configurations) are the command
+  // line's; thread counts are checked against the CPUs of the node the run uses, when it runs.
+  if (Status s = tierflow::qdp::Validate(c.cfg, INT_MAX); !s.ok()) return UsageError(s.message());
   Status s = tools::RunQdpCommand(c.cfg, c.opts, std::cout);
   return s.ok() ? 0 : Fail(s);
 }
@@ -705,6 +712,9 @@ int main(int argc, char** argv) {
   CLI::App app{"tierflow: move data between memory tiers with copy engines, and measure it"};
   app.set_version_flag("--version,-V", std::string("tierflow ") + tierflow::Version(),
                        "Print the version and exit");
+  app.footer(
+      "Exit status: 0 when the command did its work, 1 when it failed (the message says why), 2 "
+      "when the command line is wrong (an unknown option or word, a bad value).");
   TopologyCli topology;
   AddTopology(app, topology);
   CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
@@ -738,7 +748,7 @@ int main(int argc, char** argv) {
   if (Status s = CheckCommandWords(app, *bench_cmd, pipes); !s.ok()) {
     return UsageError(s.message());
   }
-  if (Status s = CheckPythonNeeds(app); !s.ok()) return UsageError(s.message());
+  if (Status s = CheckPythonNeeds(app); !s.ok()) return Fail(s);
   if (topology.cmd->parsed()) {
     Status s = tools::RunTopologyCommand(topology.o, std::cout);
     return s.ok() ? 0 : Fail(s);

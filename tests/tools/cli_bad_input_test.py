@@ -329,7 +329,7 @@ class BadInput(unittest.TestCase):
             self.assertEqual(problems(args, code, out, err, name), [])
         for args in (["bench", "copy", "--sizes", "1\x1b]0;owned\x07KiB"], ["\x1b[2J\rcmd"]):
             code, out, err = run(args)
-            self.assertEqual(code, 1)
+            self.assertEqual(code, 2)  # the command line is wrong
             self.assertNotIn("\x1b", err, "a control character reached the terminal")
             self.assertIn("\\x1b", err)
 

@@ -34,6 +34,26 @@ class Version(unittest.TestCase):
             self.assertEqual(p.returncode, 0)
 
 
+class ExitStatus(unittest.TestCase):
+    def test_usage_failure_and_success(self):
+        # 2: the command line is wrong; 1: the command failed; 0: done (--help, --version too).
+        for args in (["--no-such-option"], ["topology", "--no-such-option"], ["frobnicate"],
+                     ["topology", "extra"], ["bench"], ["pipes"], ["sort", "--memory", "1KiB"],
+                     ["qdp", "--chunk-rows", "1000"]):
+            p = run(*args, ok=False)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertTrue(p.stderr.startswith("tierflow: error: "), p.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            existing = os.path.join(d, "exists")
+            open(existing, "w").close()
+            p = run("pipes", "copy", "--from", "dram:0:1MiB", "--to", "file:" + existing, ok=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertTrue(p.stderr.startswith("tierflow: error: "), p.stderr)
+        for args in (["--help"], ["sort", "--help"], ["--version"]):
+            self.assertEqual(run(*args).returncode, 0, args)
+        self.assertIn("Exit status: 0", run("--help").stdout)
+
+
 class Topology(unittest.TestCase):
     def test_json_this_system(self):
         doc = json.loads(run("topology", "--json").stdout)
@@ -59,7 +79,7 @@ class Topology(unittest.TestCase):
 
     def test_bad_inputs(self):
         p = run("topology", "--xml", "/nonexistent.xml", ok=False)
-        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.returncode, 2)  # a bad value: the command line is wrong
         self.assertIn("cannot read hwloc XML", p.stderr)
         p = run("topology", "--tiers", "0=fast", ok=False)
         self.assertIn("unknown tier kind", p.stderr)
@@ -397,16 +417,18 @@ class BenchCopy(unittest.TestCase):
                 self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
     def test_bad_inputs(self):
-        for args, text in [(("--engine", "gpu"), "unknown engine"),
-                           (("--sizes", "12XB"), "unknown unit"),
-                           (("--sizes", "0"), "out of range"),
-                           (("--sizes", "2GiB"), "out of range"),
-                           (("--policy", "random"), "unknown copy policy"),
-                           (("--threads", "x"), "not an integer"),
-                           (("--src-node", "77"), "node 77"),
-                           (("--mode", "turbo"), "mode 'turbo'")]:
+        # Exit status 2 for a value refused while the command line is read, 1 for one this
+        # machine refuses when the command runs (no node 77 here).
+        for args, text, code in [(("--engine", "gpu"), "unknown engine", 2),
+                                 (("--sizes", "12XB"), "unknown unit", 2),
+                                 (("--sizes", "0"), "out of range", 2),
+                                 (("--sizes", "2GiB"), "out of range", 2),
+                                 (("--policy", "random"), "unknown copy policy", 2),
+                                 (("--threads", "x"), "not an integer", 2),
+                                 (("--src-node", "77"), "node 77", 1),
+                                 (("--mode", "turbo"), "mode 'turbo'", 2)]:
             p = run("bench", "copy", *args, ok=False)
-            self.assertEqual(p.returncode, 1, args)
+            self.assertEqual(p.returncode, code, args)
             self.assertIn(text, p.stderr, args)
 
 
@@ -464,7 +486,7 @@ class BenchCache(unittest.TestCase):
         for args, text in [(("--entries", "1"), "--entries"), (("--entry-size", "1"), "--entry-size"),
                            (("--samples", "2"), "--samples")]:
             p = run("bench", "cache", *args, ok=False)
-            self.assertEqual(p.returncode, 1, args)
+            self.assertEqual(p.returncode, 2, args)
             self.assertIn(text, p.stderr, args)
 
 
@@ -511,7 +533,7 @@ class BenchCoherence(unittest.TestCase):
                            (("--orders", "-1"), "--orders"), (("--samples", "4"), "--samples"),
                            (("--runs", "0"), "--runs"), (("--plot", "/nonexistent/x.png"), "--plot")]:
             p = run("bench", "coherence", *args, ok=False)
-            self.assertEqual(p.returncode, 1, args)
+            self.assertEqual(p.returncode, 2, args)
             self.assertIn(text, p.stderr, args)
 
 

@@ -132,20 +132,22 @@ class Plot(unittest.TestCase):
 class BadInput(unittest.TestCase):
     def test_named_errors(self):
         with tempfile.TemporaryDirectory() as d:
+            # Exit status 2 for values wrong in themselves, 1 for what this machine or the
+            # files refuse when the run starts.
             cases = [
-                (["--chunk-rows", "1000"], "multiple of 512 rows"),
-                (["--cache-capacity", "0"], "at least one chunk of b"),
-                (["--threads-aggregate", "64"], "more threads than cores"),
-                (["--b-tier", "node:99"], "--b-tier node:99"),
-                (["--cache-tier", "storage"], "--cache-tier storage"),
-                (["--engine", "gpu"], "--engine: unknown engine 'gpu'"),
-                (["--configs", "fastest"], "unknown configuration 'fastest'"),
-                (["--reuse-data", "--data-dir", d], "a.u64 is missing"),
-                (["--read-size", "1000"], "multiple of 4 KiB"),
+                (["--chunk-rows", "1000"], "multiple of 512 rows", 2),
+                (["--cache-capacity", "0"], "at least one chunk of b", 2),
+                (["--threads-aggregate", "64"], "more threads than cores", 1),
+                (["--b-tier", "node:99"], "--b-tier node:99", 1),
+                (["--cache-tier", "storage"], "--cache-tier storage", 1),
+                (["--engine", "gpu"], "--engine: unknown engine 'gpu'", 2),
+                (["--configs", "fastest"], "unknown configuration 'fastest'", 2),
+                (["--reuse-data", "--data-dir", d], "a.u64 is missing", 1),
+                (["--read-size", "1000"], "multiple of 4 KiB", 2),
             ]
-            for args, text in cases:
+            for args, text, code in cases:
                 p = qdp("--rows", "20000", "--iterations", "1", "--warmup", "0", *args, ok=False)
-                self.assertEqual(p.returncode, 1, args)
+                self.assertEqual(p.returncode, code, args)
                 self.assertIn(text, p.stderr, args)
                 self.assertNotIn("Traceback", p.stderr)
 
