@@ -3,9 +3,8 @@
 // explain|copy|calibrate`, `qdp`.
 //
 // Every value is checked while the command line is parsed (tools/cli_checks.h), before any
-// command starts: a bad value ends the program at once with exit status 1 and a message that
-// names the option, the value and what to give instead, as the errors of a command that ran
-// do.
+// command starts: a bad value ends the program at once with exit status 2 and a message that
+// names the option, the value and what to give instead; a command that fails exits 1.
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
