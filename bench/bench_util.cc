@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -121,6 +122,15 @@ void Progress::Step(std::string_view label) {
 
 void Progress::Finish() {
   if (enabled_) std::fprintf(stderr, "\r%*s\r", 80, "");
+}
+
+void RemoveIfStill(int fd, const std::string& path) {
+  struct stat mine {};
+  struct stat named {};
+  if (fstat(fd, &mine) == 0 && lstat(path.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
+      mine.st_ino == named.st_ino) {
+    unlink(path.c_str());
+  }
 }
 
 std::string ExecutableDirectory() {

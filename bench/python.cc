@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <spawn.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,16 +127,6 @@ Status WriteAll(int fd, const std::string& text) {
   return Status::Ok();
 }
 
-// Removes `path` if it is still the file behind `fd`.
-void RemoveOwn(int fd, const std::string& path) {
-  struct stat mine {
-  }, named{};
-  if (fstat(fd, &mine) == 0 && lstat(path.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
-      mine.st_ino == named.st_ino) {
-    unlink(path.c_str());
-  }
-}
-
 }  // namespace
 
 Status Plot(const std::string& script, const nlohmann::json& results, const std::string& png_path) {
@@ -151,7 +140,7 @@ Status Plot(const std::string& script, const nlohmann::json& results, const std:
   Status written = WriteAll(fd, results.dump());
   Result<std::string> r = written.ok() ? RunPythonScript(script, {name, png_path}, "matplotlib")
                                        : Result<std::string>(written);
-  RemoveOwn(fd, name);
+  RemoveIfStill(fd, name);
   close(fd);
   if (!r.ok()) {
     return Status(r.status().code(),

@@ -234,25 +234,11 @@ CLI::Validator ExistingDirectory() {
       "DIR");
 }
 
-namespace {
-
-// Removes the probe `name` this process created as `fd`, if the name is still that file.
-void RemoveProbe(int fd, const std::string& name) {
-  struct stat mine {
-  }, named{};
-  if (fstat(fd, &mine) == 0 && lstat(name.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
-      mine.st_ino == named.st_ino) {
-    unlink(name.c_str());
-  }
-}
-
-}  // namespace
-
 std::string WritableDirectoryProblem(const std::string& dir) {
   std::string probe = dir + "/.tierflow-write-test-XXXXXX";
   const int fd = mkostemp(probe.data(), O_CLOEXEC);
   if (fd < 0) return fmt::format("cannot create files in {}: {}", Quote(dir), std::strerror(errno));
-  RemoveProbe(fd, probe);
+  bench::RemoveIfStill(fd, probe);
   close(fd);
   return {};
 }
@@ -284,7 +270,7 @@ std::string NewFileProblem(const std::string& v) {
     }
   }
   if (fd < 0) return fmt::format("cannot write {}: {}", Quote(v), std::strerror(errno));
-  if (created) RemoveProbe(fd, v);
+  if (created) bench::RemoveIfStill(fd, v);
   close(fd);
   return {};
 }

@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/own_file.h"
+
 namespace tierflow {
 
 std::string CalibrationEndpoint(TierKind tier, int node) {
@@ -181,31 +183,6 @@ Status Calibration::Save(const std::string& path) const {
   return WriteAtomically(path, j.dump(2) + "\n");
 }
 
-namespace {
-
-// Removes the temporary file `name` if it is still the one behind `fd`.
-void RemoveOwn(int fd, const std::string& name) {
-  struct stat mine {
-  }, named{};
-  if (fstat(fd, &mine) == 0 && lstat(name.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
-      mine.st_ino == named.st_ino) {
-    unlink(name.c_str());
-  }
-}
-
-Status WriteAll(int fd, const std::string& text) {
-  for (std::size_t done = 0; done < text.size();) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Status::IoError(std::strerror(errno));
-    done += static_cast<std::size_t>(n);
-  }
-  if (fsync(fd) != 0) return Status::IoError(std::strerror(errno));
-  return Status::Ok();
-}
-
-}  // namespace
-
 // A new file beside `path` made with O_EXCL (never a name someone planted, never through a
 // symbolic link), written, synced and renamed over `path`: readers see the old figures or the
 // new ones, never a part.
@@ -217,8 +194,9 @@ Status Calibration::WriteAtomically(const std::string& path, const std::string& 
                                        path, std::strerror(errno)));
   }
   Status s = WriteAll(fd, text);
+  if (s.ok() && fsync(fd) != 0) s = Status::IoError(std::strerror(errno));
   if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = Status::IoError(std::strerror(errno));
-  if (!s.ok()) RemoveOwn(fd, tmp);
+  if (!s.ok()) RemoveIfStill(fd, tmp);
   close(fd);
   if (!s.ok()) {
     return Status::IoError(fmt::format("cannot write calibration {}: {}", path, s.message()));

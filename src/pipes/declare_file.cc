@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/own_file.h"
 #include "pipes/locator_impl.h"
 #include "pipes/runtime_impl.h"
 #include "tierflow/size.h"
@@ -124,16 +125,6 @@ Result<std::uint64_t> RangeLength(const std::string& path, FileMode mode, std::u
   return length;
 }
 
-// Removes a file this call created, if the name is still that file.
-void RemoveCreated(int fd, const std::string& path) {
-  struct stat mine {
-  }, named{};
-  if (fstat(fd, &mine) == 0 && lstat(path.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
-      mine.st_ino == named.st_ino) {
-    unlink(path.c_str());
-  }
-}
-
 std::uint32_t FileMechanisms(FileMode mode) {
   std::uint32_t bits =
       MechanismBit(Mechanism::kUringRead) | MechanismBit(Mechanism::kCopyFileRange);
@@ -163,7 +154,7 @@ Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
                              ? impl_->uring->OpenDescriptor(d.fd, path, {access, offset + *len})
                              : Result<FileWindow>(len.status());
   if (!w.ok()) {
-    if (mode == FileMode::kCreate) RemoveCreated(d.fd, path);  // ours, and empty
+    if (mode == FileMode::kCreate) RemoveIfStill(d.fd, path);  // ours, and empty
     return w.status();
   }
   auto impl = std::make_shared<LocatorImpl>();

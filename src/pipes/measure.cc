@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Calibration::Measure: every figure is the best of a few timed transfers of the real engines.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/own_file.h"
 #include "tierflow/buffer.h"
 #include "tierflow/calibration.h"
 #include "tierflow/engine.h"
@@ -88,14 +88,7 @@ Result<int> ScratchFile(const std::string& dir) {
         fmt::format("calibration cannot create a file in {}: {} (choose another directory)", dir,
                     std::strerror(errno)));
   }
-  // Unlinked only while the name is still the file mkostemp made (in a directory others may
-  // write, the name could have been replaced since).
-  struct stat mine {
-  }, named{};
-  if (fstat(fd, &mine) == 0 && lstat(name.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
-      mine.st_ino == named.st_ino) {
-    unlink(name.c_str());
-  }
+  RemoveIfStill(fd, name);
   return fd;
 }
 

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "common/own_file.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tierflow {
+
+Status WriteAll(int fd, std::string_view text) {
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::IoError(std::strerror(n < 0 ? errno : EIO));
+    done += static_cast<std::size_t>(n);
+  }
+  return Status::Ok();
+}
+
+void RemoveIfStill(int fd, const std::string& path) {
+  struct stat mine {};
+  struct stat named {};
+  if (fstat(fd, &mine) == 0 && lstat(path.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
+      mine.st_ino == named.st_ino) {
+    unlink(path.c_str());
+  }
+}
+
+}  // namespace tierflow
