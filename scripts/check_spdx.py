@@ -38,13 +38,14 @@ def add(path):
 
 
 def main(root, write):
-    missing = [p for p in sources(root) if LINE not in "".join(p.read_text().splitlines(True)[:3])]
+    files = sources(root)
+    missing = [p for p in files if LINE not in "".join(p.read_text().splitlines(True)[:3])]
     for p in missing:
         if write:
             add(p)
         else:
             print(f"no SPDX line in the first three lines: {p}")
-    print(f"check_spdx: {len(sources(root))} source files, {len(missing)} without the line"
+    print(f"check_spdx: {len(files)} source files, {len(missing)} without the line"
           + (" (added)" if write else ""))
     return 0 if write or not missing else 1
 

@@ -14,20 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "mpi_check.h"
+
 namespace {
 
 int g_rank = 0, g_size = 0, g_failures = 0;
-
-#define CHECK(cond, ...)                                                                     \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      std::fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed: ", g_rank, __FILE__, __LINE__, \
-                   #cond);                                                                   \
-      std::fprintf(stderr, __VA_ARGS__);                                                     \
-      std::fprintf(stderr, "\n");                                                            \
-      ++g_failures;                                                                          \
-    }                                                                                        \
-  } while (0)
 
 bool LibraryExpected() {
   const char* e = std::getenv("TIERFLOW_RMA_EXPECT");

@@ -11,22 +11,13 @@
 #include <cstring>
 #include <vector>
 
+#include "mpi_check.h"
 #include "rma/mpi/access.h"
 #include "rma/mpi/datatype.h"
 
 namespace {
 
-int g_failures = 0;
-
-#define CHECK(cond, ...)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                            \
-      std::fprintf(stderr, "\n");                                                   \
-      ++g_failures;                                                                 \
-    }                                                                               \
-  } while (0)
+int g_rank = 0, g_failures = 0;  // one rank
 
 using tierflow::rma::TypeInfo;
 
