@@ -434,7 +434,7 @@ int main(int argc, char** argv) {
   const char* cases_text = std::getenv("TIERFLOW_FUZZ_CASES");
   const std::uint64_t seed =
       seed_text != nullptr ? std::strtoull(seed_text, nullptr, 10) : 20261127;
-  const int cases = cases_text != nullptr ? std::atoi(cases_text) : 6000;
+  const int cases = cases_text != nullptr ? std::atoi(cases_text) : 12000;
   if (g_rank == 0)
     std::printf("rma_fuzz_test: seed %llu, %d random cases over 6 windows\n",
                 static_cast<unsigned long long>(seed), cases);
@@ -449,7 +449,7 @@ int main(int argc, char** argv) {
       MPI_Win_set_errhandler(w.win, MPI_ERRORS_RETURN);
       if (g_rank == 0) {
         for (const Case& c : KnownCases(types, w)) RunCase(c, w, ranks);
-        for (int i = 0; i < cases / 3; ++i, ++run)
+        for (int i = 0; i < cases / 6; ++i, ++run)
           RunCase(RandomCase(rng, w, types, ranks), w, ranks);
       }
       MPI_Barrier(MPI_COMM_WORLD);
