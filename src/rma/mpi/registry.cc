@@ -182,7 +182,20 @@ int Thrown(const char* call) noexcept {
 }
 
 void Say(int rank, const std::string& line) {
-  std::fprintf(stderr, "tierflow-rma[%d]: %s\n", rank, line.c_str());
+  // Lines may quote the environment (TIERFLOW_RMA_COHERENCE, TIERFLOW_ISA): control characters
+  // are shown as \xNN, never sent to the terminal.
+  std::string shown;
+  for (const char c : line) {
+    const auto b = static_cast<unsigned char>(c);
+    if ((b < 0x20 && c != '\t') || b == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", b);
+      shown += hex;
+    } else {
+      shown.push_back(c);
+    }
+  }
+  std::fprintf(stderr, "tierflow-rma[%d]: %s\n", rank, shown.c_str());
 }
 
 }  // namespace tierflow::rma
