@@ -55,6 +55,7 @@ enum class FileMode : std::uint8_t {
   kRead,     // an existing file, read only
   kCreate,   // a new file; refused if the path exists (the default for destinations)
   kReplace,  // created, or truncated if it exists: says in code that overwriting is intended
+             // (from offset 0 only: a range further in would leave zeros before it)
   kModify,   // an existing file, written in place
 };
 TIERFLOW_EXPORT std::string_view FileModeName(FileMode mode);

@@ -73,9 +73,13 @@ class TIERFLOW_EXPORT PipeRuntime {
   Result<Locator> Borrow(void* data, std::size_t size, int node = -1);
   // Bytes [offset, offset + length) of the file at `path`. length 0: to the end of the file
   // (kRead, kModify); required for kCreate and kReplace (the most that may be written).
+  // The file is opened once (created with O_EXCL for kCreate) and the engine keeps that very
+  // file, never opening `path` again.
   // Errors: kRead/kModify of a missing file or a range beyond its end; kCreate of a path that
-  // exists; a directory; a file that cannot be written for a writing mode (read-only, no
-  // permission) — each names the path and the fix.
+  // exists; kReplace with an offset other than 0 (truncating would zero what lies before it:
+  // kModify writes the range alone); a symbolic link for a writing mode; a directory, FIFO,
+  // socket or character device; a file that cannot be written for a writing mode (read-only,
+  // no permission) — each names the path and the fix.
   Result<Locator> File(const std::string& path, std::uint64_t offset, std::uint64_t length,
                        FileMode mode);
   // Memory the planner may use for intermediate hops of pipes that name it
