@@ -19,7 +19,7 @@
 
 namespace tierflow {
 
-class OpRef;  // engine_impl.h
+class OpRef;  // engine_module.h
 
 // Whether Submit asks the kernel that an operation's ranges are mapped. Either way a copy
 // that touches unmapped or protected memory fails with an error naming the range instead of
@@ -49,7 +49,7 @@ struct CpuEngineOptions {
   // A thread waiting on a handle (other than WaitMode::kBlock) runs pieces of that operation
   // that no worker has started yet. Single operations only; batches are left to the workers.
   // The last piece of a split operation is kept for the waiter, and cut larger or smaller as
-  // the waiter keeps finishing before or after the workers (see held_piece_scale()).
+  // the waiter keeps finishing before or after the workers.
   bool waiter_runs_pieces = true;
 };
 
@@ -71,16 +71,6 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
   CpuIsa isa() const;
   CpuIsa streaming_isa() const;
   std::size_t nt_threshold_bytes() const;
-  // How large this engine cuts the piece of a split operation that it keeps for the calling
-  // thread's waits (the last piece; see waiter_runs_pieces), relative to an even cut: 1.0
-  // until the thread has run such pieces, then moving by 1/64 between 0.75 and 1.25 each
-  // time four more of its waits finished before the workers than after them (larger) or the
-  // other way (smaller), towards where the thread and the workers finish together (they
-  // differ where the thread's CPU runs slower or faster than the workers', or starts later).
-  // Only operations cut into no more pieces than there are workers are cut so and teach it
-  // (with more, whoever finishes first takes more pieces). Learnt per thread and engine; the
-  // other pieces stay equal. Thread-safe; the value is the calling thread's.
-  double held_piece_scale() const;
   int workers() const;
   const CpuEngineOptions& options() const;
 
@@ -90,6 +80,7 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
   EngineQueue queue() const override;
 
  private:
+  friend class CpuEngineInternal;  // src/cpu/cpu_engine_internal.h
   struct Impl;
   struct SplitWork;
   explicit CpuEngine(std::unique_ptr<Impl> impl);

@@ -20,7 +20,7 @@
 
 namespace tierflow {
 
-class Submission;  // engine_impl.h
+class Submission;  // engine_module.h
 
 struct EngineCapabilities {
   std::string name;                         // "cpu", "dsa", ...
@@ -52,7 +52,7 @@ struct EngineState {
   std::uint64_t callback_errors = 0;    // callbacks that threw
 };
 
-// How an engine's own queue stands (for engine authors: see engine_impl.h).
+// How an engine's own queue stands (for engine authors: see engine_module.h).
 struct EngineQueue {
   std::size_t capacity = 0;
   std::size_t queued = 0;
@@ -67,7 +67,7 @@ struct EnginePart {
   std::size_t size = 0;
 };
 
-class EngineCounters;  // engine_impl.h: what an engine author updates
+class EngineCounters;  // engine_module.h: what an engine author updates
 
 struct SubmitOptions {
   CompletionCallback callback;  // invoked once, on completion
@@ -122,11 +122,11 @@ class TIERFLOW_EXPORT Engine {
   // off: a submission then costs no virtual call and no Status for it (a few nanoseconds of
   // a 4 KiB copy). Set it in the constructor, before the engine is shared between threads.
   void set_checks_operations(bool on) { checks_operations_ = on; }
-  // Starts `ops` (validated) as parts of `submission`: see tierflow/engine_impl.h, the
+  // Starts `ops` (validated) as parts of `submission`: see tierflow/engine_module.h, the
   // contract for engine authors.
   virtual Status Enqueue(std::span<const Operation> ops, Submission& submission) = 0;
 
-  // The counters this engine keeps up to date (engine_impl.h says which and when).
+  // The counters this engine keeps up to date (engine_module.h says which and when).
   EngineCounters& counters() const { return *counters_; }
   // Its own queue, if it has one (default: none).
   virtual EngineQueue queue() const { return {}; }

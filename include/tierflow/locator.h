@@ -62,7 +62,8 @@ TIERFLOW_EXPORT std::string_view FileModeName(FileMode mode);
 
 namespace detail {
 struct LocatorImpl;
-}
+struct LocatorAccess;  // the library's way in (src/pipes/locator_impl.h)
+}  // namespace detail
 
 class TIERFLOW_EXPORT Locator {
  public:
@@ -93,11 +94,9 @@ class TIERFLOW_EXPORT Locator {
   // read from a file, PipeRuntimeOptions::model_placement): transfers are real, placement is not.
   bool modelled() const;
 
-  // The library's own (PipeRuntime and the planner).
-  explicit Locator(std::shared_ptr<detail::LocatorImpl> impl) : impl_(std::move(impl)) {}
-  detail::LocatorImpl* impl() const { return impl_.get(); }
-
  private:
+  friend struct detail::LocatorAccess;
+  explicit Locator(std::shared_ptr<detail::LocatorImpl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<detail::LocatorImpl> impl_;
 };
 

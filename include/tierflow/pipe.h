@@ -158,9 +158,10 @@ class TIERFLOW_EXPORT Pipe {
   bool valid() const { return core_ != nullptr; }
 
   struct Core;
-  explicit Pipe(std::shared_ptr<Core> core) : core_(std::move(core)) {}  // the library's own
 
  private:
+  friend class PipeRuntime;  // makes pipes (Connect)
+  explicit Pipe(std::shared_ptr<Core> core) : core_(std::move(core)) {}
   std::shared_ptr<Core> core_;
 };
 

@@ -117,7 +117,6 @@ class TIERFLOW_EXPORT PipeRuntime {
   bool models_placement() const;  // memory of absent nodes stands in on node 0
 
   struct Impl;
-  Impl& impl() const { return *impl_; }  // the library's own
 
  private:
   explicit PipeRuntime(std::unique_ptr<Impl> impl);

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tierflow/export.h"
+
 namespace tierflow {
 
 std::uint32_t Crc32c(std::uint32_t seed, const void* data, std::size_t n);
@@ -18,6 +20,7 @@ std::uint32_t Crc32c(std::uint32_t seed, const void* data, std::size_t n);
 //                       Crc32cShift(Crc32c(0, piece), bytes of the range after the piece)
 // where n is the whole length. Crc32cShift(c, k) multiplies c by x^(8k) modulo the polynomial
 // (zlib's crc32_combine method): O(log k) carry-less products, no pass over the data.
-std::uint32_t Crc32cShift(std::uint32_t crc, std::uint64_t bytes);
+// Exported: engine authors combine CRC parts with it (engine_module.h).
+TIERFLOW_EXPORT std::uint32_t Crc32cShift(std::uint32_t crc, std::uint64_t bytes);
 
 }  // namespace tierflow

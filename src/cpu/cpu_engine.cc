@@ -29,10 +29,11 @@
 #include "common/hot_path.h"
 #include "common/mapping.h"
 #include "common/prefetch.h"
+#include "cpu/cpu_engine_internal.h"
 #include "cpu/split_shape.h"
 #include "cpu/task_queue.h"
 #include "kernels/kernels.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow {
 
@@ -932,8 +933,8 @@ EngineQueue CpuEngine::queue() const { return {impl_->queue.capacity(), impl_->q
 CpuIsa CpuEngine::isa() const { return impl_->isa; }
 CpuIsa CpuEngine::streaming_isa() const { return impl_->streaming_isa; }
 std::size_t CpuEngine::nt_threshold_bytes() const { return impl_->nt_threshold; }
-double CpuEngine::held_piece_scale() const {
-  return t_held_bias.engine == impl_->number ? t_held_bias.bias.scale() : 1.0;
+double CpuEngineInternal::HeldPieceScale(const CpuEngine& engine) {
+  return t_held_bias.engine == engine.impl_->number ? t_held_bias.bias.scale() : 1.0;
 }
 int CpuEngine::workers() const { return impl_->worker_count; }
 const CpuEngineOptions& CpuEngine::options() const { return impl_->opts; }

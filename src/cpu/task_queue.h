@@ -23,7 +23,7 @@
 
 #include "common/prefetch.h"
 #include "common/spin_lock.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 #include "tierflow/operation.h"
 
 namespace tierflow::cpu {

@@ -28,7 +28,7 @@
 #include "dsa/monitor_wait.h"
 #include "dsa/portal.h"
 #include "kernels/kernels.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow {
 namespace {

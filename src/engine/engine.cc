@@ -10,7 +10,7 @@
 #include "common/pattern.h"
 #include "engine/op_state.h"
 #include "engine/overlap.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow {
 namespace {

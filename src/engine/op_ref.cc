@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The engine author interface (tierflow/engine_impl.h) over the operation state.
+// The engine author interface (tierflow/engine_module.h) over the operation state.
 #include <utility>
 
 #include "common/mapping.h"
 #include "engine/op_state.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 #include "tierflow/handle.h"
 #include "tierflow/status.h"
 

@@ -56,7 +56,7 @@ Result<Locator> PipeRuntime::Impl::MakeMemory(const NumaNode& node, std::size_t 
   impl->mechanisms = MemoryMechanisms(*this);
   impl->name =
       fmt::format("{}{}:{}:{}", prefix, TierKindName(node.kind), node.os_index, FormatSize(size));
-  return Locator(std::move(impl));
+  return detail::LocatorAccess::Make(std::move(impl));
 }
 
 Result<Locator> PipeRuntime::Node(int node, std::size_t size) {
@@ -107,7 +107,7 @@ Result<Locator> PipeRuntime::Borrow(void* data, std::size_t size, int node) {
   impl->mechanisms = MemoryMechanisms(*impl_);
   impl->name =
       fmt::format("borrowed:{}:{}", node >= 0 ? fmt::format("{}", node) : "?", FormatSize(size));
-  return Locator(std::move(impl));
+  return detail::LocatorAccess::Make(std::move(impl));
 }
 
 }  // namespace tierflow

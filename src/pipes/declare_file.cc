@@ -169,7 +169,7 @@ Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
   impl->writable = Writes(mode);
   impl->mechanisms = FileMechanisms(mode);
   impl->name = fmt::format("file:{}:{}:{}", path, offset, *len);
-  return Locator(std::move(impl));
+  return detail::LocatorAccess::Make(std::move(impl));
 }
 
 Result<Locator> PipeRuntime::Spill(const std::vector<Locator>& members) {
@@ -196,7 +196,7 @@ Result<Locator> PipeRuntime::Spill(const std::vector<Locator>& members) {
   impl->node = members.front().node();
   impl->alignment = members.front().alignment();
   impl->members = members;
-  return Locator(std::move(impl));
+  return detail::LocatorAccess::Make(std::move(impl));
 }
 
 }  // namespace tierflow

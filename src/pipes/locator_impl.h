@@ -42,11 +42,17 @@ struct LocatorImpl {
   std::string Endpoint() const;
 };
 
+// How the library makes locators and reads what they hold (Locator keeps both private).
+struct LocatorAccess {
+  static Locator Make(std::shared_ptr<LocatorImpl> impl) { return Locator(std::move(impl)); }
+  static LocatorImpl* Get(const Locator& l) { return l.impl_.get(); }
+};
+
 // The leaves of a locator: a spill chain's members, or the locator itself.
 inline std::vector<const LocatorImpl*> Leaves(const Locator& l) {
-  if (l.kind() != LocatorKind::kSpill) return {l.impl()};
+  if (l.kind() != LocatorKind::kSpill) return {LocatorAccess::Get(l)};
   std::vector<const LocatorImpl*> out;
-  for (const Locator& m : l.members()) out.push_back(m.impl());
+  for (const Locator& m : l.members()) out.push_back(LocatorAccess::Get(m));
   return out;
 }
 

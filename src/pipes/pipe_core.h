@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "pipes/planner.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 #include "tierflow/pipe.h"
 
 namespace tierflow {

@@ -284,7 +284,7 @@ void AddNotes(const PipeRuntime::Impl& rt, const Locator& from, const Locator& t
   }
   if (rt.dsa && rt.dsa->capabilities().is_model) p.notes.push_back(rt.dsa_note);
   for (const Locator* l : {&from, &to}) {
-    if (l->is_file() && l->impl()->direct_alignment == 0) {
+    if (l->is_file() && LocatorAccess::Get(*l)->direct_alignment == 0) {
       p.notes.push_back(
           fmt::format("{}: the file system refuses O_DIRECT; I/O goes through the "
                       "page cache",

@@ -23,7 +23,7 @@
 
 #include <fmt/format.h>
 
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow {
 

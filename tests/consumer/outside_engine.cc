@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // An engine written outside the library, against the installed headers only
-// (tierflow/engine_impl.h): one worker thread that copies and fills with the C library. It is
+// (tierflow/engine_module.h): one worker thread that copies and fills with the C library. It is
 // then used as any engine is: submitted to, split with the CPU engine under a copy policy,
 // given to the offloading cache. Exit status 0 when everything arrived and the counters add up.
 #include <condition_variable>
@@ -14,7 +14,7 @@
 #include <tierflow/cache.h>
 #include <tierflow/copy_policy.h>
 #include <tierflow/cpu_engine.h>
-#include <tierflow/engine_impl.h>
+#include <tierflow/engine_module.h>
 #include <tierflow/topology.h>
 
 namespace {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The piece of a split operation that the CPU engine keeps for the waiting thread (the held
 // piece) is cut larger as that thread keeps finishing it before the operation is done
-// (CpuEngine::held_piece_scale; the arithmetic both ways and the votes: split_shape_test).
+// (CpuEngineInternal::HeldPieceScale; the arithmetic both ways and the votes: split_shape_test).
 // Made certain, not left to the scheduler, by holding every worker busy: the waiter then runs
 // the held piece first with the other still untaken, every time.
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cpu/cpu_engine_internal.h"
 #include "testing/busy_worker.h"
 #include "testing/engine_fixture.h"
 #include "tierflow/cpu_engine.h"
@@ -63,7 +64,7 @@ TEST(HeldPiece, GrowsWhileTheWaiterFinishesFirstAndEverySplitStaysExact) {
   whole.inline_max_bytes = 4 << 20;  // runs each operation in one piece, on the caller
   auto unsplit = MakeCpuEngine(whole);
   ASSERT_TRUE(e && unsplit);
-  EXPECT_EQ(e->held_piece_scale(), 1.0);
+  EXPECT_EQ(CpuEngineInternal::HeldPieceScale(*e), 1.0);
   const std::vector<unsigned char> src = Pattern(kSize, 1);
   std::vector<unsigned char> dst(kSize);
   {
@@ -74,15 +75,15 @@ TEST(HeldPiece, GrowsWhileTheWaiterFinishesFirstAndEverySplitStaysExact) {
       ASSERT_EQ(dst, src) << "copy " << i;
     }
   }
-  EXPECT_EQ(e->held_piece_scale(), 1.25);
+  EXPECT_EQ(CpuEngineInternal::HeldPieceScale(*e), 1.25);
   // The workers free again, the larger held piece beside theirs.
   EveryKindSplitsExactly(*e, *unsplit);
 
   // What one thread learnt is its own; another engine starts even.
   double elsewhere = 0;
-  std::thread([&] { elsewhere = e->held_piece_scale(); }).join();
+  std::thread([&] { elsewhere = CpuEngineInternal::HeldPieceScale(*e); }).join();
   EXPECT_EQ(elsewhere, 1.0);
-  EXPECT_EQ(unsplit->held_piece_scale(), 1.0);
+  EXPECT_EQ(CpuEngineInternal::HeldPieceScale(*unsplit), 1.0);
 }
 
 // Cut into more pieces than there are workers, the waiter takes pieces from the claims word
@@ -103,7 +104,7 @@ TEST(HeldPiece, OperationsWithMorePiecesThanWorkersTeachNothing) {
   }
   EXPECT_EQ(dst, src);
   EXPECT_GE(e->state().pieces_by_waiters, 800u);
-  EXPECT_EQ(e->held_piece_scale(), 1.0);
+  EXPECT_EQ(CpuEngineInternal::HeldPieceScale(*e), 1.0);
 }
 
 }  // namespace

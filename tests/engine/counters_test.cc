@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Every engine keeps the same counters (Engine::state(), tierflow/engine_impl.h) and means the
+// Every engine keeps the same counters (Engine::state(), tierflow/engine_module.h) and means the
 // same by them (issue 13): after the same workload on each engine, the operations, bytes,
 // pieces, failures and callback errors add up, and nothing is left in flight.
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include "testing/random_bytes.h"
 #include "tierflow/dsa_engine.h"
 #include "tierflow/dsa_model.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 #include "tierflow/uring_engine.h"
 
 namespace tierflow {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // FaultInjectingEngine: failures, refusals, delays and split operations around any engine,
 // seeded; and the offloading cache kept correct through all of them.
-#include "tierflow/fault_injection.h"
+#include "testing/fault_injection.h"
 
 #include <atomic>
 #include <cstring>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// How an engine registers parts (tierflow/engine_impl.h): AddParts after earlier parts have
+// How an engine registers parts (tierflow/engine_module.h): AddParts after earlier parts have
 // completed, and AddFinalParts, which hands the submission guard to the parts so that the
 // operation may complete before Enqueue returns.
 #include <atomic>
@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "tierflow/engine.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow {
 namespace {

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "qdp/columns.h"
-#include "tierflow/fault_injection.h"
+#include "testing/fault_injection.h"
 
 namespace tierflow {
 namespace {

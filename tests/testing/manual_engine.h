@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tierflow/engine.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow::testing {
 
@@ -47,7 +47,7 @@ class ManualEngine : public Engine {
             static_cast<unsigned char>(p.op.pattern >> (8 * (i % 8)));
       }
     }
-    // As an engine author does (tierflow/engine_impl.h): count the piece, then complete it.
+    // As an engine author does (tierflow/engine_module.h): count the piece, then complete it.
     counters().Add(EngineCounters::kPiecesCompleted);
     if (code == StatusCode::kOk) {
       counters().Add(EngineCounters::kBytesCompleted, p.op.size);

@@ -5,6 +5,9 @@
 // as two submissions to the inner engine (a short read continued). The choices are seeded, so
 // the same seed, plan and submissions give the same faults.
 //
+// Written against the engine author's header (engine_module.h) alone, as an outside engine is;
+// built into the tierflow_testing library (tests/CMakeLists.txt), which is not installed.
+//
 // Thread safety: like any engine. The inner engine must outlive the wrapper; operations in
 // flight through the wrapper complete through the inner engine.
 #pragma once
@@ -14,7 +17,6 @@
 #include <memory>
 
 #include "tierflow/engine.h"
-#include "tierflow/export.h"
 
 namespace tierflow {
 
@@ -36,7 +38,7 @@ struct InjectedFaults {
   std::uint64_t refused = 0, failed = 0, split = 0, delayed = 0;
 };
 
-class TIERFLOW_EXPORT FaultInjectingEngine final : public Engine {
+class FaultInjectingEngine final : public Engine {
  public:
   // Errors: a probability outside 0..1 or not a number.
   static Result<std::unique_ptr<FaultInjectingEngine>> Create(Engine& inner, FaultPlan plan);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "tierflow/fault_injection.h"
+#include "testing/fault_injection.h"
 
 #include <chrono>
 #include <cmath>
@@ -10,11 +10,18 @@
 
 #include <fmt/format.h>
 
-#include "common/crc32c.h"
-#include "common/pattern.h"
-#include "tierflow/engine_impl.h"
+#include "tierflow/engine_module.h"
 
 namespace tierflow {
+namespace {
+
+// A fill pattern as it continues `phase` bytes further on (the pattern repeats every 8 bytes).
+std::uint64_t RotatePattern(std::uint64_t pattern, std::size_t phase) {
+  const unsigned r = static_cast<unsigned>(phase % 8) * 8;
+  return r == 0 ? pattern : (pattern >> r) | (pattern << (64 - r));
+}
+
+}  // namespace
 
 struct [[gnu::visibility("hidden")]] FaultInjectingEngine::Impl {
   Engine* inner = nullptr;

@@ -70,10 +70,11 @@ class TIERFLOW_EXPORT OpRef {
   // runs one part and returns false when none is left to take.
   void SetHelper(bool (*help)(OpRef op)) const;
 
-  explicit OpRef(detail::OpState* state) : state_(state) {}  // the engine layer makes these
-
  private:
   friend class Submission;
+  friend class Engine;  // makes them, for the operations it accepts
+  friend class Handle;  // a waiter that runs parts itself (SetHelper)
+  explicit OpRef(detail::OpState* state) : state_(state) {}
   detail::OpState* state_ = nullptr;
 };
 
@@ -221,6 +222,11 @@ class TIERFLOW_EXPORT EngineCounters {
   };
   Share shares_[kShares];
 };
+
+// The CRC-32C `crc` as it stands after `bytes` more zero bytes: what an engine that computes a
+// part of a kCrc32c operation (OpRef::AddCrc) applies to its part's CRC, with `bytes` the
+// length of the operation after that part.
+TIERFLOW_EXPORT std::uint32_t Crc32cShift(std::uint32_t crc, std::uint64_t bytes);
 
 // A move whose ranges overlap needs memmove semantics: the direction of the copy matters, so
 // an engine must not cut it into pieces that run in any order.
