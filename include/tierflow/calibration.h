@@ -58,10 +58,11 @@ class TIERFLOW_EXPORT Calibration {
   const std::string& source() const { return source_; }  // the file read, or "measured now"
   bool empty() const { return entries_.empty(); }
 
-  // Measures the memory figures of `engines` (CPU, DSA) between the memory nodes of the running
-  // system, and io_uring reads, writes and copy_file_range in options.file_dir: `repeats` moves
-  // of `bytes` each per figure (about a second in all on one node with the defaults). Errors:
-  // the directory cannot be written, an engine fails.
+  // Measures each engine by its EngineKind: a kCpu engine's figures as Mechanism::kCpu and a
+  // kOffload engine's as Mechanism::kDsa, between the memory nodes of the running system; an
+  // io_uring storage engine's reads, writes and copy_file_range in options.file_dir. `repeats`
+  // moves of `bytes` each per figure. Errors: the directory cannot be written, an engine
+  // fails, a storage engine other than io_uring (kUnsupported).
   static Result<Calibration> Measure(const std::vector<Engine*>& engines,
                                      const CalibrationOptions& options = {});
   // Reads a file written by Save. `any_machine`: accept figures of another machine (fixtures

@@ -43,7 +43,8 @@ struct AutoThresholds {
 };
 // One line stating the thresholds, for reports.
 TIERFLOW_EXPORT std::string DescribeAutoThresholds(const AutoThresholds& t);
-// Whether an engine is a CPU engine (auto sends small copies there and others to the rest).
+// Whether an engine runs on the host's cores (EngineKind::kCpu): auto sends small copies
+// there and the rest to the other engines.
 TIERFLOW_EXPORT bool IsCpuEngine(const Engine& engine);
 
 struct CopyPolicy {

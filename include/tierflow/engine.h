@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "tierflow/export.h"
 #include "tierflow/handle.h"
@@ -22,8 +23,22 @@ namespace tierflow {
 
 class Submission;  // engine_module.h
 
+// Where an engine does its work. Planners (copy policies, pipes, calibration) choose engines
+// by kind and capabilities, never by name.
+enum class EngineKind : std::uint8_t {
+  kCpu,      // on the host's cores (the CPU engine, or any engine that copies with them): the
+             // cheapest for small operations, at the price of the cores it occupies
+  kOffload,  // on a device beside the cores (DSA, a GPU copy engine, or a software model of
+             // one): frees the cores, at the price of a submission per operation
+  kStorage,  // between files and memory (io_uring): reads the sources it holds directly
+};
+// "cpu", "offload", "storage"
+TIERFLOW_EXPORT std::string_view EngineKindName(EngineKind kind);
+
+// What an engine can do; fixed for its lifetime. An engine author fills every field.
 struct EngineCapabilities {
-  std::string name;                         // "cpu", "dsa", ...
+  std::string name;                         // for people: "cpu", "dsa", "io_uring", ...
+  EngineKind kind = EngineKind::kCpu;       // where its work runs (an author sets it)
   std::uint32_t ops = 0;                    // OpBit mask of supported kinds
   std::uint64_t max_op_bytes = 0;           // largest single operation
   std::size_t max_batch = 0;                // most operations in one SubmitBatch

@@ -42,8 +42,16 @@ struct PipeRuntimeOptions {
   // planner uses preference order and says the figures are missing.
   std::string calibration_path;
   bool calibration_any_machine = false;  // accept another machine's figures (fixtures)
-  // Engines. CPU: workers on node 0 (0: one per CPU). DSA: the first hardware device, else none
-  // unless dsa_model is set (a software model: said so in every plan).
+  // Memory engines the caller owns, to be used instead of the runtime's own; each must outlive
+  // the runtime. An engine's EngineKind picks what it serves: a kCpu engine the Mechanism::kCpu
+  // hops, a kOffload engine the Mechanism::kDsa hops (plans name its capabilities().name).
+  // At most one of each kind; the runtime makes what is not given, as below. Files always go
+  // through the runtime's own io_uring engine. Default: none.
+  std::vector<Engine*> engines;
+  // The runtime's own engines. CPU: workers on node 0 (cpu_workers 0: one per CPU). DSA: the
+  // first usable hardware device (use_dsa), else none unless dsa_model is set (a software model:
+  // said so in every plan). io_uring: uring_queue_depth entries (more: more reads in flight,
+  // more locked memory).
   int cpu_workers = 0;
   bool use_dsa = true;
   bool dsa_model = false;
@@ -56,7 +64,8 @@ struct PipeRuntimeOptions {
 class TIERFLOW_EXPORT PipeRuntime {
  public:
   // Errors: the topology cannot be read; io_uring unavailable; the calibration file exists but
-  // is malformed (a missing one is fine: plans say the figures are missing).
+  // is malformed (a missing one is fine: plans say the figures are missing); an engine in
+  // options.engines that is null, does not copy memory, or is a second one of its kind.
   static Result<std::unique_ptr<PipeRuntime>> Create(const PipeRuntimeOptions& options = {});
   ~PipeRuntime();
   PipeRuntime(const PipeRuntime&) = delete;

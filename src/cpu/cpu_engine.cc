@@ -886,6 +886,7 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
                            : static_cast<std::size_t>(llc != 0 ? llc * 3 / 4 : 8u << 20);
   EngineCapabilities& caps = impl->caps;
   caps.name = "cpu";
+  caps.kind = EngineKind::kCpu;
   caps.ops = kDataOps;  // no queue of its own to drain
   caps.max_op_bytes = kMaxOpBytes;
   caps.max_batch = kMaxBatch;

@@ -907,6 +907,7 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& invento
   impl->hw_wq = *chosen;
   impl->hw_cpu = inventory.cpu();
   impl->caps.name = "dsa";
+  impl->caps.kind = EngineKind::kOffload;
   impl->caps.node = dev != nullptr ? dev->numa_node : -1;
   impl->caps.is_model = false;
   impl->description =
@@ -938,6 +939,7 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaD
   impl->max_batch = c.max_batch_size;
   impl->bof_allowed = c.wqs[wq].block_on_fault;
   impl->caps.name = "dsa-model";
+  impl->caps.kind = EngineKind::kOffload;
   impl->caps.node = c.numa_node;
   impl->caps.is_model = true;
   impl->description =

@@ -2,7 +2,21 @@
 // Operations as the engine layer names them.
 #include "tierflow/operation.h"
 
+#include "tierflow/engine.h"
+
 namespace tierflow {
+
+std::string_view EngineKindName(EngineKind kind) {
+  switch (kind) {
+    case EngineKind::kCpu:
+      return "cpu";
+    case EngineKind::kOffload:
+      return "offload";
+    case EngineKind::kStorage:
+      return "storage";
+  }
+  return "unknown";
+}
 
 std::string_view OpKindName(OpKind kind) {
   switch (kind) {

@@ -130,6 +130,31 @@ Status MeasureFiles(IoUringEngine& e, const std::string& dir, const CalibrationO
   return Status::Ok();
 }
 
+// The figures of one engine, by its kind: memory to memory for CPU and offload engines, file
+// reads, writes and copies for a storage engine.
+Status MeasureEngine(Engine& e, const std::string& dir, const CalibrationOptions& o,
+                     Calibration& c) {
+  const EngineCapabilities& caps = e.capabilities();
+  switch (caps.kind) {
+    case EngineKind::kCpu:
+      return MeasureMemory(e, Mechanism::kCpu, o, c);
+    case EngineKind::kOffload:
+      return MeasureMemory(e, Mechanism::kDsa, o, c);
+    case EngineKind::kStorage:
+      break;
+  }
+  // Files are opened through the storage engine's own interface; the pipes' storage
+  // mechanisms are io_uring's.
+  auto* uring = dynamic_cast<IoUringEngine*>(&e);
+  if (uring == nullptr) {
+    return Status::Unsupported(fmt::format(
+        "storage engine '{}' cannot be calibrated: the pipes' storage mechanisms are io_uring's; "
+        "leave it out of the engines to measure",
+        caps.name));
+  }
+  return MeasureFiles(*uring, dir, o, c);
+}
+
 std::string NowIso() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -155,14 +180,7 @@ Result<Calibration> Calibration::Measure(const std::vector<Engine*>& engines,
                           : tmp != nullptr && *tmp != '\0' ? tmp
                                                            : "/tmp";
   for (Engine* e : engines) {
-    Status s;
-    if (auto* uring = dynamic_cast<IoUringEngine*>(e)) {
-      s = MeasureFiles(*uring, dir, options, c);
-    } else if (e->capabilities().copies_memory) {
-      const bool dsa = e->capabilities().name.starts_with("dsa");
-      s = MeasureMemory(*e, dsa ? Mechanism::kDsa : Mechanism::kCpu, options, c);
-    }
-    if (!s.ok()) return s;
+    if (Status s = MeasureEngine(*e, dir, options, c); !s.ok()) return s;
   }
   return c;
 }

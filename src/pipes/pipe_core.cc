@@ -43,6 +43,7 @@ void t_posted_set(bool posted, std::uint64_t tag) {
 
 PipeEngine::PipeEngine(Pipe::Core* core) : core_(core) {
   caps_.name = "pipe";
+  caps_.kind = EngineKind::kStorage;  // moves between its locators, never planned for memory
   caps_.ops = OpBit(OpKind::kCopy);
   caps_.max_op_bytes = kSrcBase;
   caps_.max_batch = 1;
@@ -179,7 +180,7 @@ void Pipe::Core::StartChunk(Chunk* c) {
   }
   if (c->bounce) {
     fallbacks.fetch_add(1, std::memory_order_relaxed);
-    Engine* cpu = rt->cpu.get();
+    Engine* cpu = rt->cpu;
     if (r.src->is_file()) {
       c->mechanisms = {Mechanism::kUringRead, Mechanism::kCpu};
       c->engines = {r.engines[0], cpu};

@@ -22,9 +22,9 @@ struct Candidate {
 Engine* EngineFor(const PipeRuntime::Impl& rt, Mechanism m) {
   switch (m) {
     case Mechanism::kCpu:
-      return rt.cpu.get();
+      return rt.cpu;
     case Mechanism::kDsa:
-      return rt.dsa.get();
+      return rt.dsa;
     default:
       return rt.uring.get();
   }

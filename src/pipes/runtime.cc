@@ -26,7 +26,8 @@ Status MakeDsa(PipeRuntime::Impl& m) {
   if (inv.ok() && !inv->UsableWqs().empty()) {
     Result<std::unique_ptr<DsaEngine>> e = DsaEngine::Create(*inv);
     if (e.ok()) {
-      m.dsa = std::move(*e);
+      m.own_dsa = std::move(*e);
+      m.dsa = m.own_dsa.get();
       return Status::Ok();
     }
     m.dsa_note = "a DSA work queue exists but could not be opened: " + e.status().message();
@@ -42,27 +43,57 @@ Status MakeDsa(PipeRuntime::Impl& m) {
   Result<std::unique_ptr<DsaEngine>> e = DsaEngine::CreateOnModel(*model, 0);
   if (!e.ok()) return e.status();
   m.dsa_model = std::move(*model);
-  m.dsa = std::move(*e);
+  m.own_dsa = std::move(*e);
+  m.dsa = m.own_dsa.get();
   m.dsa_note = "the DSA engine is the software device model (copies by the CPU, labelled model)";
   return Status::Ok();
 }
 
+// The caller's memory engines, each serving the mechanism of its kind (at most one each).
+Status TakeCallerEngines(PipeRuntime::Impl& m) {
+  for (Engine* e : m.options.engines) {
+    if (e == nullptr) return Status::Invalid("PipeRuntimeOptions::engines holds a null engine");
+    const EngineCapabilities& caps = e->capabilities();
+    const bool memory = caps.copies_memory && (caps.ops & OpBit(OpKind::kCopy)) != 0;
+    if (caps.kind == EngineKind::kStorage || !memory) {
+      return Status::Invalid(fmt::format(
+          "engine '{}' cannot serve pipes: they take engines that copy memory (kind cpu or "
+          "offload); files go through the runtime's own io_uring engine",
+          caps.name));
+    }
+    Engine*& slot = caps.kind == EngineKind::kCpu ? m.cpu : m.dsa;
+    if (slot != nullptr) {
+      return Status::Invalid(fmt::format(
+          "engines '{}' and '{}' are both of kind {}: give a pipe runtime at most one of each",
+          slot->capabilities().name, caps.name, EngineKindName(caps.kind)));
+    }
+    slot = e;
+  }
+  if (m.dsa != nullptr)
+    m.dsa_note = "the offload engine is the caller's: " + m.dsa->capabilities().name;
+  return Status::Ok();
+}
+
 Status MakeEngines(PipeRuntime::Impl& m) {
+  if (Status s = TakeCallerEngines(m); !s.ok()) return s;
   Result<Topology> here =
       m.topology.is_this_system() ? Result<Topology>(m.topology) : Topology::Discover();
   if (!here.ok()) return here.status();
   CpuEngineOptions co;
   co.node = here->nodes().empty() ? 0 : here->nodes().front().os_index;
   co.workers = m.options.cpu_workers;
-  Result<std::unique_ptr<CpuEngine>> cpu = CpuEngine::Create(*here, co);
-  if (!cpu.ok()) return cpu.status();
-  m.cpu = std::move(*cpu);
+  if (m.cpu == nullptr) {
+    Result<std::unique_ptr<CpuEngine>> cpu = CpuEngine::Create(*here, co);
+    if (!cpu.ok()) return cpu.status();
+    m.own_cpu = std::move(*cpu);
+    m.cpu = m.own_cpu.get();
+  }
   IoUringEngineOptions uo;
   uo.queue_depth = m.options.uring_queue_depth;
   Result<std::unique_ptr<IoUringEngine>> uring = IoUringEngine::Create(uo);
   if (!uring.ok()) return uring.status();
   m.uring = std::move(*uring);
-  return MakeDsa(m);
+  return m.dsa != nullptr ? Status::Ok() : MakeDsa(m);
 }
 
 Status LoadCalibration(PipeRuntime::Impl& m) {
@@ -136,8 +167,8 @@ bool PipeRuntime::models_placement() const {
 }
 
 std::vector<Engine*> PipeRuntime::engines() const {
-  std::vector<Engine*> out{impl_->cpu.get()};
-  if (impl_->dsa) out.push_back(impl_->dsa.get());
+  std::vector<Engine*> out{impl_->cpu};
+  if (impl_->dsa) out.push_back(impl_->dsa);
   out.push_back(impl_->uring.get());
   return out;
 }

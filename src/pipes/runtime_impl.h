@@ -20,10 +20,14 @@ namespace tierflow {
 struct [[gnu::visibility("hidden")]] PipeRuntime::Impl {
   PipeRuntimeOptions options;
   Topology topology;  // planned for
-  std::unique_ptr<CpuEngine> cpu;
+  // The memory engines hops use: the caller's (PipeRuntimeOptions::engines) or the runtime's
+  // own, below. Mechanism::kCpu runs on `cpu`, Mechanism::kDsa on `dsa` (an offload engine).
+  Engine* cpu = nullptr;
+  Engine* dsa = nullptr;
+  std::unique_ptr<CpuEngine> own_cpu;
   std::shared_ptr<DsaDeviceModel> dsa_model;
-  std::unique_ptr<DsaEngine> dsa;
-  std::string dsa_note;  // why there is no DSA engine, or that it is a model
+  std::unique_ptr<DsaEngine> own_dsa;
+  std::string dsa_note;  // why there is no offload engine, or that it is a model
   std::unique_ptr<IoUringEngine> uring;
   mutable std::mutex calibration_mu;
   Calibration calibration;

@@ -37,7 +37,7 @@ Result<PolicyKind> ParsePolicyKind(std::string_view name) {
       "unknown copy policy '{}': use single, push-pull, socket, brute-force or auto", name));
 }
 
-bool IsCpuEngine(const Engine& engine) { return engine.capabilities().name == "cpu"; }
+bool IsCpuEngine(const Engine& engine) { return engine.capabilities().kind == EngineKind::kCpu; }
 
 std::string DescribeAutoThresholds(const AutoThresholds& t) {
   return fmt::format(

@@ -439,6 +439,7 @@ Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngine
   }
   EngineCapabilities& c = impl->caps;
   c.name = "io_uring";
+  c.kind = EngineKind::kStorage;
   c.ops = OpBit(OpKind::kCopy) | OpBit(OpKind::kWriteBack);
   c.max_op_bytes = std::uint64_t{1} << 40;
   c.max_batch = 4096;

@@ -2,7 +2,10 @@
 // An engine written outside the library, against the installed headers only
 // (tierflow/engine_module.h): one worker thread that copies and fills with the C library. It is
 // then used as any engine is: submitted to, split with the CPU engine under a copy policy,
-// given to the offloading cache. Exit status 0 when everything arrived and the counters add up.
+// chosen by the auto policy for what it is (an offload engine, by its EngineKind, whatever its
+// name), given to the offloading cache, and given to a pipe runtime whose pipes then run on it.
+// Exit status 0 when everything arrived and the counters add up.
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -15,14 +18,16 @@
 #include <tierflow/copy_policy.h>
 #include <tierflow/cpu_engine.h>
 #include <tierflow/engine_module.h>
+#include <tierflow/pipe_runtime.h>
 #include <tierflow/topology.h>
 
 namespace {
 
 class LibcEngine final : public tierflow::Engine {
  public:
-  explicit LibcEngine(int node) {
+  LibcEngine(int node, tierflow::EngineKind kind) {
     caps_.name = "libc";
+    caps_.kind = kind;
     caps_.ops = tierflow::OpBit(tierflow::OpKind::kCopy) | tierflow::OpBit(tierflow::OpKind::kFill);
     caps_.max_op_bytes = std::uint64_t{1} << 32;
     caps_.max_batch = 64;
@@ -104,7 +109,8 @@ int main() {
   tierflow::Result<tierflow::Topology> topo = tierflow::Topology::Discover();
   if (!topo.ok()) return Fail("topology", topo.status());
   const int node = topo->nodes().front().os_index;
-  LibcEngine libc(node);
+  // Named "libc", and an offload engine by its kind: planners must go by the kind.
+  LibcEngine libc(node, tierflow::EngineKind::kOffload);
   auto cpu = tierflow::CpuEngine::Create(*topo, {.node = node});
   if (!cpu.ok()) return Fail("cpu engine", cpu.status());
 
@@ -133,7 +139,17 @@ int main() {
   if (!split.ok()) return Fail("split", split.status());
   if (tierflow::Status s = split->Wait(); !s.ok() || dst2 != src) return Fail("split result", s);
 
-  // 3. The offloading cache filled by this engine.
+  // 3. The auto policy: a small copy to the CPU engine, a medium one to the offload engine.
+  policy.kind = tierflow::PolicyKind::kAuto;
+  auto small = tierflow::PlanCopy(policy, *topo, engines, node, node, 4096);
+  auto medium = tierflow::PlanCopy(policy, *topo, engines, node, node, 1 << 20);
+  if (!small.ok() || !medium.ok()) return Fail("auto plan", small.status());
+  if ((*small)[0].engine != cpu->get() || (*medium)[0].engine != &libc) {
+    std::fprintf(stderr, "outside_engine: the auto policy did not choose by kind\n");
+    return 1;
+  }
+
+  // 4. The offloading cache filled by this engine.
   tierflow::CacheConfig config;
   config.engines = {&libc};
   config.capacity[node] = 8 << 20;
@@ -145,6 +161,35 @@ int main() {
   if (!entry->cached() || std::memcmp(entry->data(), src.data(), src.size()) != 0) return 1;
   cache->reset();
 
+  // 5. A pipe runtime given this engine (as its offload engine) and a CPU-kind one: a pipe
+  // between memory locators runs on the engine its plan names.
+  LibcEngine libc_cpu(node, tierflow::EngineKind::kCpu);
+  tierflow::PipeRuntimeOptions ro;
+  ro.engines = {&libc_cpu, &libc};
+  ro.use_dsa = false;
+  auto rt = tierflow::PipeRuntime::Create(ro);
+  if (!rt.ok()) return Fail("pipe runtime", rt.status());
+  auto from = (*rt)->Borrow(src.data(), src.size(), node);
+  std::vector<char> dst3(src.size());
+  auto to = (*rt)->Borrow(dst3.data(), dst3.size(), node);
+  if (!from.ok() || !to.ok()) return Fail("locators", from.status());
+  for (tierflow::Mechanism m : {tierflow::Mechanism::kCpu, tierflow::Mechanism::kDsa}) {
+    tierflow::PipeOptions po;
+    po.mechanism = m;
+    auto pipe = (*rt)->Connect(*from, *to, po);
+    if (!pipe.ok()) return Fail("connect", pipe.status());
+    std::fill(dst3.begin(), dst3.end(), 0);
+    if (tierflow::Status s = pipe->Transfer(0, 0, src.size()); !s.ok() || dst3 != src) {
+      return Fail("pipe transfer", s);
+    }
+  }
+  if (libc_cpu.state().bytes_completed != src.size()) {
+    std::fprintf(stderr, "outside_engine: the pipe's cpu hop did not run on the caller's engine\n");
+    return 1;
+  }
+  rt->reset();
+  const std::uint64_t by_pipe = src.size();
+
   const tierflow::EngineState st = libc.state();
   std::printf(
       "outside_engine: %llu operations, %llu pieces, %llu bytes through an engine built "
@@ -152,5 +197,9 @@ int main() {
       static_cast<unsigned long long>(st.ops_submitted),
       static_cast<unsigned long long>(st.pieces_completed),
       static_cast<unsigned long long>(st.bytes_completed), plan->size());
-  return st.in_flight == 0 && st.ops_submitted == 6 && st.pieces_completed == 6 ? 0 : 1;
+  // The batch, its share of the split, the cache's fill and the pipe's offload hop.
+  std::uint64_t share = 0;
+  for (const tierflow::CopyPart& part : *plan) share += part.engine == &libc ? part.size : 0;
+  const std::uint64_t expected = src.size() + share + src.size() + by_pipe;
+  return st.in_flight == 0 && st.bytes_completed == expected && share > 0 ? 0 : 1;
 }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "testing/fixture_topology.h"
+#include "testing/manual_engine.h"
 #include "testing/random_bytes.h"
 #include "testing/temp_dir.h"
 #include "tierflow/pipe_runtime.h"
@@ -345,6 +346,29 @@ TEST(Pipes, DsaModelAsAMechanism) {
   Result<PipePlan> plain = rt->Plan(*a, *b);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->hops[0].mechanism, Mechanism::kCpu);
+}
+
+// The caller's engines serve the mechanism of their kind; anything else is refused with why.
+TEST(Pipes, CallerEnginesAreTakenByKind) {
+  testing::ManualEngine storage(0, "store");
+  storage.set_kind(EngineKind::kStorage);
+  testing::ManualEngine one(0, "one"), two(0, "two");
+  PipeRuntimeOptions o;
+  o.calibration_path = "/nonexistent/calibration.json";
+  for (std::vector<Engine*> given : {std::vector<Engine*>{nullptr}, {&storage}, {&one, &two}}) {
+    o.engines = given;
+    Result<std::unique_ptr<PipeRuntime>> rt = PipeRuntime::Create(o);
+    ASSERT_FALSE(rt.ok());
+    EXPECT_EQ(rt.status().code(), StatusCode::kInvalidArgument);
+  }
+  two.set_kind(EngineKind::kOffload);
+  o.engines = {&one, &two};
+  auto rt = Runtime(o);
+  ASSERT_NE(rt, nullptr);
+  const std::vector<Engine*> engines = rt->engines();
+  EXPECT_EQ(engines[0], &one);
+  EXPECT_EQ(engines[1], &two);
+  EXPECT_EQ(engines[2]->capabilities().kind, EngineKind::kStorage);  // its own io_uring
 }
 
 TEST(Pipes, BadLocatorsAreRefusedWhenDeclared) {

@@ -22,6 +22,7 @@ class ManualEngine : public Engine {
     caps_.node = node;
   }
   const EngineCapabilities& capabilities() const override { return caps_; }
+  void set_kind(EngineKind kind) { caps_.kind = kind; }
 
   struct Part {
     OpRef state;
