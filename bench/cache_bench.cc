@@ -123,14 +123,15 @@ nlohmann::json ToJson(const Numbers& n) {
 
 Status Validate(const CacheBenchConfig& cfg) {
   if (cfg.entries < 2 || cfg.entries > (1u << 20))
-    return Status::Invalid("--entries must be 2..1048576");
+    return Status::InvalidArgument("--entries must be 2..1048576");
   if (cfg.entry_bytes < 64 || cfg.entry_bytes > (16u << 20)) {
-    return Status::Invalid("--entry-size must be 64 B .. 16 MiB");
+    return Status::InvalidArgument("--entry-size must be 64 B .. 16 MiB");
   }
   if (cfg.entries * cfg.entry_bytes > (std::size_t{1} << 30)) {
-    return Status::Invalid("--entries x --entry-size must stay within 1 GiB");
+    return Status::InvalidArgument("--entries x --entry-size must stay within 1 GiB");
   }
-  if (cfg.samples < 3 || cfg.samples > 1001) return Status::Invalid("--samples must be 3..1001");
+  if (cfg.samples < 3 || cfg.samples > 1001)
+    return Status::InvalidArgument("--samples must be 3..1001");
   return Status::Ok();
 }
 

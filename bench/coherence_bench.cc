@@ -539,15 +539,15 @@ void PrintSummary(const json& doc, std::ostream& out) {
 }
 
 Status CheckConfig(const CoherenceBenchConfig& c) {
-  if (c.orders.empty()) return Status::Invalid("bench coherence: no orders to measure");
+  if (c.orders.empty()) return Status::InvalidArgument("bench coherence: no orders to measure");
   for (int o : c.orders) {
     if (o < 0 || o > kMaxOrder) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("bench coherence: order {} is outside 0..{} (4 KiB to 4 MiB)", o, kMaxOrder));
     }
   }
-  if (c.samples < 5) return Status::Invalid("bench coherence: samples must be at least 5");
-  if (c.runs < 1) return Status::Invalid("bench coherence: runs must be at least 1");
+  if (c.samples < 5) return Status::InvalidArgument("bench coherence: samples must be at least 5");
+  if (c.runs < 1) return Status::InvalidArgument("bench coherence: runs must be at least 1");
   return Status::Ok();
 }
 

@@ -213,35 +213,39 @@ void PrintTable(std::ostream& out, const std::vector<Row>& rows, const std::vect
 
 Status ValidateLists(const CopyBenchConfig& cfg) {
   if (cfg.engine != "cpu") {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "unknown engine '{}': use cpu, dsa, or dsa-model (the DSA device model)", cfg.engine));
   }
-  if (cfg.sizes.empty()) return Status::Invalid("no sizes given: e.g. --sizes 4KiB,1MiB,64MiB");
+  if (cfg.sizes.empty())
+    return Status::InvalidArgument("no sizes given: e.g. --sizes 4KiB,1MiB,64MiB");
   for (std::size_t s : cfg.sizes) {
     if (s == 0 || s > kMaxRoundBytes) {
-      return Status::Invalid(fmt::format("size {} is out of range: use 1 B .. 1 GiB", s));
+      return Status::InvalidArgument(fmt::format("size {} is out of range: use 1 B .. 1 GiB", s));
     }
   }
   for (const std::string& m : cfg.modes) {
     if (m != "single" && m != "batch") {
-      return Status::Invalid(fmt::format("mode '{}': use single or batch", m));
+      return Status::InvalidArgument(fmt::format("mode '{}': use single or batch", m));
     }
   }
   for (int b : cfg.batch_sizes) {
-    if (b < 1 || b > 4096) return Status::Invalid(fmt::format("batch size {}: use 1..4096", b));
+    if (b < 1 || b > 4096)
+      return Status::InvalidArgument(fmt::format("batch size {}: use 1..4096", b));
   }
   for (int s : cfg.submitters) {
-    if (s < 1 || s > 256) return Status::Invalid(fmt::format("submitters {}: use 1..256", s));
+    if (s < 1 || s > 256)
+      return Status::InvalidArgument(fmt::format("submitters {}: use 1..256", s));
   }
   return Status::Ok();
 }
 
 Status Validate(const CopyBenchConfig& cfg) {
   if (Status s = ValidateLists(cfg); !s.ok()) return s;
-  if (cfg.reps < 1 || cfg.reps > 1000) return Status::Invalid("--reps must be 1..1000");
-  if (cfg.warmup < 0 || cfg.warmup > 100) return Status::Invalid("--warmup must be 0..100");
+  if (cfg.reps < 1 || cfg.reps > 1000) return Status::InvalidArgument("--reps must be 1..1000");
+  if (cfg.warmup < 0 || cfg.warmup > 100) return Status::InvalidArgument("--warmup must be 0..100");
   if (!(cfg.min_round_ms >= 0 && cfg.min_round_ms <= 10000)) {  // also false for nan
-    return Status::Invalid(fmt::format("--min-round-ms {}: use 0..10000", cfg.min_round_ms));
+    return Status::InvalidArgument(
+        fmt::format("--min-round-ms {}: use 0..10000", cfg.min_round_ms));
   }
   return Status::Ok();
 }
@@ -261,7 +265,7 @@ Status ValidateForTopology(const CopyBenchConfig& cfg, const Topology& topo) {
   for (const NumaNode& n : topo.nodes()) cpus_total += static_cast<int>(n.cpus.size());
   for (int t : cfg.threads) {
     if (t < 0 || t > 4 * cpus_total) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("--threads {}: use 0 (all CPUs of a node) .. {}", t, 4 * cpus_total));
     }
   }

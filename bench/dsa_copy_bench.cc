@@ -92,7 +92,7 @@ Result<Setup> Prepare(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa)
   Setup s;
   s.model = cfg.engine == "dsa-model";
   if (!s.model && !dsa.xml.empty()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "--xml describes the machine the DSA model imitates; with --engine dsa "
         "the topology is this machine's");
   }
@@ -132,7 +132,7 @@ Result<Setup> Prepare(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa)
   }
   for (int n : nodes) {
     if (s.topo->node(n) == nullptr) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("a DSA of the layout sits on node {}, which the topology "
                       "lacks: pass the matching --xml",
                       n));
@@ -377,12 +377,12 @@ class Experiments {
 Status Validate(const CopyBenchConfig& cfg, const DsaCopyBenchConfig& dsa) {
   for (const std::string& x : dsa.experiments) {
     if (x != "submission" && x != "threads" && x != "placement" && x != "cpu") {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "experiment '{}': use submission, threads, placement or cpu (thesis Fig. 3.4-3.8)", x));
     }
   }
   if (cfg.batch_sizes.empty() || cfg.src_nodes.empty()) {
-    return Status::Invalid("give at least one --batch size and one --src-node");
+    return Status::InvalidArgument("give at least one --batch size and one --src-node");
   }
   return Status::Ok();
 }

@@ -178,7 +178,7 @@ Status RunDsaModelSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allo
   n.m_one = PerCallNs(cfg.samples, 20000, model_one, err, allocations, nullptr);
   n.m_b32 = PerCallNs(cfg.samples, 2000, model_batch, err, allocations, nullptr);
   if (!err.ok()) return err;
-  n.batches = (*engine)->stats().batches;
+  n.batches = (*engine)->device_stats().batches;
   return ReportDsaModel(cfg, n, out);
 }
 
@@ -433,9 +433,9 @@ Result<double> FloorSample(CpuSubmitSetup& s, int parts, int warm, int iters) {
 // How many pieces the engine cuts a copy of `op`'s size into: counted on one copy, run once the
 // engine is idle (pieces are counted before their operation completes).
 Result<int> PiecesOf(Engine& engine, const Operation& op) {
-  const std::uint64_t before = engine.state().pieces_completed;
+  const std::uint64_t before = engine.stats().pieces_completed;
   if (Status s = Waited(engine.Submit(op)); !s.ok()) return s;
-  return static_cast<int>(engine.state().pieces_completed - before);
+  return static_cast<int>(engine.stats().pieces_completed - before);
 }
 
 // The split copy through the engine and through the bare hand-off floor, sample by sample in
@@ -498,11 +498,12 @@ Status RunCpuSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocatio
 
 Status RunSubmitBench(const SubmitBenchConfig& cfg, std::uint64_t (*allocations)(),
                       std::ostream& out) {
-  if (cfg.samples < 3 || cfg.samples > 1001) return Status::Invalid("--samples must be 3..1001");
+  if (cfg.samples < 3 || cfg.samples > 1001)
+    return Status::InvalidArgument("--samples must be 3..1001");
   if (cfg.engine == "dsa-model") return RunDsaModelSubmitBench(cfg, allocations, out);
   if (cfg.engine == "dsa") return RunDsaHardwareSubmitBench(cfg, allocations, out);
   if (cfg.engine == "cpu") return RunCpuSubmitBench(cfg, allocations, out);
-  return Status::Invalid(fmt::format(
+  return Status::InvalidArgument(fmt::format(
       "unknown engine '{}': use cpu, dsa-model (the DSA device model) or dsa", cfg.engine));
 }
 

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       if (!h.ok()) return Fail("submit", h.status());
     }
     if (Status s = down->Drain(); !s.ok()) return Fail("write runs", s);
-    std::printf("written %d runs; pipe state %s\n", written.load(), down->state().ToJson().c_str());
+    std::printf("written %d runs; pipe state %s\n", written.load(), down->stats().ToJson().c_str());
 
     // (c) OS style: the runs read back as their completions arrive on an eventfd in epoll.
     std::memset(mem->data(), 0, kRuns * kRun);

@@ -90,7 +90,7 @@ Result<Ends> Declare(PipeRuntime& rt, const PipesCommandOptions& o, FileMode dst
   e.to = *to;
   const std::uint64_t cap = std::min(e.from.capacity(), e.to.capacity());
   if (o.length > cap) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("--length {}: beyond {} ({} bytes): give at most {}", o.length,
                     e.from.capacity() < e.to.capacity() ? o.from : o.to, cap, FormatSize(cap)));
   }
@@ -140,7 +140,7 @@ Status RunPipesCopy(const PipesCommandOptions& o, std::ostream& out) {
   Status s = pipe->Transfer(0, 0, n);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s.ok()) return s;
-  PipeState st = pipe->state();
+  PipeStats st = pipe->stats();
   if (o.json) {
     nlohmann::json j = nlohmann::json::parse(st.ToJson());
     j["plan"] = nlohmann::json::parse(pipe->plan().ToJson());
@@ -172,7 +172,7 @@ Status RunPipesCalibrate(const PipesCommandOptions& o, std::ostream& out) {
   if (path.empty()) {
     path = Calibration::DefaultPath();
     if (path.empty()) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           "no calibration cache: you have no home directory; set XDG_CACHE_HOME to a directory "
           "of yours, or give --output");
     }

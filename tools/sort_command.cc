@@ -74,7 +74,7 @@ Result<extsort::Config> MakeConfig(const SortCommandOptions& o, const std::strin
   if (!f.ok()) return Status(f.status().code(), "--format: " + f.status().message());
   c.format = *f;
   if (o.generate == 0 && o.input.empty()) {
-    return Status::Invalid("nothing to sort: give --generate SIZE or --input FILE");
+    return Status::InvalidArgument("nothing to sort: give --generate SIZE or --input FILE");
   }
   const std::string ext = o.format == "u64" ? ".u64" : ".gensort";
   c.generate_bytes = o.generate;

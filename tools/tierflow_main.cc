@@ -649,36 +649,36 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd, const PipesCli& pip
   if (app.get_subcommands().empty()) {
     std::vector<std::string> rest = app.remaining();
     if (!rest.empty()) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("unknown command '{}': use topology, bench, pipes, sort or qdp "
                       "(tierflow --help)",
                       rest.front()));
     }
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "no command given: use topology, bench, pipes, sort or qdp (tierflow --help)");
   }
   if (bench_cmd.parsed() && bench_cmd.get_subcommands().empty()) {
     std::vector<std::string> rest = bench_cmd.remaining();
     if (!rest.empty()) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("unknown benchmark '{}': use bench copy, bench submit, "
                       "bench cache, bench coherence, bench pipes or bench rma (tierflow bench "
                       "--help)",
                       rest.front()));
     }
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "bench needs a benchmark: copy, submit, cache, coherence, pipes or rma (tierflow "
         "bench --help)");
   }
   if (pipes.cmd->parsed() && pipes.cmd->get_subcommands().empty()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "pipes needs a command: explain, copy or calibrate (tierflow pipes --help)");
   }
   // Words left over after a command (`topology -- x`, `sort extra`): no command takes any.
   std::vector<std::string> rest = app.remaining();
   for (const std::string& word : bench_cmd.remaining()) rest.push_back(word);
   if (!rest.empty()) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "unexpected argument '{}': commands take options only, no other words (--help lists "
         "them)",
         rest.front()));

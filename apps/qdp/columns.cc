@@ -27,19 +27,19 @@ Status CheckColumnFile(int fd, const std::string& path, std::uint64_t rows) {
   if (fstat(fd, &st) != 0)
     return Status::IoError(fmt::format("cannot stat {}: {}", path, std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} is not a regular file (a directory?): --reuse-data reads the column files a.u64 and "
         "b.u64 that an earlier run wrote into --data-dir",
         path));
   }
   if (st.st_size < static_cast<off_t>(sizeof(std::uint64_t))) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} is empty: write the columns again (tierflow qdp --data-dir DIR without --reuse-data)",
         path));
   }
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (size < need) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} is short: its {} bytes hold {} rows, --rows {} needs {} bytes; use --rows {} or "
         "fewer, or write the columns again (drop --reuse-data)",
         path, size, size / sizeof(std::uint64_t), rows, need, size / sizeof(std::uint64_t)));
@@ -76,13 +76,13 @@ Result<int> OpenColumnFile(const std::string& path, bool create) {
         path));
   }
   if (err == EEXIST) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} exists and is not overwritten: read it with --reuse-data, or remove it (or choose "
         "another --data-dir) to write new columns",
         path));
   }
   if (err == ELOOP) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} is a symbolic link: column files are read and written under their own names in "
         "--data-dir; give the directory that holds them",
         path));
@@ -110,7 +110,7 @@ Status ExpectedSum(ColumnData& d) {
   __extension__ unsigned __int128 wide = 0;
   for (std::uint64_t i = 0; i < d.a.size(); ++i) {
     if (d.a[i] >> 63 != 0) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("row {} of a holds {}: the filter compares values below "
                       "2^63 (regenerate the columns)",
                       i, d.a[i]));
@@ -118,7 +118,7 @@ Status ExpectedSum(ColumnData& d) {
     wide += d.a[i] < d.x ? d.b[i] : 0;
   }
   if (wide >> 64 != 0) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "SUM(b) over these rows does not fit 64 bits: use fewer rows, smaller "
         "values of b, or a lower selectivity");
   }
@@ -144,7 +144,8 @@ Status OpenExistingColumn(const std::string& path, StoredColumn& out) {
   struct stat st {};
   if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(*fd);
-    return Status::Invalid(fmt::format("{} is not a regular file: give the column files", path));
+    return Status::InvalidArgument(
+        fmt::format("{} is not a regular file: give the column files", path));
   }
   return OpenColumn(path, *fd, out);
 }

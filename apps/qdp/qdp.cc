@@ -330,7 +330,7 @@ Result<Iteration> RunIteration(const RunContext& run, const std::string& name, c
     }
     it.resident_at_start = ResidentPages(run.files.a) + ResidentPages(run.files.b);
   }
-  const IoUringEngineStats before = run.engines.uring->stats();
+  const IoUringEngineStats before = run.engines.uring->ring_stats();
   it.query = RunQuery(run.cfg, l, run.data.x, &cache, run.machine.cpus,
                       reinterpret_cast<std::uint8_t*>(run.fast.mask.data()));
   cache.WaitForFills();
@@ -343,7 +343,7 @@ Result<Iteration> RunIteration(const RunContext& run, const std::string& name, c
   it.cache = FastNodeStats(cache, run.machine.fast.node);
   if (storage) {
     const std::uint64_t faulted = ResidentPages(run.files.a) + ResidentPages(run.files.b);
-    it.storage_bytes = (run.engines.uring->stats().bytes - before.bytes) + faulted * kPage;
+    it.storage_bytes = (run.engines.uring->ring_stats().bytes - before.bytes) + faulted * kPage;
   }
   return it;
 }

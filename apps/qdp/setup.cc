@@ -15,33 +15,34 @@ namespace {
 
 Status ValidateSizes(const Config& c) {
   if (c.rows == 0 || c.rows > (std::uint64_t{1} << 32))
-    return Status::Invalid("--rows must be 1 .. 2^32");
+    return Status::InvalidArgument("--rows must be 1 .. 2^32");
   if (c.chunk_rows < 512 || c.chunk_rows % 512 != 0 || c.chunk_rows > (std::uint64_t{1} << 32)) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "--chunk-rows {}: use a multiple of 512 rows (4 KiB of uint64, the storage block size "
         "direct I/O reads in) up to 2^32",
         c.chunk_rows));
   }
   if (!(c.selectivity >= 0 && c.selectivity <= 1))
-    return Status::Invalid("--selectivity must be 0 .. 1");
+    return Status::InvalidArgument("--selectivity must be 0 .. 1");
   return Status::Ok();
 }
 
 Status ValidateThreads(const Config& c, int cpus) {
   if (c.groups < 1 || c.threads_scan_a < 1 || c.threads_scan_b < 1 || c.threads_aggregate < 1) {
-    return Status::Invalid("every pipeline needs at least one thread in at least one group");
+    return Status::InvalidArgument(
+        "every pipeline needs at least one thread in at least one group");
   }
   const long long threads = static_cast<long long>(c.groups) *
                             (c.threads_scan_a + c.threads_scan_b + c.threads_aggregate);
   if (threads > 1024) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} group(s) x ({} SCAN_a + {} SCAN_b + {} AGGREGATE) = {} threads: use at "
                     "most 1024 in all",
                     c.groups, c.threads_scan_a, c.threads_scan_b, c.threads_aggregate, threads));
   }
   const int compute = c.groups * (c.threads_scan_a + c.threads_aggregate);
   if (compute > cpus && !c.oversubscribe) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} group(s) x ({} SCAN_a + {} AGGREGATE) threads = {} computing threads on {} CPUs: "
         "more threads than cores (SCAN_b threads, which mostly wait for storage, do not count); "
         "use fewer, or --oversubscribe to run anyway with meaningless times",
@@ -54,17 +55,18 @@ Status ValidateStorageAndCache(const Config& c) {
   // The cache must hold one chunk (the floor reads b in whole chunks, the query caches them).
   const std::uint64_t min_capacity = MinCacheCapacity(c);
   if (c.cache_capacity < min_capacity) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "--cache-capacity {}: the cache must hold at least one chunk of b ({} bytes with "
         "--chunk-rows {}); give at least {}, or less than b's {} bytes to see eviction",
         c.cache_capacity, min_capacity, c.chunk_rows, min_capacity, c.rows * 8));
   }
   if (c.storage_queue_depth < 1 || c.storage_queue_depth > 4096) {
-    return Status::Invalid(fmt::format("--queue-depth {}: use 1..4096", c.storage_queue_depth));
+    return Status::InvalidArgument(
+        fmt::format("--queue-depth {}: use 1..4096", c.storage_queue_depth));
   }
   if (c.storage_read_bytes < 4096 || c.storage_read_bytes % 4096 != 0 ||
       c.storage_read_bytes > (std::size_t{1} << 30)) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("--read-size {}: use a multiple of 4 KiB up to 1 GiB", c.storage_read_bytes));
   }
   return Status::Ok();
@@ -72,24 +74,26 @@ Status ValidateStorageAndCache(const Config& c) {
 
 Status ValidateRun(const Config& c) {
   if (c.engine != "cpu" && c.engine != "dsa" && c.engine != "dsa-model") {
-    return Status::Invalid(fmt::format("--engine '{}': use cpu, dsa or dsa-model", c.engine));
+    return Status::InvalidArgument(
+        fmt::format("--engine '{}': use cpu, dsa or dsa-model", c.engine));
   }
   if (c.reuse_data && c.data_dir.empty()) {
-    return Status::Invalid("--reuse-data reads the columns from --data-dir: give the directory");
+    return Status::InvalidArgument(
+        "--reuse-data reads the columns from --data-dir: give the directory");
   }
   if (c.iterations < 1 || c.iterations > 100 || c.warmup < 0 || c.warmup > 10) {
-    return Status::Invalid("--iterations must be 1..100 and --warmup 0..10");
+    return Status::InvalidArgument("--iterations must be 1..100 and --warmup 0..10");
   }
   const std::vector<std::string> known = {"baseline", "upper_limit", "prefetch",
                                           "prefetch_distributed", "all_dram"};
   if (c.configs.empty()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "--configs is empty: name at least one of baseline, upper_limit, "
         "prefetch, prefetch_distributed, all_dram");
   }
   for (const std::string& n : c.configs) {
     if (std::find(known.begin(), known.end(), n) == known.end()) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("configuration '{}': use baseline, upper_limit, prefetch, "
                       "prefetch_distributed or all_dram",
                       n));
@@ -151,7 +155,7 @@ Result<Tier> ResolveTier(const Topology& topo, const std::string& spec, int cpu_
   };
   if (spec == "storage") {
     if (!storage_allowed) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("{} storage: this tier holds data the CPUs read and the "
                       "cache writes; name a memory node (node:N) or kind",
                       option));
@@ -164,7 +168,7 @@ Result<Tier> ResolveTier(const Topology& topo, const std::string& spec, int cpu_
     const char* last = spec.data() + spec.size();
     auto [end, ec] = std::from_chars(first, last, id);
     if (ec != std::errc() || end != last || first == last) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("{} '{}': write node:N with N a NUMA node number", option, spec));
     }
     Result<const NumaNode*> n = topo.FindNode(id);
@@ -174,7 +178,7 @@ Result<Tier> ResolveTier(const Topology& topo, const std::string& spec, int cpu_
   }
   Result<TierKind> kind = ParseTierKind(spec);
   if (!kind.ok() || *kind == TierKind::kStorage || *kind == TierKind::kUnknown) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} '{}': use {}node:N, or a memory kind (dram, hbm, cxl, nvm)", option, spec,
                     storage_allowed ? "storage, " : ""));
   }

@@ -10,7 +10,7 @@ namespace tierflow::extsort {
 Result<Format> ParseFormat(std::string_view name) {
   if (name == "u64") return Format::kU64;
   if (name == "gensort") return Format::kGensort;
-  return Status::Invalid(fmt::format(
+  return Status::InvalidArgument(fmt::format(
       "unknown record format '{}': use u64 (16-byte records: u64 key, u64 payload) or gensort "
       "(100-byte Sort Benchmark records, 10-byte keys)",
       name));

@@ -83,7 +83,7 @@ Status CheckMemory(const Config& c, std::uint64_t input) {
     (Fits(c.format, mid, c.threads, input) ? high : low) = mid;
   }
   const std::uint64_t need = high;
-  return Status::Invalid(fmt::format(
+  return Status::InvalidArgument(fmt::format(
       "--memory {} is too small to sort {} of {} records with {} threads in two passes: give at "
       "least {} (or fewer threads)",
       FormatSize(c.memory_bytes), FormatSize(input), FormatName(c.format), c.threads,

@@ -39,18 +39,18 @@ std::string DirOf(const std::string& path) {
 // The checks that need no I/O beyond looking at the files.
 Status CheckConfig(const Config& c, std::uint64_t input_bytes) {
   std::error_code ec;
-  if (c.threads < 1 || c.threads > 64) return Status::Invalid("threads: use 1..64");
+  if (c.threads < 1 || c.threads > 64) return Status::InvalidArgument("threads: use 1..64");
   if (c.input.empty() || c.output.empty() || c.runs.empty()) {
-    return Status::Invalid("the sort needs an input, an output and a runs file");
+    return Status::InvalidArgument("the sort needs an input, an output and a runs file");
   }
   if (std::filesystem::exists(c.output, ec) && !c.overwrite) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} exists and is not overwritten: choose another output, or allow replacing it",
         c.output));
   }
   const std::size_t rec = RecordBytes(c.format);
   if (input_bytes == 0 || input_bytes % rec != 0) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} has {} bytes, not a whole number of {}-byte {} records above 0: is the format "
         "right?",
         c.input, input_bytes, rec, FormatName(c.format)));
@@ -62,7 +62,7 @@ Result<std::uint64_t> InputBytes(const Config& c) {
   std::error_code ec;
   if (c.generate_bytes > 0) {
     if (std::filesystem::exists(c.input, ec)) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "{} exists: generating would overwrite it; sort it as it is, or choose another path",
           c.input));
     }

@@ -208,8 +208,9 @@ class TIERFLOW_EXPORT OffloadCache {
   // source may change). Returns how many entries were removed.
   Result<std::size_t> Invalidate(const void* src, std::size_t size,
                                  DirtyEntries dirty = DirtyEntries::kRefuse);
-  // Drops every entry no CacheEntry holds and whose fill has finished (dirty ones are kept).
-  std::size_t Flush();
+  // Drops every entry no CacheEntry holds and whose fill has finished, freeing its memory
+  // (dirty ones are kept: they hold the only copy of their modifications). Returns how many.
+  std::size_t DropUnused();
   // Drops every entry from the cache (held ones stay valid for their holders); dirty entries
   // follow `dirty` as in Invalidate.
   Result<std::size_t> Clear(DirtyEntries dirty = DirtyEntries::kRefuse);

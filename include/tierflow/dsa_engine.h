@@ -98,7 +98,7 @@ class TIERFLOW_EXPORT DsaEngine final : public Engine {
   ~DsaEngine() override;
 
   const EngineCapabilities& capabilities() const override;
-  DsaEngineStats stats() const;
+  DsaEngineStats device_stats() const;
   // "dsa0/wq0.0 (shared, ENQCMD); completion wait: umwait" or the model's equivalent.
   const std::string& description() const;
   DsaSubmitPath submit_path() const;

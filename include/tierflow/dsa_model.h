@@ -52,7 +52,7 @@ enum class DsaEnqueueResult : std::uint8_t {
 
 class TIERFLOW_EXPORT DsaDeviceModel {
  public:
-  struct Counters {
+  struct Stats {
     std::uint64_t descriptors = 0;  // accepted at a portal (a batch counts 1)
     std::uint64_t executed = 0;     // descriptors executed, batch members included
     std::uint64_t batches = 0;
@@ -84,7 +84,7 @@ class TIERFLOW_EXPORT DsaDeviceModel {
   void Pause();
   void Resume();
 
-  Counters counters() const;
+  Stats stats() const;
   // Misuse detected at the portal (DWQ overflow, malformed submission), one line each.
   std::vector<std::string> caller_errors() const;
   const DsaModelConfig& config() const;

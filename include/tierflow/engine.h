@@ -53,7 +53,7 @@ struct EngineCapabilities {
 // engine completes: a CPU engine's piece of a split operation, a DSA descriptor, an io_uring
 // read. Once an engine is idle, pieces started = pieces_completed + pieces_cancelled and
 // in_flight is 0.
-struct EngineState {
+struct EngineStats {
   std::size_t queue_capacity = 0;       // pieces of work that can wait (0: no queue of its own)
   std::size_t queued = 0;               // waiting now (pieces, or tickets for split operations)
   std::size_t in_flight = 0;            // pieces started and not finished
@@ -96,7 +96,7 @@ class TIERFLOW_EXPORT Engine {
 
   virtual const EngineCapabilities& capabilities() const = 0;
   // The counters, read now (each atomically; together they are not one instant). Thread-safe.
-  EngineState state() const;
+  EngineStats stats() const;
 
   // Submits `op` divided among engines as `parts` describe (offsets relative to the operation;
   // the parts must tile [0, op.size) exactly) and returns one handle that completes when every

@@ -134,7 +134,7 @@ class TIERFLOW_EXPORT Submission {
   bool guard_given_ = false;  // AddFinalParts handed the submission guard to the parts
 };
 
-// The counters every engine keeps (Engine::counters(); Engine::state() reads them). Engine
+// The counters every engine keeps (Engine::counters(); Engine::stats() reads them). Engine
 // counts the operations it accepts and the callbacks that throw; the engine counts its pieces
 // — the units it completes (a piece of a split operation, a descriptor, a read).
 //

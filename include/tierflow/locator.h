@@ -44,7 +44,6 @@ enum class Mechanism : std::uint8_t {
   kUringWrite,     // io_uring writes: memory to file
   kCopyFileRange,  // copy_file_range: file to file (in the kernel, reflinks where it can)
 };
-inline constexpr int kMechanismCount = 5;
 TIERFLOW_EXPORT std::string_view MechanismName(Mechanism m);  // "cpu", "dsa", "io_uring-read", ...
 // Errors: a name that is none of MechanismName's (the message lists them).
 TIERFLOW_EXPORT Result<Mechanism> ParseMechanism(std::string_view name);

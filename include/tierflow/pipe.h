@@ -15,7 +15,7 @@
 // cannot meet for a transfer go through an aligned bounce buffer (a fallback, counted);
 // staged plans (file -> DRAM -> HBM) move each chunk through a staging buffer, the hops
 // overlapping. Explain() says what the plan is, what each hop should achieve (calibrated), and
-// why the alternatives were rejected; state() says what the pipe has done.
+// why the alternatives were rejected; stats() says what the pipe has done.
 //
 // Thread-safety: all members may be called from any thread, concurrently. A Pipe is a shared
 // handle: copies refer to the same pipe; the last one to go waits for transfers in flight.
@@ -97,7 +97,7 @@ struct TIERFLOW_EXPORT PipePlan {
 };
 
 // What a pipe has done (visible state).
-struct TIERFLOW_EXPORT PipeState {
+struct TIERFLOW_EXPORT PipeStats {
   std::uint64_t transfers = 0;       // submitted
   std::uint64_t transfers_done = 0;  // completed (failed ones included)
   std::uint64_t bytes = 0;           // moved by completed transfers
@@ -152,7 +152,7 @@ class TIERFLOW_EXPORT Pipe {
 
   const PipePlan& plan() const;
   PipePlan Explain() const { return plan(); }
-  PipeState state() const;
+  PipeStats stats() const;
   const Locator& from() const;
   const Locator& to() const;
   bool valid() const { return core_ != nullptr; }

@@ -34,14 +34,22 @@ TIERFLOW_EXPORT std::string_view StatusCodeName(StatusCode code);
 class [[nodiscard]] TIERFLOW_EXPORT Status {
  public:
   Status() = default;  // ok
+  // Thread-safety: a Status is a value; distinct objects may be used from any threads.
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
+  // One factory per code, named as the code.
   static Status Ok() { return {}; }
-  static Status Invalid(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status OutOfMemory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
   static Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
+  static Status Pending(std::string m) { return {StatusCode::kPending, std::move(m)}; }
+  static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+  static Status Failed(std::string m) { return {StatusCode::kFailed, std::move(m)}; }
   static Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+  static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -162,7 +162,7 @@ class TIERFLOW_EXPORT IoUringEngine final : public Engine {
   bool ReadsSourceDirectly(const void* p, std::size_t n) const override { return Covers(p, n); }
 
   const EngineCapabilities& capabilities() const override;
-  IoUringEngineStats stats() const;
+  IoUringEngineStats ring_stats() const;
 
  protected:
   Status CheckOperation(const Operation& op) const override;

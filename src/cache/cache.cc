@@ -87,15 +87,16 @@ bool CacheEntry::WeakWait() const {
 
 Status CacheEntry::Wait() const {
   if (state_ == nullptr) {
-    return Status::Invalid("empty cache entry: use the entry returned by OffloadCache::Access");
+    return Status::InvalidArgument(
+        "empty cache entry: use the entry returned by OffloadCache::Access");
   }
   return state_->AwaitFill();
 }
 
 Status CacheEntry::MarkDirty() const {
-  if (state_ == nullptr) return Status::Invalid("empty cache entry: nothing to mark dirty");
+  if (state_ == nullptr) return Status::InvalidArgument("empty cache entry: nothing to mark dirty");
   if (!cached()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "MarkDirty of an entry that is not cached (its fill is running, failed or found no "
         "room): there is no cached copy to modify (mutable_data() is null) and data() is the "
         "source itself; nothing was marked");
@@ -106,9 +107,9 @@ Status CacheEntry::MarkDirty() const {
 bool CacheEntry::dirty() const { return state_ != nullptr && state_->dirty(); }
 
 Result<Handle> CacheEntry::WriteBack() const {
-  if (state_ == nullptr) return Status::Invalid("empty cache entry: nothing to write back");
+  if (state_ == nullptr) return Status::InvalidArgument("empty cache entry: nothing to write back");
   if (!cached()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "write back of an entry that is not cached (filling, failed or no room): its data is "
         "the source already");
   }
@@ -282,27 +283,27 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
 Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topology,
                                                            CacheConfig config) {
   if (config.engines.empty()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "the cache needs at least one engine to fill entries (CacheConfig::engines)");
   }
   for (Engine* e : config.engines) {
-    if (e == nullptr) return Status::Invalid("CacheConfig::engines holds a null engine");
+    if (e == nullptr) return Status::InvalidArgument("CacheConfig::engines holds a null engine");
   }
   if (static_cast<bool>(config.allocator.allocate) != static_cast<bool>(config.allocator.free)) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "CacheAllocator needs both allocate and free (or neither, for the "
         "default prefaulted arena)");
   }
   if (config.reserve_capacity && config.allocator.allocate) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "reserve_capacity reserves the default arena's memory; with your own "
         "CacheAllocator, reserve in the allocator instead");
   }
   if (config.arena_chunk < (std::size_t{1} << 20)) {
-    return Status::Invalid("arena_chunk below 1 MiB: use at least 1 MiB");
+    return Status::InvalidArgument("arena_chunk below 1 MiB: use at least 1 MiB");
   }
   if (!topology.is_this_system()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "the cache allocates memory: give it the topology of this system "
         "(Topology::Discover), not one read from a file");
   }
@@ -364,10 +365,10 @@ Result<CacheEntry> OffloadCache::Access(const void* src, std::size_t size, bool*
   Impl& m = *impl_;
   Core& core = *m.core;
   const auto p = reinterpret_cast<std::uintptr_t>(src);
-  if (src == nullptr) return Status::Invalid("cache access of a null source");
-  if (size == 0) return Status::Invalid("cache access of 0 bytes: nothing to cache");
+  if (src == nullptr) return Status::InvalidArgument("cache access of a null source");
+  if (size == 0) return Status::InvalidArgument("cache access of 0 bytes: nothing to cache");
   if (size > UINTPTR_MAX - p) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("cache access [{}, +{}) wraps around the address space", src, size));
   }
   const char* s = static_cast<const char*>(src);
@@ -422,13 +423,13 @@ Result<std::size_t> OffloadCache::Prefetch(
 Result<std::size_t> OffloadCache::Invalidate(const void* src, std::size_t size,
                                              DirtyEntries dirty) {
   const auto p = reinterpret_cast<std::uintptr_t>(src);
-  if (src == nullptr) return Status::Invalid("invalidate of a null source");
+  if (src == nullptr) return Status::InvalidArgument("invalidate of a null source");
   if (size > UINTPTR_MAX - p)
-    return Status::Invalid("invalidate range wraps around the address space");
+    return Status::InvalidArgument("invalidate range wraps around the address space");
   return impl_->core->Remove(p, size, /*all=*/false, dirty);
 }
 
-std::size_t OffloadCache::Flush() {
+std::size_t OffloadCache::DropUnused() {
   Core& core = *impl_->core;
   std::lock_guard held(core.lock);
   std::vector<CacheEntryState*> idle = core.TargetsLocked(0, 0, true);

@@ -368,7 +368,7 @@ Status Core::MarkDirty(Entry* e) {
   dirty_used.store(true, std::memory_order_relaxed);  // published to misses by the lock below
   const auto p = reinterpret_cast<std::uintptr_t>(e->src);
   auto left = [e] {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "the entry for {} has left the cache (Invalidate, Clear, a modification through an "
         "overlapping entry, or the cache's destruction): its copy is no longer kept in step "
         "with the source, so a modification of it cannot be tracked or written back; Access "
@@ -393,7 +393,7 @@ Status Core::MarkDirty(Entry* e) {
   std::erase(others, e);
   for (Entry* o : others) {
     if (o->dirty()) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "the entry for {} overlaps {}, which holds modifications not written back: write "
           "that entry back (or invalidate it) first",
           RangeText(e), RangeText(o)));
@@ -412,7 +412,7 @@ Status Core::MarkDirty(Entry* e) {
 
 Result<Handle> Core::SubmitWriteBack(Entry* e) {
   if (!e->ready()) {  // only a complete cached copy may ever go over the source
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "write back of {}: the entry is not cached (its fill is running, failed or found no "
         "room), so there is no copy to write back and data() is the source already",
         RangeText(e)));
@@ -503,7 +503,7 @@ Result<std::size_t> Core::Remove(std::uintptr_t p, std::size_t n, bool all, Dirt
   if (dirty == DirtyEntries::kRefuse) {
     for (Entry* e : targets) {
       if (!e->dirty()) continue;
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "the cached copy of {} is dirty (modified, not written back): invalidate with "
           "DirtyEntries::kWriteBack to keep the changes or kDiscard to drop them",
           RangeText(e)));

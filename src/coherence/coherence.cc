@@ -31,10 +31,10 @@ inline Status CheckRange(Maintenance m, std::size_t index, const MemorySpan& r) 
   }
   const std::string which = Which(index);
   if (r.data == nullptr) {
-    return Status::Invalid(fmt::format("{}: {} is null with size {}; pass its address",
-                                       coherence::MaintenanceName(m), which, r.size));
+    return Status::InvalidArgument(fmt::format("{}: {} is null with size {}; pass its address",
+                                               coherence::MaintenanceName(m), which, r.size));
   }
-  return Status::Invalid(fmt::format(
+  return Status::InvalidArgument(fmt::format(
       "{}: {} at 0x{:x} with size {} wraps around the address space; pass its real size",
       coherence::MaintenanceName(m), which, begin, r.size));
 }
@@ -59,7 +59,7 @@ Status Run(Maintenance m, std::span<const MemorySpan> ranges, const CoherenceOpt
   }
   if (static_cast<unsigned>(options.fence) > static_cast<unsigned>(MaintenanceFence::kNone))
       [[unlikely]] {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{}: unknown MaintenanceFence value {}; use kComplete, "
                     "kFence or kNone",
                     coherence::MaintenanceName(m), static_cast<unsigned>(options.fence)));
@@ -100,8 +100,8 @@ Result<LineInstruction> ParseLineInstruction(std::string_view name) {
   for (std::size_t i = 0; i < kNames.size(); ++i) {
     if (kNames[i] == name) return static_cast<LineInstruction>(i);
   }
-  return Status::Invalid(fmt::format("unknown cache-line instruction '{}'; use one of: {}", name,
-                                     fmt::join(kNames, ", ")));
+  return Status::InvalidArgument(fmt::format("unknown cache-line instruction '{}'; use one of: {}",
+                                             name, fmt::join(kNames, ", ")));
 }
 
 Status WriteBack(const void* data, std::size_t size, const CoherenceOptions& options) {

@@ -140,7 +140,7 @@ const char* MaintenanceName(Maintenance m) {
 Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolved) {
   const CoherenceSupport& s = GetCoherenceSupport();
   if (static_cast<unsigned>(requested) > static_cast<unsigned>(LineInstruction::kDcCivac)) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{}: unknown LineInstruction value {}; use kAuto or one of "
                     "the named instructions",
                     MaintenanceName(m), static_cast<unsigned>(requested)));
@@ -156,7 +156,7 @@ Status Resolve(Maintenance m, LineInstruction requested, LineInstruction* resolv
         LineInstructionName(m == Maintenance::kWriteBack ? s.write_back : s.invalidate)));
   }
   if (m != Maintenance::kWriteBack && KeepsLine(requested)) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{}: {} writes lines back but keeps them cached, so it does not invalidate; use {} or "
         "auto",
         MaintenanceName(m), LineInstructionName(requested), LineInstructionName(s.invalidate)));

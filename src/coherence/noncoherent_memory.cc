@@ -31,20 +31,22 @@ struct Cache {
 
 Status CheckOptions(const NoncoherentMemory::Options& o) {
   const std::size_t l = o.line_size;
-  if (o.size == 0) return Status::Invalid("NoncoherentMemory: size is 0; give it a size in bytes");
+  if (o.size == 0)
+    return Status::InvalidArgument("NoncoherentMemory: size is 0; give it a size in bytes");
   if (l < 8 || l > 4096 || (l & (l - 1)) != 0) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "NoncoherentMemory: line_size {} is not a power of two in [8, 4096]; use 32, 64 or 256",
         l));
   }
   if (o.cpus < 1 || o.cpus > 64) {
-    return Status::Invalid(fmt::format("NoncoherentMemory: cpus {} is outside [1, 64]", o.cpus));
+    return Status::InvalidArgument(
+        fmt::format("NoncoherentMemory: cpus {} is outside [1, 64]", o.cpus));
   }
   for (auto [name, rate] :
        {std::pair{"eviction_rate", o.eviction_rate}, std::pair{"prefetch_rate", o.prefetch_rate},
         std::pair{"drain_rate", o.drain_rate}}) {
     if (!(rate >= 0.0 && rate <= 1.0)) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("NoncoherentMemory: {} {} is not a probability in [0, 1]", name, rate));
     }
   }
@@ -83,19 +85,19 @@ struct NoncoherentMemory::Impl {
 
   Status Check(int cpu, std::size_t offset, std::size_t size, std::size_t align) const {
     if (cpu < 0 || cpu >= o.cpus) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("NoncoherentMemory: cpu {} does not exist; use 0 to {}", cpu, o.cpus - 1));
     }
     return CheckRange(offset, size, align);
   }
   Status CheckRange(std::size_t offset, std::size_t size, std::size_t align) const {
     if (offset > memory.size() || size > memory.size() - offset) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("NoncoherentMemory: bytes [{}, {}) lie outside the memory's {} bytes", offset,
                       offset + size, memory.size()));
     }
     if (offset % align != 0) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "NoncoherentMemory: a 64-bit access at offset {} is not 8-byte aligned", offset));
     }
     return Status::Ok();

@@ -158,7 +158,7 @@ Status FaultError(std::string_view what, const MemoryFault& fault,
   const GuardedRange& r = ranges[static_cast<std::size_t>(fault.range)];
   const std::uintptr_t offset =
       fault.address - reinterpret_cast<std::uintptr_t>(r.begin) + r.offset;
-  return Status::Invalid(fmt::format(
+  return Status::InvalidArgument(fmt::format(
       "{}: {} the {} faulted at 0x{:x} (byte {} of the operation's {}): {}; pass {} memory "
       "(the operation stopped there; bytes before it may have been {})",
       what, r.write ? "writing" : "reading", r.name, fault.address, offset, r.name, Why(fault, r),

@@ -87,7 +87,7 @@ Status CheckMapped(const char* what, const void* p, std::size_t size) {
   std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   std::uintptr_t start = a & ~(page - 1);
   if (msync(reinterpret_cast<void*>(start), a + size - start, MS_ASYNC) != 0 && errno == ENOMEM) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} range [{}, +{}) is not (entirely) mapped in this process", what, p, size));
   }
   return Status::Ok();

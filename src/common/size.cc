@@ -52,19 +52,21 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
   while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
     if (__builtin_mul_overflow(value, 10u, &value) ||
         __builtin_add_overflow(value, static_cast<unsigned>(text[i] - '0'), &value)) {
-      return Status::Invalid(fmt::format("size '{}' is too large (at most 2^64-1 bytes)", text));
+      return Status::InvalidArgument(
+          fmt::format("size '{}' is too large (at most 2^64-1 bytes)", text));
     }
     ++i;
   }
   if (i == 0) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("size '{}' does not start with a number (e.g. 4KiB, 1MiB, 2GiB)", text));
   }
   std::string why;
   const std::uint64_t unit = UnitBytes(text.substr(i), why);
-  if (unit == 0) return Status::Invalid(fmt::format("size '{}': {}", text, why));
+  if (unit == 0) return Status::InvalidArgument(fmt::format("size '{}': {}", text, why));
   if (__builtin_mul_overflow(value, unit, &value)) {
-    return Status::Invalid(fmt::format("size '{}' is too large (at most 2^64-1 bytes)", text));
+    return Status::InvalidArgument(
+        fmt::format("size '{}' is too large (at most 2^64-1 bytes)", text));
   }
   return value;
 }

@@ -840,30 +840,30 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
   Result<const NumaNode*> node = topology.FindNode(options.node);
   if (!node.ok()) return node.status();
   if (!(*node)->has_cpus()) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "NUMA node {} ({}) has no CPUs, so no CPU engine can run on it; create the engine on its "
         "nearest CPU node {} instead",
         options.node, TierKindName((*node)->kind), (*node)->near_cpu_node));
   }
   if (!topology.is_this_system()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("the CPU engine needs the running system's topology, not one loaded from '{}'",
                     topology.source()));
   }
   if (options.workers < 0 || options.workers > 4096) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("workers = {}: use 0 (one per CPU of the node) or 1..4096", options.workers));
   }
   if (options.min_piece_bytes < kPieceAlign || options.min_piece_bytes % kPieceAlign != 0 ||
       options.max_piece_bytes < options.min_piece_bytes ||
       options.max_piece_bytes % kPieceAlign != 0) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("piece sizes min {} / max {}: both must be multiples of {} with min <= max",
                     options.min_piece_bytes, options.max_piece_bytes, kPieceAlign));
   }
   if (options.queue_capacity == 0 || options.queue_capacity > cpu::TaskQueue::kMaxCapacity) {
-    return Status::Invalid(fmt::format("queue_capacity is {}: use 1..{}", options.queue_capacity,
-                                       cpu::TaskQueue::kMaxCapacity));
+    return Status::InvalidArgument(fmt::format(
+        "queue_capacity is {}: use 1..{}", options.queue_capacity, cpu::TaskQueue::kMaxCapacity));
   }
   Result<std::pair<CpuIsa, CpuIsa>> isas = ChooseKernels(options.isa);
   if (!isas.ok()) return isas.status();

@@ -68,7 +68,7 @@ struct [[gnu::visibility("hidden")]] DsaDeviceModel::Impl final : ForkAware {
   std::set<std::uint64_t> fault_pages;
   int error_count = 0;
   std::uint8_t error_status = 0;
-  Counters counters;
+  Stats counters;
   std::vector<std::string> caller_errors;
   std::uint64_t next_seq = 0;
   std::size_t executing = 0;
@@ -525,22 +525,23 @@ struct [[gnu::visibility("hidden")]] DsaDeviceModel::Impl final : ForkAware {
 
 Result<std::shared_ptr<DsaDeviceModel>> DsaDeviceModel::Create(const DsaModelConfig& config) {
   if (config.wqs.empty())
-    return Status::Invalid("DSA model without work queues: give at least one");
+    return Status::InvalidArgument("DSA model without work queues: give at least one");
   for (std::size_t i = 0; i < config.wqs.size(); ++i) {
     if (config.wqs[i].size == 0 || config.wqs[i].size > 128) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("DSA model WQ {} has size {}: use 1..128", i, config.wqs[i].size));
     }
   }
   if (!config.instant && (config.engines < 1 || config.engines > 4)) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("DSA model with {} engines: a DSA has 1..4", config.engines));
   }
   if (config.max_batch_size < 2 || config.max_batch_size > 1024) {
-    return Status::Invalid(fmt::format("max_batch_size {}: use 2..1024", config.max_batch_size));
+    return Status::InvalidArgument(
+        fmt::format("max_batch_size {}: use 2..1024", config.max_batch_size));
   }
   if (config.max_transfer_size == 0 || config.max_transfer_size > (std::uint64_t{1} << 31)) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("max_transfer_size {}: use 1..2 GiB", config.max_transfer_size));
   }
   if (Status s = InstallFaultHandler(); !s.ok()) return s;  // address translation probes pages
@@ -632,7 +633,7 @@ void DsaDeviceModel::Resume() {
   impl_->work_cv.notify_all();
 }
 
-DsaDeviceModel::Counters DsaDeviceModel::counters() const {
+DsaDeviceModel::Stats DsaDeviceModel::stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->counters;
 }

@@ -655,7 +655,7 @@ struct [[gnu::visibility("hidden")]] DsaEngine::Impl final : ForkAware {
     if (ops.size() < 2) return Status::Ok();
     for (std::size_t i = 0; i < ops.size(); ++i) {
       if (OverlappingBigMove(ops[i])) {
-        return Status::Invalid(fmt::format(
+        return Status::InvalidArgument(fmt::format(
             "batch member {}: an overlapping move larger than the WQ's max_transfer_size ({} "
             "bytes) must be cut into pieces that run in order; submit it on its own",
             i, max_xfer));
@@ -922,7 +922,7 @@ Result<std::unique_ptr<DsaEngine>> DsaEngine::Create(const DsaInventory& invento
 Result<std::unique_ptr<DsaEngine>> DsaEngine::CreateOnModel(std::shared_ptr<DsaDeviceModel> model,
                                                             int wq,
                                                             const DsaEngineOptions& options) {
-  if (model == nullptr) return Status::Invalid("CreateOnModel: the model is null");
+  if (model == nullptr) return Status::InvalidArgument("CreateOnModel: the model is null");
   if (Status s = CheckWaitOption(options); !s.ok()) return s;
   // Pieces that fall back to the CPU run its kernels: refused here for an ISA this CPU lacks.
   if (Result<CpuIsa> isa = ChooseCpuIsa(); !isa.ok()) return isa.status();
@@ -1006,7 +1006,7 @@ DsaSubmitPath DsaEngine::submit_path() const { return impl_->portal->path(); }
 
 EngineQueue DsaEngine::queue() const { return {impl_->wq_size, 0}; }
 
-DsaEngineStats DsaEngine::stats() const {
+DsaEngineStats DsaEngine::device_stats() const {
   const Impl& m = *impl_;
   DsaEngineStats s;
   s.ops = m.ops_done.load(std::memory_order_relaxed);

@@ -46,7 +46,8 @@ Result<DsaFleet> DsaFleet::Open(const DsaInventory& inventory, const DsaEngineOp
 
 Result<DsaFleet> DsaFleet::OnModel(const std::vector<int>& nodes, const DsaModelConfig& base,
                                    const DsaEngineOptions& options) {
-  if (nodes.empty()) return Status::Invalid("a DSA model fleet needs at least one device node");
+  if (nodes.empty())
+    return Status::InvalidArgument("a DSA model fleet needs at least one device node");
   DsaFleet fleet;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     DsaModelConfig c = base;
@@ -75,7 +76,7 @@ std::vector<Engine*> DsaFleet::engines() const {
 std::vector<DsaFleet::DeviceStats> DsaFleet::stats() const {
   std::vector<DeviceStats> out;
   for (const Member& m : members_) {
-    out.push_back({m.device, m.node, m.engine->description(), m.engine->stats()});
+    out.push_back({m.device, m.node, m.engine->description(), m.engine->device_stats()});
   }
   return out;
 }

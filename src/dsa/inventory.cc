@@ -66,19 +66,22 @@ Status ParseDsaCapMask(const std::string& text, std::uint64_t (&bits)[4]) {
             c.end());
     if (!c.empty()) chunks.push_back(c);
   }
-  if (chunks.empty()) return Status::Invalid(fmt::format("empty capability mask '{}'", text));
+  if (chunks.empty())
+    return Status::InvalidArgument(fmt::format("empty capability mask '{}'", text));
   const bool words64 = chunks[0].rfind("0x", 0) == 0 || chunks[0].rfind("0X", 0) == 0;
   auto parse = [&](std::string c, std::uint64_t& out) -> Status {
     if (c.rfind("0x", 0) == 0 || c.rfind("0X", 0) == 0) c = c.substr(2);
     auto [p, ec] = std::from_chars(c.data(), c.data() + c.size(), out, 16);
     if (ec != std::errc() || p != c.data() + c.size()) {
-      return Status::Invalid(fmt::format("capability mask '{}': '{}' is not hexadecimal", text, c));
+      return Status::InvalidArgument(
+          fmt::format("capability mask '{}': '{}' is not hexadecimal", text, c));
     }
     return Status::Ok();
   };
   if (words64) {  // least significant 64-bit word first
     if (chunks.size() > 4) {
-      return Status::Invalid(fmt::format("capability mask '{}' has more than 4 words", text));
+      return Status::InvalidArgument(
+          fmt::format("capability mask '{}' has more than 4 words", text));
     }
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       if (Status s = parse(chunks[i], bits[i]); !s.ok()) return s;
@@ -87,13 +90,14 @@ Status ParseDsaCapMask(const std::string& text, std::uint64_t (&bits)[4]) {
   }
   // %*pb: most significant 32-bit chunk first.
   if (chunks.size() > 8) {
-    return Status::Invalid(fmt::format("capability mask '{}' has more than 256 bits", text));
+    return Status::InvalidArgument(
+        fmt::format("capability mask '{}' has more than 256 bits", text));
   }
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     std::uint64_t v = 0;
     if (Status s = parse(chunks[i], v); !s.ok()) return s;
     if (v > 0xffffffffu) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("capability mask '{}': chunk '{}' exceeds 32 bits", text, chunks[i]));
     }
     std::size_t chunk_index = chunks.size() - 1 - i;  // 0 = least significant
@@ -145,13 +149,13 @@ class Attrs {
     long long v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
     if (ec != std::errc() || p != s.data() + s.size()) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("{} holds '{}', not a number", (dir_ / name).string(), *t));
     }
     if (!std::in_range<T>(v)) {
-      return Status::Invalid(fmt::format("{} holds {}, outside {}..{}", (dir_ / name).string(), v,
-                                         std::numeric_limits<T>::min(),
-                                         std::numeric_limits<T>::max()));
+      return Status::InvalidArgument(
+          fmt::format("{} holds {}, outside {}..{}", (dir_ / name).string(), v,
+                      std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
     }
     out = static_cast<T>(v);
     return Status::Ok();
@@ -171,7 +175,7 @@ Status ReadWq(const fs::path& dir, const DsaDevice& dev, DsaWq& wq) {
   Result<std::string> mode = a.Text("mode");
   if (!mode.ok()) return mode.status();
   if (*mode != "shared" && *mode != "dedicated") {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{}/mode is '{}': expected shared or dedicated", dir.string(), *mode));
   }
   wq.shared = *mode == "shared";
@@ -296,7 +300,7 @@ Status ReadDevice(const fs::path& dir, DsaDevice& d) {
     Result<std::string> t = a.Text("op_cap");
     if (!t.ok()) return t.status();
     if (Status s = ParseDsaCapMask(*t, d.op_cap); !s.ok()) {
-      return Status::Invalid(fmt::format("{}/op_cap: {}", dir.string(), s.message()));
+      return Status::InvalidArgument(fmt::format("{}/op_cap: {}", dir.string(), s.message()));
     }
   }
   TF_RETURN_IF_ERROR(a.Number("gen_cap", d.gen_cap));

@@ -22,13 +22,13 @@ constexpr std::uintptr_t kFirstValid = 4096;
 
 Status CheckRange(const char* what, const void* p, std::size_t size) {
   auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (p == nullptr) return Status::Invalid(fmt::format("{} is null", what));
+  if (p == nullptr) return Status::InvalidArgument(fmt::format("{} is null", what));
   if (a < kFirstValid) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} = {} lies in the first page: not a valid buffer", what, p));
   }
   if (a >= kUserSpaceEnd || size > kUserSpaceEnd - a) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} range [{}, +{}) leaves user space (or wraps around)", what, p, size));
   }
   return Status::Ok();
@@ -82,10 +82,10 @@ bool PlainlyValid(const Operation& op, const EngineCapabilities& caps) {
 Engine::Engine() : counters_(std::make_unique<EngineCounters>()) {}
 Engine::~Engine() = default;
 
-EngineState Engine::state() const {
+EngineStats Engine::stats() const {
   const EngineCounters& c = *counters_;
   const EngineQueue q = queue();
-  EngineState s;
+  EngineStats s;
   s.queue_capacity = q.capacity;
   s.queued = q.queued;
   s.in_flight = c.Total(EngineCounters::kInFlight);
@@ -110,7 +110,7 @@ Status CheckRanges(const Operation& op) {
     auto x = reinterpret_cast<std::uintptr_t>(pa);
     auto y = reinterpret_cast<std::uintptr_t>(pb);
     std::uintptr_t bytes = std::min(x, y) + op.size - std::max(x, y);
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} {} and {} overlap by {} bytes; {}", OpKindName(op.kind), a, b, bytes,
                     op.kind == OpKind::kCopy ? "use a move (OpKind::kMove) for overlapping ranges"
                                              : "give it ranges that do not overlap"));
@@ -158,7 +158,8 @@ Status CheckRanges(const Operation& op) {
 Status CommonChecks(const Operation& op, const EngineCapabilities& caps) {
   if (PlainlyValid(op, caps)) return Status::Ok();
   if (static_cast<unsigned>(op.kind) > static_cast<unsigned>(kLastOpKind)) {
-    return Status::Invalid(fmt::format("unknown operation kind {}", static_cast<int>(op.kind)));
+    return Status::InvalidArgument(
+        fmt::format("unknown operation kind {}", static_cast<int>(op.kind)));
   }
   if ((caps.ops & OpBit(op.kind)) == 0) {
     if (op.kind == OpKind::kDrain) {
@@ -173,16 +174,16 @@ Status CommonChecks(const Operation& op, const EngineCapabilities& caps) {
   if (op.kind == OpKind::kDrain) {
     if (op.size != 0 || op.dst != nullptr || op.src != nullptr || op.src2 != nullptr ||
         op.dst2 != nullptr) {
-      return Status::Invalid("drain takes no buffers: use Operation::Drain()");
+      return Status::InvalidArgument("drain takes no buffers: use Operation::Drain()");
     }
     return Status::Ok();
   }
   if (op.size == 0) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} of size 0: nothing to do; skip the call for empty ranges", OpKindName(op.kind)));
   }
   if (op.size > caps.max_op_bytes) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} of {} bytes exceeds engine '{}' limit of {} bytes; split it",
                     OpKindName(op.kind), op.size, caps.name, caps.max_op_bytes));
   }
@@ -232,9 +233,9 @@ TIERFLOW_HOT_PATH Result<Handle> Engine::Submit(const Operation& op, SubmitOptio
 
 Result<Handle> Engine::SubmitBatch(std::span<const Operation> ops, SubmitOptions options) {
   const EngineCapabilities& caps = capabilities();
-  if (ops.empty()) return Status::Invalid("empty batch: submit at least one operation");
+  if (ops.empty()) return Status::InvalidArgument("empty batch: submit at least one operation");
   if (ops.size() > caps.max_batch) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("batch of {} operations exceeds engine '{}' limit of {}; "
                     "split it into several batches",
                     ops.size(), caps.name, caps.max_batch));
@@ -247,11 +248,11 @@ Result<Handle> Engine::SubmitBatch(std::span<const Operation> ops, SubmitOptions
       }
     }
     if (ops[i].kind == OpKind::kDrain && ops.size() > 1) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "batch member {}: a drain waits for whole earlier submissions; submit it on its own", i));
     }
     if (ops[i].kind == OpKind::kCrc32c && ++crcs > 1) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "batch member {}: a batch's handle reports one CRC; submit each CRC-32C on its own or "
           "in its own batch",
           i));
@@ -266,29 +267,30 @@ namespace {
 
 Status CheckSplittable(const Operation& op) {
   if (op.kind == OpKind::kCrc32c || op.kind == OpKind::kDrain) {
-    return Status::Invalid(fmt::format("a {} cannot be split over engines; submit it to one engine",
-                                       OpKindName(op.kind)));
+    return Status::InvalidArgument(fmt::format(
+        "a {} cannot be split over engines; submit it to one engine", OpKindName(op.kind)));
   }
   if (op.kind == OpKind::kMove && Overlap(op.dst, op.src, op.size)) {
-    return Status::Invalid("an overlapping move cannot be split over engines; submit it to one");
+    return Status::InvalidArgument(
+        "an overlapping move cannot be split over engines; submit it to one");
   }
   return Status::Ok();
 }
 
 Status CheckTiling(const Operation& op, std::span<const EnginePart> parts) {
-  if (parts.empty()) return Status::Invalid("no parts to submit: plan the copy first");
+  if (parts.empty()) return Status::InvalidArgument("no parts to submit: plan the copy first");
   std::size_t expect = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const EnginePart& p = parts[i];
     if (p.engine == nullptr || p.offset != expect || p.size == 0) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "part {} (offset {}, size {}) does not continue the previous parts at offset {}", i,
           p.offset, p.size, expect));
     }
     expect += p.size;
   }
   if (expect != op.size) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("parts cover {} bytes, the operation has {}", expect, op.size));
   }
   return Status::Ok();

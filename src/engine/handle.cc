@@ -175,7 +175,7 @@ using detail::OpState;
 
 namespace {
 Status EmptyHandle() {
-  return Status::Invalid(
+  return Status::InvalidArgument(
       "empty handle: it was moved from or default-constructed; use the handle "
       "returned by Submit");
 }
@@ -220,7 +220,7 @@ TIERFLOW_HOT_PATH Status Handle::Wait(WaitMode mode) const {
   std::atomic<std::uint32_t>& word = state_->word;
   if (word.load(std::memory_order_acquire) & OpState::kDone) return FinalStatus(state_);
   if (detail::t_completing == state_) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "Wait called from the operation's own completion callback: it would "
         "never return; the callback already has the Completion");
   }

@@ -27,8 +27,8 @@ Result<CpuIsa> ParseCpuIsa(std::string_view name) {
   for (CpuIsa isa : {CpuIsa::kAuto, CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kBaseline}) {
     if (name == CpuIsaName(isa)) return isa;
   }
-  return Status::Invalid("unknown ISA '" + std::string(name) +
-                         "': use auto, avx512, avx2 or baseline");
+  return Status::InvalidArgument("unknown ISA '" + std::string(name) +
+                                 "': use auto, avx512, avx2 or baseline");
 }
 
 namespace kernels {
@@ -37,7 +37,7 @@ Result<CpuIsa> IsaInEnvironment() {
   if (env == nullptr || *env == '\0') return CpuIsa::kAuto;
   Result<CpuIsa> isa = ParseCpuIsa(env);
   if (!isa.ok()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("TIERFLOW_ISA={}: {}, or unset it", env, isa.status().message()));
   }
   return isa;

@@ -76,12 +76,12 @@ Result<NodeMemory> QueryNodeMemory(int node) {
 }
 
 Result<Buffer> Buffer::OnNode(int node, std::size_t size, const AllocOptions& options) {
-  if (size == 0) return Status::Invalid("buffer size 0: ask for at least one byte");
+  if (size == 0) return Status::InvalidArgument("buffer size 0: ask for at least one byte");
   Result<NodeMemory> mem = QueryNodeMemory(node);
   if (!mem.ok()) return mem.status();
   const std::size_t align = options.huge_pages == HugePages::kExplicit ? kHugePage : PageSize();
   if (size > (std::size_t{1} << 50)) {
-    return Status::Invalid(fmt::format("buffer size {} bytes is beyond any machine", size));
+    return Status::InvalidArgument(fmt::format("buffer size {} bytes is beyond any machine", size));
   }
   const std::size_t mapped = (size + align - 1) / align * align;
   // The kernel's free count includes reclaimable page cache only partly; refuse what clearly
@@ -125,8 +125,8 @@ Result<Buffer> Buffer::OnNode(int node, std::size_t size, const AllocOptions& op
   if (NumaAvailable()) {
     unsigned long mask[16] = {};
     if (node < 0 || node >= static_cast<int>(sizeof(mask) * 8)) {
-      return Status::Invalid(fmt::format("NUMA node {} is beyond the {} nodes tierflow supports",
-                                         node, sizeof(mask) * 8));
+      return Status::InvalidArgument(fmt::format(
+          "NUMA node {} is beyond the {} nodes tierflow supports", node, sizeof(mask) * 8));
     }
     mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
     if (mbind(p, mapped, MPOL_BIND, mask, sizeof(mask) * 8, MPOL_MF_STRICT) != 0) {
@@ -157,7 +157,7 @@ Result<Buffer> Buffer::OnNode(int node, std::size_t size, const AllocOptions& op
 Result<Buffer> Buffer::OnTier(const Topology& topology, TierKind kind, int near_node,
                               std::size_t size, const AllocOptions& options) {
   if (!topology.is_this_system()) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "cannot allocate on a topology loaded from '{}': discover this system's topology",
         topology.source()));
   }

@@ -81,16 +81,17 @@ Status Calibration::CheckCacheDirectory(const std::string& dir) {
         fmt::format("calibration cache directory {}: {}", dir, std::strerror(errno)));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return Status::Invalid(fmt::format("calibration cache directory {} is not a directory", dir));
+    return Status::InvalidArgument(
+        fmt::format("calibration cache directory {} is not a directory", dir));
   }
   if (st.st_uid != geteuid()) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "calibration cache directory {} belongs to uid {}, not to you (uid {}): another user "
         "could change the figures; remove it, or set XDG_CACHE_HOME to a directory of yours",
         dir, st.st_uid, geteuid()));
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "calibration cache directory {} can be written by others (mode {:o}): another user "
         "could change the figures; chmod go-w {}",
         dir, st.st_mode & 07777, dir));
@@ -154,7 +155,7 @@ Result<Calibration> Calibration::Load(const std::string& path, bool any_machine)
     const nlohmann::json& entries = j.at("entries");
     for (std::size_t i = 0; i < entries.size(); ++i) c.Set(EntryFromJson(entries[i], i));
   } catch (const std::exception& e) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("calibration {} is malformed ({}): remove it or run `tierflow pipes calibrate`",
                     path, e.what()));
   }

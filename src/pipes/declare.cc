@@ -39,9 +39,9 @@ std::string TierList(const Topology& t) {
 Result<Locator> PipeRuntime::Impl::MakeMemory(const NumaNode& node, std::size_t size,
                                               LocatorKind kind, const char* prefix) const {
   if (size == 0) {
-    return Status::Invalid(fmt::format("{} memory of 0 bytes: give a size (e.g. {}:{}:64MiB)",
-                                       TierKindName(node.kind), TierKindName(node.kind),
-                                       node.os_index));
+    return Status::InvalidArgument(
+        fmt::format("{} memory of 0 bytes: give a size (e.g. {}:{}:64MiB)", TierKindName(node.kind),
+                    TierKindName(node.kind), node.os_index));
   }
   auto impl = std::make_shared<LocatorImpl>();
   Result<Buffer> b = Allocate(node.os_index, size, &impl->modelled);
@@ -93,7 +93,7 @@ Result<Locator> PipeRuntime::Staging(TierKind tier, int near_node, std::size_t s
 
 Result<Locator> PipeRuntime::Borrow(void* data, std::size_t size, int node) {
   if (data == nullptr || size == 0) {
-    return Status::Invalid("a borrowed locator needs memory: a pointer and a size above 0");
+    return Status::InvalidArgument("a borrowed locator needs memory: a pointer and a size above 0");
   }
   const NumaNode* n = node >= 0 ? impl_->topology.node(node) : nullptr;
   if (node >= 0 && n == nullptr) return impl_->topology.FindNode(node).status();

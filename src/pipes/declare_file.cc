@@ -50,13 +50,13 @@ int OpenFlags(FileMode mode) {
 Status OpenError(const std::string& path, FileMode mode, int err) {
   switch (err) {
     case EEXIST:
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "{} exists and is not overwritten: choose another path, declare it with "
           "FileMode::kReplace (--overwrite) to replace it, or FileMode::kModify (--modify) to "
           "write only the locator's range",
           path));
     case ELOOP:
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "{} is a symbolic link: files are written only under their own name; give the path "
           "it points to",
           path));
@@ -66,7 +66,7 @@ Status OpenError(const std::string& path, FileMode mode, int err) {
                        fmt::format("cannot create {}: its directory does not exist", path))
                  : Status::NotFound(fmt::format("{} does not exist: check the path", path));
     case EISDIR:
-      return Status::Invalid(fmt::format("{} is a directory, not a file", path));
+      return Status::InvalidArgument(fmt::format("{} is a directory, not a file", path));
     default:
       return Status::IoError(fmt::format("cannot open {}{}: {}", path,
                                          mode == FileMode::kRead ? "" : " for writing",
@@ -80,9 +80,9 @@ Result<std::uint64_t> OpenedSize(int fd, const std::string& path) {
   if (fstat(fd, &st) != 0) {
     return Status::IoError(fmt::format("cannot examine {}: {}", path, std::strerror(errno)));
   }
-  if (S_ISDIR(st.st_mode)) return Status::Invalid(fmt::format("{} is a directory", path));
+  if (S_ISDIR(st.st_mode)) return Status::InvalidArgument(fmt::format("{} is a directory", path));
   if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} is not a regular file (a FIFO, socket or character device): give a file", path));
   }
   return static_cast<std::uint64_t>(st.st_size);
@@ -94,18 +94,18 @@ Result<std::uint64_t> OpenedSize(int fd, const std::string& path) {
 Result<std::uint64_t> RangeLength(const std::string& path, FileMode mode, std::uint64_t offset,
                                   std::uint64_t length, std::uint64_t size) {
   if (length > UINT64_MAX - offset) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{}: offset {} and length {} reach beyond any file", path, offset, length));
   }
   if (mode == FileMode::kCreate || mode == FileMode::kReplace) {
     if (length == 0) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "{}: a file to be written needs a length (the most that may be written), e.g. "
           "file:{}:0:1GiB",
           path, path));
     }
     if (mode == FileMode::kReplace && offset != 0) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "{}: replacing the file would truncate it and zero the {} bytes before offset {}: "
           "write only the range with FileMode::kModify (--modify), or replace from offset 0",
           path, offset, offset));
@@ -113,13 +113,13 @@ Result<std::uint64_t> RangeLength(const std::string& path, FileMode mode, std::u
     return length;
   }
   if (offset > size || length > size - offset) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} has {} bytes: the range at offset {} of {} bytes is beyond the end of the file", path,
         size, offset, length == 0 ? std::string("the rest") : fmt::format("{}", length)));
   }
   if (length == 0) length = size - offset;
   if (length == 0) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} has nothing from offset {} on: the range is empty", path, offset));
   }
   return length;
@@ -136,7 +136,7 @@ std::uint32_t FileMechanisms(FileMode mode) {
 
 Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
                                   std::uint64_t length, FileMode mode) {
-  if (path.empty()) return Status::Invalid("a file locator needs a path");
+  if (path.empty()) return Status::InvalidArgument("a file locator needs a path");
   const bool creates = mode == FileMode::kCreate || mode == FileMode::kReplace;
   if (creates) {  // checked before the file is made or truncated
     if (Result<std::uint64_t> len = RangeLength(path, mode, offset, length, 0); !len.ok()) {
@@ -174,7 +174,8 @@ Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
 
 Result<Locator> PipeRuntime::Spill(const std::vector<Locator>& members) {
   if (members.size() < 2) {
-    return Status::Invalid("a spill chain needs at least two members (e.g. DRAM, then a file)");
+    return Status::InvalidArgument(
+        "a spill chain needs at least two members (e.g. DRAM, then a file)");
   }
   auto impl = std::make_shared<LocatorImpl>();
   impl->kind = LocatorKind::kSpill;
@@ -182,7 +183,7 @@ Result<Locator> PipeRuntime::Spill(const std::vector<Locator>& members) {
   for (std::size_t i = 0; i < members.size(); ++i) {
     const Locator& m = members[i];
     if (!m.valid() || m.kind() == LocatorKind::kSpill || m.kind() == LocatorKind::kStaging) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("spill chain member {} is {}: members are memory, borrowed memory or files",
                       i, m.valid() ? LocatorKindName(m.kind()) : "not declared"));
     }

@@ -24,21 +24,37 @@ std::string_view LocatorKindName(LocatorKind kind) {
 }
 
 namespace {
-constexpr std::string_view kMechanismNames[kMechanismCount] = {"cpu", "dsa", "io_uring-read",
-                                                               "io_uring-write", "copy_file_range"};
-}
+// Every mechanism, in the order of the enum (a switch in MechanismName would let the compiler
+// check coverage, but parsing needs the list).
+constexpr Mechanism kMechanisms[] = {Mechanism::kCpu, Mechanism::kDsa, Mechanism::kUringRead,
+                                     Mechanism::kUringWrite, Mechanism::kCopyFileRange};
+static_assert(std::size(kMechanisms) == static_cast<std::size_t>(Mechanism::kCopyFileRange) + 1,
+              "kMechanisms lists every mechanism");
+}  // namespace
 
 std::string_view MechanismName(Mechanism m) {
-  return kMechanismNames[static_cast<unsigned>(m) % kMechanismCount];
+  switch (m) {
+    case Mechanism::kCpu:
+      return "cpu";
+    case Mechanism::kDsa:
+      return "dsa";
+    case Mechanism::kUringRead:
+      return "io_uring-read";
+    case Mechanism::kUringWrite:
+      return "io_uring-write";
+    case Mechanism::kCopyFileRange:
+      return "copy_file_range";
+  }
+  return "?";
 }
 
 Result<Mechanism> ParseMechanism(std::string_view name) {
-  for (int i = 0; i < kMechanismCount; ++i) {
-    if (kMechanismNames[i] == name) return static_cast<Mechanism>(i);
+  std::string names;
+  for (Mechanism m : kMechanisms) {
+    if (MechanismName(m) == name) return m;
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", MechanismName(m));
   }
-  return Status::Invalid(fmt::format(
-      "unknown mechanism '{}': use cpu, dsa, io_uring-read, io_uring-write or copy_file_range",
-      name));
+  return Status::InvalidArgument(fmt::format("unknown mechanism '{}': use one of {}", name, names));
 }
 
 std::string_view FileModeName(FileMode mode) {

@@ -169,7 +169,8 @@ std::string NowIso() {
 Result<Calibration> Calibration::Measure(const std::vector<Engine*>& engines,
                                          const CalibrationOptions& options) {
   if (options.bytes < (1u << 20) || options.bytes % 4096 != 0) {
-    return Status::Invalid("calibration needs at least 1 MiB per figure, a multiple of 4 KiB");
+    return Status::InvalidArgument(
+        "calibration needs at least 1 MiB per figure, a multiple of 4 KiB");
   }
   Calibration c;
   c.machine_ = ThisMachine();

@@ -28,7 +28,8 @@ Result<int> ParseNode(std::string_view spec, std::string_view text) {
   int v = -1;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || p != text.data() + text.size() || v < 0) {
-    return Status::Invalid(fmt::format("locator '{}': '{}' is not a NUMA node number", spec, text));
+    return Status::InvalidArgument(
+        fmt::format("locator '{}': '{}' is not a NUMA node number", spec, text));
   }
   return v;
 }
@@ -53,7 +54,7 @@ Result<Locator> ParseFile(PipeRuntime& rt, std::string_view spec, FileMode mode,
     path.append(parts[i]);
   }
   if (path.empty())
-    return Status::Invalid(fmt::format("locator '{}': no path; {}", spec, kSpellings));
+    return Status::InvalidArgument(fmt::format("locator '{}': no path; {}", spec, kSpellings));
   const std::uint64_t offset = found == 2 ? nums[1] : found == 1 ? nums[0] : 0;
   std::uint64_t length = found == 2 ? nums[0] : 0;
   const bool creates = mode == FileMode::kCreate || mode == FileMode::kReplace;
@@ -64,7 +65,8 @@ Result<Locator> ParseFile(PipeRuntime& rt, std::string_view spec, FileMode mode,
 Result<Locator> ParseMemory(PipeRuntime& rt, std::string_view spec, std::size_t default_size) {
   std::vector<std::string_view> parts = Split(spec, ':');
   if (parts.size() > 3) {
-    return Status::Invalid(fmt::format("locator '{}': too many parts; {}", spec, kSpellings));
+    return Status::InvalidArgument(
+        fmt::format("locator '{}': too many parts; {}", spec, kSpellings));
   }
   int node = -1;
   if (parts.size() >= 2) {
@@ -76,20 +78,20 @@ Result<Locator> ParseMemory(PipeRuntime& rt, std::string_view spec, std::size_t 
   if (parts.size() == 3) {
     Result<std::uint64_t> s = ParseSize(parts[2]);
     if (!s.ok())
-      return Status::Invalid(fmt::format("locator '{}': {}", spec, s.status().message()));
+      return Status::InvalidArgument(fmt::format("locator '{}': {}", spec, s.status().message()));
     size = *s;
   }
   if (size == 0) {
-    return Status::Invalid(fmt::format("locator '{}' needs a size here, e.g. {}:{}:64MiB", spec,
-                                       parts[0], node < 0 ? 0 : node));
+    return Status::InvalidArgument(fmt::format("locator '{}' needs a size here, e.g. {}:{}:64MiB",
+                                               spec, parts[0], node < 0 ? 0 : node));
   }
   if (parts[0] == "node") {
-    if (node < 0) return Status::Invalid(fmt::format("locator '{}': node:N needs N", spec));
+    if (node < 0) return Status::InvalidArgument(fmt::format("locator '{}': node:N needs N", spec));
     return rt.Node(node, size);
   }
   Result<TierKind> tier = ParseTierKind(parts[0]);
   if (!tier.ok() || *tier == TierKind::kStorage || *tier == TierKind::kUnknown) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("locator '{}': unknown kind '{}'; {}", spec, parts[0], kSpellings));
   }
   return rt.Memory(*tier, node, size);
@@ -109,7 +111,7 @@ Result<Locator> PipeRuntime::Parse(std::string_view spec, FileMode file_mode,
     }
     return Spill(members);
   }
-  if (spec.empty()) return Status::Invalid(fmt::format("empty locator; {}", kSpellings));
+  if (spec.empty()) return Status::InvalidArgument(fmt::format("empty locator; {}", kSpellings));
   return ParseMemory(*this, spec, default_size);
 }
 

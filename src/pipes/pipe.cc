@@ -36,7 +36,7 @@ Status Pipe::Core::AllocateStaging() {
   const std::size_t need = slot_bytes * bp.plan.queue_depth;
   if (options.staging.valid()) {
     if (options.staging.capacity() < need) {
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("staging {} holds {} bytes; this pipe needs {} (queue depth {} x chunk {} + "
                       "alignment): declare more, or lower queue_depth or chunk_bytes",
                       options.staging.name(), options.staging.capacity(), need, bp.plan.queue_depth,
@@ -96,13 +96,14 @@ Result<PipePlan> PipeRuntime::Plan(const Locator& from, const Locator& to,
 
 Result<Handle> Pipe::Core::Submit(std::uint64_t so, std::uint64_t d, std::uint64_t len,
                                   CompletionCallback cb, bool posted, std::uint64_t tag) {
-  if (len == 0) return Status::Invalid("a transfer of 0 bytes: give a length above 0");
+  if (len == 0) return Status::InvalidArgument("a transfer of 0 bytes: give a length above 0");
   if (so > from.capacity() || len > from.capacity() - so) {
-    return Status::Invalid(fmt::format("transfer [{}, +{}) is beyond the source {} ({} bytes)", so,
-                                       len, from.name(), from.capacity()));
+    return Status::InvalidArgument(
+        fmt::format("transfer [{}, +{}) is beyond the source {} ({} bytes)", so, len, from.name(),
+                    from.capacity()));
   }
   if (d > to.capacity() || len > to.capacity() - d) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("transfer [{}, +{}) is beyond the destination {} ({} "
                     "bytes)",
                     d, len, to.name(), to.capacity()));
@@ -120,7 +121,9 @@ Result<Handle> Pipe::Core::Submit(std::uint64_t so, std::uint64_t d, std::uint64
 // --- the public face -------------------------------------------------------------------------
 
 namespace {
-Status NoPipe() { return Status::Invalid("this Pipe refers to no pipe: PipeRuntime::Connect"); }
+Status NoPipe() {
+  return Status::InvalidArgument("this Pipe refers to no pipe: PipeRuntime::Connect");
+}
 const PipePlan kNoPlan;
 const Locator kNoLocator;
 }  // namespace
@@ -179,8 +182,8 @@ const PipePlan& Pipe::plan() const { return core_ ? core_->bp.plan : kNoPlan; }
 const Locator& Pipe::from() const { return core_ ? core_->from : kNoLocator; }
 const Locator& Pipe::to() const { return core_ ? core_->to : kNoLocator; }
 
-PipeState Pipe::state() const {
-  PipeState s;
+PipeStats Pipe::stats() const {
+  PipeStats s;
   if (!core_) return s;
   Core& c = *core_;
   std::lock_guard lock(c.mu);
@@ -203,7 +206,7 @@ PipeState Pipe::state() const {
   return s;
 }
 
-std::string PipeState::ToJson() const {
+std::string PipeStats::ToJson() const {
   nlohmann::json j{{"transfers", transfers},
                    {"transfers_done", transfers_done},
                    {"bytes", bytes},

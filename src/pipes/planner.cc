@@ -208,13 +208,13 @@ Result<Candidate> Choose(std::vector<Candidate> all, const PipeOptions& o,
 
 Status CheckEnds(const Locator& from, const Locator& to, const PipeOptions& o) {
   if (!from.valid() || !to.valid()) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "a pipe needs two declared locators (PipeRuntime::Node, Memory, File, "
         "...)");
   }
   for (const LocatorImpl* d : Leaves(to)) {
     if (!d->writable) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "the destination {} was declared for reading (FileMode::kRead): declare it with "
           "kCreate, kReplace or kModify to write it",
           d->name));
@@ -222,7 +222,7 @@ Status CheckEnds(const Locator& from, const Locator& to, const PipeOptions& o) {
   }
   if (o.staging.valid() && o.staging.kind() != LocatorKind::kStaging &&
       o.staging.kind() != LocatorKind::kMemory) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("staging {} is not memory: declare it with "
                     "PipeRuntime::Staging",
                     o.staging.name()));

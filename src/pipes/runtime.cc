@@ -52,18 +52,19 @@ Status MakeDsa(PipeRuntime::Impl& m) {
 // The caller's memory engines, each serving the mechanism of its kind (at most one each).
 Status TakeCallerEngines(PipeRuntime::Impl& m) {
   for (Engine* e : m.options.engines) {
-    if (e == nullptr) return Status::Invalid("PipeRuntimeOptions::engines holds a null engine");
+    if (e == nullptr)
+      return Status::InvalidArgument("PipeRuntimeOptions::engines holds a null engine");
     const EngineCapabilities& caps = e->capabilities();
     const bool memory = caps.copies_memory && (caps.ops & OpBit(OpKind::kCopy)) != 0;
     if (caps.kind == EngineKind::kStorage || !memory) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "engine '{}' cannot serve pipes: they take engines that copy memory (kind cpu or "
           "offload); files go through the runtime's own io_uring engine",
           caps.name));
     }
     Engine*& slot = caps.kind == EngineKind::kCpu ? m.cpu : m.dsa;
     if (slot != nullptr) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "engines '{}' and '{}' are both of kind {}: give a pipe runtime at most one of each",
           slot->capabilities().name, caps.name, EngineKindName(caps.kind)));
     }

@@ -33,7 +33,7 @@ Result<PolicyKind> ParsePolicyKind(std::string_view name) {
                        PolicyKind::kBruteForce, PolicyKind::kAuto}) {
     if (name == PolicyKindName(k)) return k;
   }
-  return Status::Invalid(fmt::format(
+  return Status::InvalidArgument(fmt::format(
       "unknown copy policy '{}': use single, push-pull, socket, brute-force or auto", name));
 }
 
@@ -89,7 +89,8 @@ Result<std::vector<CopyPart>> PlanAuto(const CopyPolicy& policy, const Topology&
                                        std::size_t size) {
   const AutoThresholds& t = policy.thresholds;
   if (!(t.cpu_share >= 0 && t.cpu_share <= 0.9)) {
-    return Status::Invalid(fmt::format("auto policy cpu_share {}: use 0 .. 0.9", t.cpu_share));
+    return Status::InvalidArgument(
+        fmt::format("auto policy cpu_share {}: use 0 .. 0.9", t.cpu_share));
   }
   std::vector<Engine*> cpus, others;
   for (Engine* e : engines) {
@@ -160,8 +161,8 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
                                        std::span<Engine* const> engines, int src_node, int dst_node,
                                        std::size_t size) {
   if (policy.granularity == 0)
-    return Status::Invalid("copy policy granularity is 0: use e.g. 4096");
-  if (size == 0) return Status::Invalid("copy of size 0: nothing to plan");
+    return Status::InvalidArgument("copy policy granularity is 0: use e.g. 4096");
+  if (size == 0) return Status::InvalidArgument("copy of size 0: nothing to plan");
   Result<const NumaNode*> src = topology.FindNode(src_node);
   if (!src.ok()) return src.status();
   Result<const NumaNode*> dst = topology.FindNode(dst_node);
@@ -209,7 +210,7 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
       for (Engine* e : engines) {
         if (e != nullptr) add(e);
       }
-      if (chosen.empty()) return Status::Invalid("brute-force policy given no engines");
+      if (chosen.empty()) return Status::InvalidArgument("brute-force policy given no engines");
       break;
     case PolicyKind::kAuto:
       break;  // planned above
@@ -220,8 +221,8 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
     auto it = policy.weights.find(e->capabilities().node);
     double w = it == policy.weights.end() ? 1.0 : it->second;
     if (!(w > 0) || !std::isfinite(w)) {
-      return Status::Invalid(fmt::format("copy policy weight {} for node {}: weights must be > 0",
-                                         w, e->capabilities().node));
+      return Status::InvalidArgument(fmt::format(
+          "copy policy weight {} for node {}: weights must be > 0", w, e->capabilities().node));
     }
     weights.push_back(w);
   }

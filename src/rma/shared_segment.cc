@@ -201,7 +201,7 @@ Result<SharedSegment> SharedSegment::ShareInPlace(void* base, std::size_t size) 
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   if (base == nullptr || size == 0 || reinterpret_cast<std::uintptr_t>(base) % page != 0 ||
       size % page != 0) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} bytes at {}: only whole pages can be shared in place", size, base));
   }
   const auto at = reinterpret_cast<std::uintptr_t>(base);

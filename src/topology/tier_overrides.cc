@@ -35,21 +35,22 @@ bool ParseInt(std::string_view s, int& out) {
 Status ParseEntry(std::string_view entry, const std::string& where, TierOverrides& out) {
   std::size_t sep = entry.find_first_of("= \t");
   if (sep == std::string_view::npos) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{}: entry '{}' has no kind; write NODES=KIND, e.g. 8-15=hbm", where, entry));
   }
   std::string_view nodes = Trim(entry.substr(0, sep));
   std::string_view kind_text = Trim(entry.substr(sep + 1));
   if (!kind_text.empty() && kind_text.front() == '=') kind_text = Trim(kind_text.substr(1));
   Result<TierKind> kind = ParseTierKind(kind_text);
-  if (!kind.ok()) return Status::Invalid(fmt::format("{}: {}", where, kind.status().message()));
+  if (!kind.ok())
+    return Status::InvalidArgument(fmt::format("{}: {}", where, kind.status().message()));
   int lo = 0, hi = 0;
   std::size_t dash = nodes.find('-');
   bool good = dash == std::string_view::npos
                   ? (ParseInt(nodes, lo) && (hi = lo, true))
                   : ParseInt(nodes.substr(0, dash), lo) && ParseInt(nodes.substr(dash + 1), hi);
   if (!good || hi < lo) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{}: node list '{}' is not a node number or range like 8-15", where, nodes));
   }
   for (int n = lo; n <= hi; ++n) out.Set(n, *kind);
@@ -83,7 +84,7 @@ Result<TierKind> ParseTierKind(std::string_view name) {
        {TierKind::kDram, TierKind::kHbm, TierKind::kCxl, TierKind::kNvm, TierKind::kStorage}) {
     if (lower == TierKindName(k)) return k;
   }
-  return Status::Invalid(
+  return Status::InvalidArgument(
       fmt::format("unknown tier kind '{}': use dram, hbm, cxl, nvm or storage", name));
 }
 
@@ -108,9 +109,9 @@ Result<TierOverrides> TierOverrides::Parse(std::string_view text) {
 Result<TierOverrides> TierOverrides::LoadFile(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return Status::Invalid(fmt::format("tier config '{}' is {}: give a file of 'NODES KIND' lines",
-                                       path,
-                                       S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
+    return Status::InvalidArgument(
+        fmt::format("tier config '{}' is {}: give a file of 'NODES KIND' lines", path,
+                    S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
   }
   std::ifstream in(path);
   if (!in) {

@@ -87,7 +87,7 @@ Status CheckXmlIndexes(const std::string& path) {
     const char* first = text.data() + at + kAttr.size();
     const auto [end, ec] = std::from_chars(first, text.data() + text.size(), value);
     if (ec == std::errc::result_out_of_range || (ec == std::errc() && value > kMaxOsIndex)) {
-      return Status::Invalid(fmt::format(
+      return Status::InvalidArgument(fmt::format(
           "hwloc XML topology '{}' gives an object os_index {}, beyond any CPU or NUMA node "
           "(at most {}): a damaged or hand-edited file; make it again with 'lstopo --of xml "
           "FILE'",
@@ -202,7 +202,7 @@ Status TopologyBuilder::ApplyOverrides(const TopologyOptions& options, Topology&
     if (it == topo.nodes_.end()) {
       std::vector<int> have;
       for (const NumaNode& n : topo.nodes_) have.push_back(n.os_index);
-      return Status::Invalid(
+      return Status::InvalidArgument(
           fmt::format("tier override names node {}, which {} does not have (nodes: {})", index,
                       topo.source_, fmt::join(have, ",")));
     }

@@ -40,7 +40,7 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
 Result<MappedFile> MappedFile::Map(int fd, const std::string& name) {
   struct stat st {};
   if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0 || !S_ISREG(st.st_mode)) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} is empty, not a regular file, or cannot be examined: nothing to map", name));
   }
   MappedFile m;
@@ -412,7 +412,7 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
   }
 
   static Status Gone() {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         "the file of this io_uring operation is no longer registered "
         "(UnregisterFile or FileWindow::Close while submitting)");
   }
@@ -420,13 +420,13 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
 
 Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngineOptions& options) {
   if (options.queue_depth == 0 || options.queue_depth > 4096) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("io_uring queue depth {}: use 1..4096", options.queue_depth));
   }
   if (options.max_read_bytes == 0 || options.max_read_bytes % 4096 != 0 ||
       options.max_read_bytes > (std::size_t{1} << 30)) {
-    return Status::Invalid(fmt::format("io_uring read size {}: use a multiple of 4 KiB up to 1 GiB",
-                                       options.max_read_bytes));
+    return Status::InvalidArgument(fmt::format(
+        "io_uring read size {}: use a multiple of 4 KiB up to 1 GiB", options.max_read_bytes));
   }
   auto impl = std::make_unique<Impl>();
   impl->opts = options;
@@ -557,7 +557,7 @@ Status OpenDescriptors(RegisteredFile& f, bool direct, int from = -1) {
     return Status::IoError(fmt::format("cannot examine {}: {}", f.path, std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-    return Status::Invalid(fmt::format("{} is not a regular file or block device", f.path));
+    return Status::InvalidArgument(fmt::format("{} is not a regular file or block device", f.path));
   }
   if (!direct) return Status::Ok();
   f.direct_fd = open(ReopenPath(f.fd).c_str(), mode | O_CLOEXEC | O_DIRECT);  // tmpfs refuses
@@ -581,13 +581,14 @@ Status IoUringEngine::AddFile(std::shared_ptr<void> file) {
   std::unique_lock lock(impl_->files_mu);
   auto next = impl_->files.lower_bound(f->base);
   if (next != impl_->files.end() && next->first < f->base + f->length) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} overlaps the registered file {}", f->path, next->second->path));
   }
   if (next != impl_->files.begin()) {
     const RegisteredFile& prev = *std::prev(next)->second;
     if (prev.base + prev.length > f->base) {
-      return Status::Invalid(fmt::format("{} overlaps the registered file {}", f->path, prev.path));
+      return Status::InvalidArgument(
+          fmt::format("{} overlaps the registered file {}", f->path, prev.path));
     }
   }
   impl_->files.emplace(f->base, std::move(f));
@@ -601,7 +602,7 @@ Status IoUringEngine::RegisterFile(const std::string& path, const void* base, st
 Status IoUringEngine::RegisterOpened(const std::string& path, int from, const void* base,
                                      std::size_t length) {
   if (base == nullptr || length == 0) {
-    return Status::Invalid("RegisterFile needs the mapping's address and a length above 0");
+    return Status::InvalidArgument("RegisterFile needs the mapping's address and a length above 0");
   }
   auto f = std::make_shared<RegisteredFile>();
   f->path = path;
@@ -609,7 +610,7 @@ Status IoUringEngine::RegisterOpened(const std::string& path, int from, const vo
   f->length = length;
   if (Status s = OpenDescriptors(*f, impl_->opts.direct, from); !s.ok()) return s;
   if (const std::uint64_t size = FileSize(f->fd); size < length) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "{} has {} bytes, fewer than the {} registered: a short column file?", path, size, length));
   }
   return AddFile(std::move(f));
@@ -622,7 +623,8 @@ Result<FileWindow> IoUringEngine::OpenFile(const std::string& path,
 
 Result<FileWindow> IoUringEngine::OpenDescriptor(int fd, const std::string& name,
                                                  const FileOpenOptions& options) {
-  if (fd < 0) return Status::Invalid(fmt::format("{}: no open descriptor (-1) to open", name));
+  if (fd < 0)
+    return Status::InvalidArgument(fmt::format("{}: no open descriptor (-1) to open", name));
   return OpenWindow(name, fd, options);
 }
 
@@ -635,13 +637,14 @@ Result<FileWindow> IoUringEngine::OpenWindow(const std::string& path, int from,
   const std::uint64_t size = FileSize(f->fd);
   std::uint64_t length = options.length;
   if (length == 0 && f->writable) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "opening {} for writing needs FileOpenOptions::length (how far writes may reach)", path));
   }
   if (length == 0) length = size;
-  if (length == 0) return Status::Invalid(fmt::format("{} is empty: nothing to read", path));
+  if (length == 0)
+    return Status::InvalidArgument(fmt::format("{} is empty: nothing to read", path));
   if (!f->writable && length > size) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("{} has {} bytes, fewer than the {} asked for: a range "
                     "beyond the end of the file",
                     path, size, length));
@@ -691,7 +694,7 @@ EngineQueue IoUringEngine::queue() const {
   return {impl_->opts.queue_depth, impl_->pending.size()};
 }
 
-IoUringEngineStats IoUringEngine::stats() const {
+IoUringEngineStats IoUringEngine::ring_stats() const {
   const Impl& m = *impl_;
   auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   IoUringEngineStats s;
@@ -712,7 +715,7 @@ IoUringEngineStats IoUringEngine::stats() const {
 Status IoUringEngine::CheckOperation(const Operation& op) const {
   if (op.kind == OpKind::kWriteBack) {
     if (CoversWritable(op.dst, op.size)) return Status::Ok();
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "io_uring write-back (fdatasync) of [{}, +{}): the range is not inside a file opened "
         "for writing with this engine (OpenFile with FileAccess::kReadWrite)",
         op.dst, op.size));
@@ -720,13 +723,13 @@ Status IoUringEngine::CheckOperation(const Operation& op) const {
   const bool src_file = Covers(op.src, op.size);
   const bool dst_file = Covers(op.dst, op.size);
   if (dst_file && !CoversWritable(op.dst, op.size)) {
-    return Status::Invalid(
+    return Status::InvalidArgument(
         fmt::format("io_uring copy destination [{}, +{}) is a file opened read-only: open it with "
                     "FileAccess::kReadWrite to write it",
                     op.dst, op.size));
   }
   if (!src_file && !dst_file) {
-    return Status::Invalid(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "io_uring copy [{}, +{}) -> [{}, +{}) touches no file registered with this engine: "
         "RegisterFile/OpenFile the file first (memory-to-memory copies belong to the CPU or DSA "
         "engine)",

@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 
-INTERNAL = re.compile(r"^tierflow::(detail|cache|cpu|dsa|internal|bench|tools|testing)::|::Impl(::|$)")
+INTERNAL = re.compile(r"^tierflow::(detail|cache|cpu|dsa|internal|bench|tools|testing|testkit)::|::Impl(::|$)")
 REQUIRED = [
     "tierflow::Topology::Discover",
     "tierflow::CpuEngine::Create",

@@ -28,10 +28,10 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeCpuEngine;
-using testing::ManualEngine;
-using testing::RandomBytes;
-using testing::ThisSystem;
+using testkit::MakeCpuEngine;
+using testkit::ManualEngine;
+using testkit::RandomBytes;
+using testkit::ThisSystem;
 
 std::unique_ptr<OffloadCache> MakeCache(CacheConfig c) {
   Result<std::unique_ptr<OffloadCache>> r = OffloadCache::Create(ThisSystem(), std::move(c));
@@ -179,7 +179,7 @@ TEST_F(CpuCache, HoldsFromHitsSurviveInvalidationAndMoveBetweenThreads) {
   ASSERT_TRUE(Take(cache_->Access(src.data(), src.size())).Wait().ok());
   CacheEntry hit = Take(cache_->Access(src.data(), src.size()));  // a table hold
   CacheEntry copy = hit;
-  EXPECT_EQ(cache_->Flush(), 0u) << "held through the table";
+  EXPECT_EQ(cache_->DropUnused(), 0u) << "held through the table";
   ASSERT_EQ(*cache_->Invalidate(src.data(), src.size()), 1u);
   EXPECT_EQ(std::memcmp(hit.data(), src.data(), src.size()), 0);
   std::thread other([moved = std::move(copy), &src]() mutable {
@@ -203,7 +203,7 @@ TEST_F(CpuCache, HoldsFromHitsSurviveInvalidationAndMoveBetweenThreads) {
       held.push_back(Take(cache_->Access(many.data() + i * 64, 64)));
   }
   cache_->WaitForFills();
-  EXPECT_EQ(cache_->Flush(), 0u);
+  EXPECT_EQ(cache_->DropUnused(), 0u);
   ASSERT_TRUE(cache_->Clear().ok());
   for (std::size_t i = 0; i < held.size(); ++i) {
     ASSERT_EQ(std::memcmp(held[i].data(), many.data() + (i % 20000) * 64, 64), 0) << i;
@@ -223,7 +223,7 @@ TEST_F(CpuCache, DirtyEntriesNeedAChoice) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("dirty"), std::string::npos);
   EXPECT_NE(refused.status().message().find("kWriteBack"), std::string::npos);
-  EXPECT_EQ(cache_->Flush(), 0u) << "a dirty entry is not flushed";
+  EXPECT_EQ(cache_->DropUnused(), 0u) << "a dirty entry is not dropped";
   ASSERT_TRUE(cache_->Invalidate(src.data(), src.size(), DirtyEntries::kWriteBack).ok());
   EXPECT_EQ(src[10], original[10] ^ 0xff) << "written back";
 
@@ -320,12 +320,12 @@ TEST(CachePlanner, FileBackedSourcesAreFilledByTheStorageEngine) {
   CacheEntry from_file = Take(cache->Access(column->data() + 4096, 512 << 10));
   ASSERT_TRUE(from_file.Wait().ok());
   EXPECT_EQ(std::memcmp(from_file.data(), data.data() + 4096, 512 << 10), 0);
-  EXPECT_EQ((*uring)->stats().ops, 1u);
+  EXPECT_EQ((*uring)->ring_stats().ops, 1u);
   auto memory = RandomBytes(100000, 81);
   CacheEntry from_memory = Take(cache->Access(memory.data(), memory.size()));
   ASSERT_TRUE(from_memory.Wait().ok());
-  EXPECT_EQ((*uring)->stats().ops, 1u) << "memory goes to the CPU engine";
-  EXPECT_EQ(cpu->state().ops_submitted, 1u);
+  EXPECT_EQ((*uring)->ring_stats().ops, 1u) << "memory goes to the CPU engine";
+  EXPECT_EQ(cpu->stats().ops_submitted, 1u);
   // Only a storage engine, and a source it does not hold: nothing can fill it; the entry
   // reads the source and says why.
   CacheConfig only_storage;
@@ -380,7 +380,7 @@ TEST(CacheMemory, EvictsLeastRecentlyUsedAndNeverExceedsCapacity) {
   CacheEntry too_big = Take(cache->Access(big.data(), big.size()));
   EXPECT_NE(too_big.Wait().message().find("exceed the cache's capacity"), std::string::npos);
   held.clear();
-  EXPECT_EQ(cache->Flush(), 3u);
+  EXPECT_EQ(cache->DropUnused(), 3u);
   EXPECT_EQ(Node0(*cache).bytes_used, 0u);
 }
 
@@ -737,7 +737,7 @@ TEST(CacheStress, RandomAccessInvalidateFlushEveryByteMatches) {
       } else if (action < 90) {
         ASSERT_TRUE(cache->Invalidate(src, len).ok());
       } else if (action < 95) {
-        cache->Flush();
+        cache->DropUnused();
       } else {
         (*model)->InjectError(DSA_COMP_HW_ERR1, 1);
         (*model)->InjectPageFault(src + len / 2);

@@ -29,8 +29,8 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeCpuEngine;
-using testing::ThisSystem;
+using testkit::MakeCpuEngine;
+using testkit::ThisSystem;
 
 constexpr std::size_t kThreads = 4;
 constexpr std::size_t kWords = 128 << 10;  // 1 MiB of source
@@ -39,8 +39,8 @@ constexpr std::uint64_t kOriginalTag = 0xA5;
 std::uint64_t Tag(std::uint64_t v) { return v >> 56; }
 std::uint64_t Seq(std::uint64_t v) { return v & ((std::uint64_t{1} << 56) - 1); }
 std::uint64_t Original(std::size_t i) { return kOriginalTag << 56 | i; }
-std::uint64_t Load(const void* p) { return testing::ConcurrentLoad(p); }
-void Store(void* p, std::uint64_t v) { testing::ConcurrentStore(p, v); }
+std::uint64_t Load(const void* p) { return testkit::ConcurrentLoad(p); }
+void Store(void* p, std::uint64_t v) { testkit::ConcurrentStore(p, v); }
 
 struct Shared {
   OffloadCache* cache = nullptr;
@@ -85,7 +85,7 @@ class Worker {
     if (action < 70) return WriteBackHeld();
     if (action < 85) return InvalidateRange(r);
     if (action < 90) return ClearAll();
-    if (action < 95) return (void)s_.cache->Flush();
+    if (action < 95) return (void)s_.cache->DropUnused();
     if (!held_.empty()) held_.pop_front();
   }
 

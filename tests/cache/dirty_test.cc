@@ -25,10 +25,10 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeCpuEngine;
-using testing::ManualEngine;
-using testing::RandomBytes;
-using testing::ThisSystem;
+using testkit::MakeCpuEngine;
+using testkit::ManualEngine;
+using testkit::RandomBytes;
+using testkit::ThisSystem;
 
 std::unique_ptr<OffloadCache> MakeCache(Engine* engine, std::size_t capacity = 64 << 20) {
   CacheConfig c;
@@ -269,7 +269,7 @@ void ClearRace(DirtyEntries first_choice) {
       Result<CacheEntry> e = cache->Access(&src[r * kWords], kWords * 8);
       ASSERT_TRUE(e.ok());
       if (!e->Wait().ok() || !e->cached()) continue;
-      testing::ConcurrentStore(e->mutable_data(), v);
+      testkit::ConcurrentStore(e->mutable_data(), v);
       written[r] = v;
       if (e->MarkDirty().ok()) acked[r] = v;
     }

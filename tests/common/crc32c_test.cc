@@ -15,7 +15,7 @@
 namespace tierflow {
 namespace {
 
-using tierflow::testing::RandomBytes;
+using tierflow::testkit::RandomBytes;
 
 // The definition: reflected polynomial 0x82F63B78, one bit at a time, seed and result inverted.
 std::uint32_t Reference(std::uint32_t seed, const unsigned char* p, std::size_t n) {

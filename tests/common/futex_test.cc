@@ -20,7 +20,7 @@ class Sleeper {
  public:
   Sleeper(WakeWord& word, std::uint32_t bits) : word_(word), bits_(bits) {
     thread_ = std::thread([this] {
-      tid_.store(testing::ThisThreadId());
+      tid_.store(testkit::ThisThreadId());
       while (!released_.load()) {
         word_.SleepUnless([this] { return released_.load(); }, bits_);
         returns_.fetch_add(1);
@@ -36,7 +36,7 @@ class Sleeper {
   // Waits until the thread sleeps in the kernel; false after 10 s.
   bool AwaitAsleep() const {
     while (tid_.load() == 0) std::this_thread::yield();
-    return testing::AwaitThreadAsleep(tid_.load());
+    return testkit::AwaitThreadAsleep(tid_.load());
   }
   void Release() { released_.store(true); }
   int returns() const { return returns_.load(); }

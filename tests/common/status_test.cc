@@ -34,7 +34,7 @@ TEST(Result, BuiltFromAnOkStatusIsAnInternalError) {
 
 TEST(ResultDeathTest, ValueOfAnErrorAbortsWithTheErrorAndThrowsNothing) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  Result<int> e(Status::Invalid("--rows 0: use 1 .. 2^32"));
+  Result<int> e(Status::InvalidArgument("--rows 0: use 1 .. 2^32"));
   EXPECT_DEATH((void)e.value(), "value\\(\\) called on an error .*invalid_argument: --rows 0");
   const Result<int>& c = e;
   EXPECT_DEATH((void)*c, "called on an error");

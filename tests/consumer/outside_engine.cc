@@ -102,6 +102,78 @@ int Fail(const char* what, const tierflow::Status& s) {
   std::fprintf(stderr, "outside_engine: %s: %s\n", what, s.ToString().c_str());
   return 1;
 }
+// 5. A pipe runtime given `offload` and a CPU-kind engine of the same make: a pipe between
+// memory locators runs on the engine its plan's mechanism names.
+int RunPipes(LibcEngine& offload, int node, const std::vector<char>& src) {
+  LibcEngine libc_cpu(node, tierflow::EngineKind::kCpu);
+  tierflow::PipeRuntimeOptions ro;
+  ro.engines = {&libc_cpu, &offload};
+  ro.use_dsa = false;
+  auto rt = tierflow::PipeRuntime::Create(ro);
+  if (!rt.ok()) return Fail("pipe runtime", rt.status());
+  std::vector<char> dst(src.size());
+  auto from = (*rt)->Borrow(const_cast<char*>(src.data()), src.size(), node);
+  auto to = (*rt)->Borrow(dst.data(), dst.size(), node);
+  if (!from.ok() || !to.ok()) return Fail("locators", from.status());
+  for (tierflow::Mechanism m : {tierflow::Mechanism::kCpu, tierflow::Mechanism::kDsa}) {
+    tierflow::PipeOptions po;
+    po.mechanism = m;
+    auto pipe = (*rt)->Connect(*from, *to, po);
+    if (!pipe.ok()) return Fail("connect", pipe.status());
+    std::fill(dst.begin(), dst.end(), 0);
+    if (tierflow::Status s = pipe->Transfer(0, 0, src.size()); !s.ok() || dst != src) {
+      return Fail("pipe transfer", s);
+    }
+  }
+  if (libc_cpu.stats().bytes_completed != src.size()) {
+    std::fprintf(stderr, "outside_engine: the pipe's cpu hop did not run on the caller's engine\n");
+    return 1;
+  }
+  return 0;
+}
+
+// 2 and 3: one copy split between `libc` and the CPU engine by a copy policy; the auto policy
+// sends a small copy to the CPU engine and a medium one to the offload engine. Sets `share`
+// to the bytes of the split that `libc` copied.
+int Policies(LibcEngine& libc, tierflow::Engine& cpu, const tierflow::Topology& topo, int node,
+             const std::vector<char>& src, std::uint64_t& share) {
+  std::vector<char> dst(src.size());
+  tierflow::CopyPolicy policy;
+  policy.kind = tierflow::PolicyKind::kBruteForce;
+  std::vector<tierflow::Engine*> engines = {&libc, &cpu};
+  auto plan = tierflow::PlanCopy(policy, topo, engines, node, node, src.size());
+  if (!plan.ok()) return Fail("plan", plan.status());
+  auto split =
+      tierflow::SubmitParts(tierflow::Operation::Copy(dst.data(), src.data(), src.size()), *plan);
+  if (!split.ok()) return Fail("split", split.status());
+  if (tierflow::Status s = split->Wait(); !s.ok() || dst != src) return Fail("split result", s);
+  share = 0;
+  for (const tierflow::CopyPart& part : *plan) share += part.engine == &libc ? part.size : 0;
+
+  policy.kind = tierflow::PolicyKind::kAuto;
+  auto small = tierflow::PlanCopy(policy, topo, engines, node, node, 4096);
+  auto medium = tierflow::PlanCopy(policy, topo, engines, node, node, 1 << 20);
+  if (!small.ok() || !medium.ok()) return Fail("auto plan", small.status());
+  if ((*small)[0].engine != &cpu || (*medium)[0].engine != &libc) {
+    std::fprintf(stderr, "outside_engine: the auto policy did not choose by kind\n");
+    return 1;
+  }
+  return 0;
+}
+
+// 4. The offloading cache filled by `libc`.
+int FillCache(LibcEngine& libc, const tierflow::Topology& topo, int node,
+              const std::vector<char>& src) {
+  tierflow::CacheConfig config;
+  config.engines = {&libc};
+  config.capacity[node] = 8 << 20;
+  auto cache = tierflow::OffloadCache::Create(topo, config);
+  if (!cache.ok()) return Fail("cache", cache.status());
+  auto entry = (*cache)->Access(src.data(), src.size());
+  if (!entry.ok()) return Fail("access", entry.status());
+  if (tierflow::Status s = entry->Wait(); !s.ok()) return Fail("fill", s);
+  return entry->cached() && std::memcmp(entry->data(), src.data(), src.size()) == 0 ? 0 : 1;
+}
 
 }  // namespace
 
@@ -127,79 +199,19 @@ int main() {
   if (tierflow::Status s = h->Wait(); !s.ok() || dst != src) return Fail("batch result", s);
   if (libc.Submit(tierflow::Operation::Crc32c(src.data(), 64)).ok()) return 1;
 
-  // 2. One copy split between this engine and the CPU engine by a copy policy.
-  std::vector<char> dst2(src.size());
-  tierflow::CopyPolicy policy;
-  policy.kind = tierflow::PolicyKind::kBruteForce;
-  std::vector<tierflow::Engine*> engines = {&libc, cpu->get()};
-  auto plan = tierflow::PlanCopy(policy, *topo, engines, node, node, src.size());
-  if (!plan.ok()) return Fail("plan", plan.status());
-  auto split =
-      tierflow::SubmitParts(tierflow::Operation::Copy(dst2.data(), src.data(), src.size()), *plan);
-  if (!split.ok()) return Fail("split", split.status());
-  if (tierflow::Status s = split->Wait(); !s.ok() || dst2 != src) return Fail("split result", s);
+  std::uint64_t share = 0;
+  if (int rc = Policies(libc, **cpu, *topo, node, src, share); rc != 0) return rc;
+  if (int rc = FillCache(libc, *topo, node, src); rc != 0) return rc;
+  if (int rc = RunPipes(libc, node, src); rc != 0) return rc;
 
-  // 3. The auto policy: a small copy to the CPU engine, a medium one to the offload engine.
-  policy.kind = tierflow::PolicyKind::kAuto;
-  auto small = tierflow::PlanCopy(policy, *topo, engines, node, node, 4096);
-  auto medium = tierflow::PlanCopy(policy, *topo, engines, node, node, 1 << 20);
-  if (!small.ok() || !medium.ok()) return Fail("auto plan", small.status());
-  if ((*small)[0].engine != cpu->get() || (*medium)[0].engine != &libc) {
-    std::fprintf(stderr, "outside_engine: the auto policy did not choose by kind\n");
-    return 1;
-  }
-
-  // 4. The offloading cache filled by this engine.
-  tierflow::CacheConfig config;
-  config.engines = {&libc};
-  config.capacity[node] = 8 << 20;
-  auto cache = tierflow::OffloadCache::Create(*topo, config);
-  if (!cache.ok()) return Fail("cache", cache.status());
-  auto entry = (*cache)->Access(src.data(), src.size());
-  if (!entry.ok()) return Fail("access", entry.status());
-  if (tierflow::Status s = entry->Wait(); !s.ok()) return Fail("fill", s);
-  if (!entry->cached() || std::memcmp(entry->data(), src.data(), src.size()) != 0) return 1;
-  cache->reset();
-
-  // 5. A pipe runtime given this engine (as its offload engine) and a CPU-kind one: a pipe
-  // between memory locators runs on the engine its plan names.
-  LibcEngine libc_cpu(node, tierflow::EngineKind::kCpu);
-  tierflow::PipeRuntimeOptions ro;
-  ro.engines = {&libc_cpu, &libc};
-  ro.use_dsa = false;
-  auto rt = tierflow::PipeRuntime::Create(ro);
-  if (!rt.ok()) return Fail("pipe runtime", rt.status());
-  auto from = (*rt)->Borrow(src.data(), src.size(), node);
-  std::vector<char> dst3(src.size());
-  auto to = (*rt)->Borrow(dst3.data(), dst3.size(), node);
-  if (!from.ok() || !to.ok()) return Fail("locators", from.status());
-  for (tierflow::Mechanism m : {tierflow::Mechanism::kCpu, tierflow::Mechanism::kDsa}) {
-    tierflow::PipeOptions po;
-    po.mechanism = m;
-    auto pipe = (*rt)->Connect(*from, *to, po);
-    if (!pipe.ok()) return Fail("connect", pipe.status());
-    std::fill(dst3.begin(), dst3.end(), 0);
-    if (tierflow::Status s = pipe->Transfer(0, 0, src.size()); !s.ok() || dst3 != src) {
-      return Fail("pipe transfer", s);
-    }
-  }
-  if (libc_cpu.state().bytes_completed != src.size()) {
-    std::fprintf(stderr, "outside_engine: the pipe's cpu hop did not run on the caller's engine\n");
-    return 1;
-  }
-  rt->reset();
-  const std::uint64_t by_pipe = src.size();
-
-  const tierflow::EngineState st = libc.state();
+  const tierflow::EngineStats st = libc.stats();
   std::printf(
       "outside_engine: %llu operations, %llu pieces, %llu bytes through an engine built "
-      "outside tierflow (%zu parts of the split)\n",
+      "outside tierflow (a policy, the cache and a pipe chose it by kind)\n",
       static_cast<unsigned long long>(st.ops_submitted),
       static_cast<unsigned long long>(st.pieces_completed),
-      static_cast<unsigned long long>(st.bytes_completed), plan->size());
+      static_cast<unsigned long long>(st.bytes_completed));
   // The batch, its share of the split, the cache's fill and the pipe's offload hop.
-  std::uint64_t share = 0;
-  for (const tierflow::CopyPart& part : *plan) share += part.engine == &libc ? part.size : 0;
-  const std::uint64_t expected = src.size() + share + src.size() + by_pipe;
+  const std::uint64_t expected = src.size() + share + src.size() + src.size();
   return st.in_flight == 0 && st.bytes_completed == expected && share > 0 ? 0 : 1;
 }

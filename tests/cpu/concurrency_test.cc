@@ -19,7 +19,7 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeCpuEngine;
+using testkit::MakeCpuEngine;
 
 TEST(Concurrency, ManyThreadsSubmitAndWait) {
   CpuEngineOptions o;
@@ -73,7 +73,7 @@ TEST(Concurrency, ManyThreadsSubmitAndWait) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(callbacks.load(), expected_callbacks.load());
-  EXPECT_EQ(e->state().in_flight, 0u);
+  EXPECT_EQ(e->stats().in_flight, 0u);
 }
 
 TEST(Concurrency, HandlesWaitedByOtherThreads) {
@@ -162,7 +162,7 @@ void SplitsBackToBack(CpuEngineOptions o) {
     }
   }
   EXPECT_EQ(callbacks.load(), 120);
-  const EngineState st = e->state();
+  const EngineStats st = e->stats();
   EXPECT_EQ(st.in_flight, 0u);
   EXPECT_EQ(st.pieces_failed + st.pieces_cancelled, 0u);
 }
@@ -218,13 +218,13 @@ std::unique_ptr<CpuEngine> PinnedWorkers(int workers, bool waiter_runs_pieces = 
 class SplitsFromTheCpuOfAWorker : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SplitsFromTheCpuOfAWorker, CompleteWhoeverWaits) {
-  const std::vector<int> cpus = testing::NodeCpus();
+  const std::vector<int> cpus = testkit::NodeCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
-  testing::PinnedToCpu pinned(cpus[1]);
+  testkit::PinnedToCpu pinned(cpus[1]);
   auto e = PinnedWorkers(2, /*waiter_runs_pieces=*/GetParam());
   SplitsWaitedEveryWay(*e);
-  EXPECT_EQ(e->state().in_flight, 0u);
-  EXPECT_EQ(e->state().pieces_cancelled, 0u);
+  EXPECT_EQ(e->stats().in_flight, 0u);
+  EXPECT_EQ(e->stats().pieces_cancelled, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(WaiterRunsPieces, SplitsFromTheCpuOfAWorker, ::testing::Bool());
@@ -235,7 +235,7 @@ INSTANTIATE_TEST_SUITE_P(WaiterRunsPieces, SplitsFromTheCpuOfAWorker, ::testing:
 // resting, and split operations from that CPU do not wake it again, whether their waiters
 // help or block. The other worker gets the pieces.
 TEST(Concurrency, SplitsLeaveTheWorkerOnTheSubmittersCpuAsleep) {
-  const std::vector<int> cpus = testing::NodeCpus();
+  const std::vector<int> cpus = testkit::NodeCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
   CpuEngineOptions o;
   o.workers = 2;
@@ -243,8 +243,8 @@ TEST(Concurrency, SplitsLeaveTheWorkerOnTheSubmittersCpuAsleep) {
   // Created before this thread is pinned: its workers do not start out on this thread's CPU
   // alone (a thread inherits its creator's CPUs), so the one pinned there is the worker beside.
   auto e = MakeCpuEngine(o);
-  testing::PinnedToCpu pinned(cpus[1]);
-  const int beside = testing::AwaitThreadPinnedTo(cpus[1]);
+  testkit::PinnedToCpu pinned(cpus[1]);
+  const int beside = testkit::AwaitThreadPinnedTo(cpus[1]);
   ASSERT_NE(beside, 0) << "no worker pinned to CPU " << cpus[1];
   std::vector<unsigned char> src(256 << 10), dst(src.size());
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 13);
@@ -261,14 +261,14 @@ TEST(Concurrency, SplitsLeaveTheWorkerOnTheSubmittersCpuAsleep) {
   for (long last = -1;;) {
     ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "the worker beside never rested";
     for (int i = 0; i < 20; ++i) copy(WaitMode::kAdaptive);
-    const long now = testing::ThreadState(beside) == 'S' ? testing::ContextSwitchesOf(beside) : -1;
+    const long now = testkit::ThreadState(beside) == 'S' ? testkit::ContextSwitchesOf(beside) : -1;
     if (now >= 0 && now == last) break;
     last = now;
   }
-  const long switches = testing::ContextSwitchesOf(beside);
+  const long switches = testkit::ContextSwitchesOf(beside);
   for (int i = 0; i < 300; ++i) copy(i % 2 == 0 ? WaitMode::kAdaptive : WaitMode::kBlock);
-  EXPECT_EQ(testing::ContextSwitchesOf(beside), switches) << "the worker beside was woken";
-  EXPECT_EQ(e->state().in_flight, 0u);
+  EXPECT_EQ(testkit::ContextSwitchesOf(beside), switches) << "the worker beside was woken";
+  EXPECT_EQ(e->stats().in_flight, 0u);
 }
 
 // Two submitting threads, one on each of two CPUs: each posts pieces to the mailbox where
@@ -279,19 +279,19 @@ TEST(Concurrency, SplitsLeaveTheWorkerOnTheSubmittersCpuAsleep) {
 class ConcurrencyWorkers : public ::testing::TestWithParam<int> {};
 
 TEST_P(ConcurrencyWorkers, SplitsFromTwoCpusWithTicketsReplaced) {
-  const std::vector<int> cpus = testing::NodeCpus();
+  const std::vector<int> cpus = testkit::NodeCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
   auto e = PinnedWorkers(GetParam());
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
-      testing::PinnedToCpu pinned(cpus[static_cast<std::size_t>(t)]);
+      testkit::PinnedToCpu pinned(cpus[static_cast<std::size_t>(t)]);
       SplitsWaitedEveryWay(*e);
     });
   }
   for (std::thread& t : threads) t.join();
-  EXPECT_EQ(e->state().in_flight, 0u);
-  EXPECT_EQ(e->state().pieces_cancelled, 0u);
+  EXPECT_EQ(e->stats().in_flight, 0u);
+  EXPECT_EQ(e->stats().pieces_cancelled, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, ConcurrencyWorkers, ::testing::Values(1, 2));

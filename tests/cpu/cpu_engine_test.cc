@@ -25,9 +25,9 @@
 namespace tierflow {
 namespace {
 
-using testing::BusyWorker;
-using testing::MakeCpuEngine;
-using testing::ThisSystem;
+using testkit::BusyWorker;
+using testkit::MakeCpuEngine;
+using testkit::ThisSystem;
 
 std::vector<unsigned char> Pattern(std::size_t n, unsigned seed) {
   std::vector<unsigned char> v(n);
@@ -37,7 +37,7 @@ std::vector<unsigned char> Pattern(std::size_t n, unsigned seed) {
 }
 
 TEST(CpuEngine, CreateErrors) {
-  Result<Topology> xeon = testing::FixtureTopology("xeon-max-9468-snc4-flat.xml");
+  Result<Topology> xeon = testkit::FixtureTopology("xeon-max-9468-snc4-flat.xml");
   ASSERT_TRUE(xeon.ok());
   CpuEngineOptions o;
   o.node = 8;
@@ -70,7 +70,7 @@ TEST(CpuEngine, CreateErrors) {
   o.queue_capacity = 1000;
   Result<std::unique_ptr<CpuEngine>> rounded = CpuEngine::Create(ThisSystem(), o);
   ASSERT_TRUE(rounded.ok()) << rounded.status().ToString();
-  EXPECT_EQ((*rounded)->state().queue_capacity, 1024u) << "rounded up to a power of two";
+  EXPECT_EQ((*rounded)->stats().queue_capacity, 1024u) << "rounded up to a power of two";
   if (!__builtin_cpu_supports("avx512f")) {
     o = {};
     o.isa = CpuIsa::kAvx512;
@@ -127,7 +127,7 @@ TEST(CpuEngine, AutoIsaIsMeasuredPerKindOfCopy) {
   o.nt_threshold_bytes = 1 << 16;
   auto split = MakeCpuEngine(o);
   for (std::size_t n : {std::size_t{(1 << 16) - 64}, std::size_t{(1 << 16) + 100}}) {
-    auto src = testing::RandomBytes(n, static_cast<unsigned>(n));
+    auto src = testkit::RandomBytes(n, static_cast<unsigned>(n));
     std::vector<unsigned char> dst(n);
     Result<Handle> h = split->Submit(Operation::Copy(dst.data(), src.data(), n));
     ASSERT_TRUE(h.ok()) << h.status().message();
@@ -203,7 +203,7 @@ TEST(CpuEngine, ValidationErrorsNameTheProblem) {
   Operation bad_kind = Operation::Copy(b.data(), a.data(), 16);
   bad_kind.kind = static_cast<OpKind>(42);
   EXPECT_EQ(e->Submit(bad_kind).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(e->state().ops_submitted, 0u) << "rejected operations are not submitted";
+  EXPECT_EQ(e->stats().ops_submitted, 0u) << "rejected operations are not submitted";
 }
 
 TEST(CpuEngine, UnmappedMemoryIsAnErrorAtSubmitOrCompletion) {
@@ -307,7 +307,7 @@ TEST_P(CpuEngineOps, MixedBatch) {
   EXPECT_EQ(d1, src);
   EXPECT_EQ(d2[4095], 0xab);
   EXPECT_EQ(0, std::memcmp(d3.data(), src.data() + 7, 100));
-  EngineState s = e->state();
+  EngineStats s = e->stats();
   EXPECT_EQ(s.ops_submitted, 3u);
   EXPECT_EQ(s.in_flight, 0u);
   EXPECT_GE(s.bytes_completed, src.size() + 4196);
@@ -320,9 +320,9 @@ TEST(CpuEngine, InlineVersusWorkersIsVisibleInState) {
   auto e = MakeCpuEngine();
   std::vector<char> a(1 << 20, 1), b(1 << 20);
   ASSERT_TRUE(e->Submit(Operation::Copy(b.data(), a.data(), 4096))->Wait().ok());
-  EXPECT_EQ(e->state().ops_inline, 1u);
+  EXPECT_EQ(e->stats().ops_inline, 1u);
   ASSERT_TRUE(e->Submit(Operation::Copy(b.data(), a.data(), a.size()))->Wait().ok());
-  EngineState s = e->state();
+  EngineStats s = e->stats();
   EXPECT_EQ(s.ops_inline, 1u);
   EXPECT_EQ(s.ops_submitted, 2u);
   EXPECT_GE(s.pieces_completed, 2u);
@@ -404,7 +404,7 @@ TEST(CpuEngine, ThrowingCallbackOnWorkerIsCounted) {
   so.callback = [](const Completion&) { throw 42; };
   Result<Handle> h = e->Submit(Operation::Copy(b.data(), a.data(), a.size()), std::move(so));
   ASSERT_TRUE(h->Wait().ok());
-  EXPECT_EQ(e->state().callback_errors, 1u);
+  EXPECT_EQ(e->stats().callback_errors, 1u);
 }
 
 TEST(CpuEngine, WaiterRunsPiecesNoWorkerStarted) {
@@ -421,7 +421,7 @@ TEST(CpuEngine, WaiterRunsPiecesNoWorkerStarted) {
   ASSERT_TRUE(h->Wait(WaitMode::kSpin).ok());
   EXPECT_EQ(dst, src);
   EXPECT_EQ(h->bytes_completed(), src.size());
-  EXPECT_EQ(e->state().pieces_by_waiters, 17u);
+  EXPECT_EQ(e->stats().pieces_by_waiters, 17u);
 }
 
 TEST(CpuEngine, BlockingWaitLeavesPiecesToWorkers) {
@@ -442,7 +442,7 @@ TEST(CpuEngine, BlockingWaitLeavesPiecesToWorkers) {
   busy.reset();
   waiter.join();
   EXPECT_EQ(dst, src);
-  EXPECT_EQ(e->state().pieces_by_waiters, 0u);
+  EXPECT_EQ(e->stats().pieces_by_waiters, 0u);
 }
 
 TEST(CpuEngine, WaiterHelpCanBeTurnedOff) {
@@ -455,7 +455,7 @@ TEST(CpuEngine, WaiterHelpCanBeTurnedOff) {
         e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait(WaitMode::kSpin).ok());
   }
   EXPECT_EQ(dst, src);
-  EXPECT_EQ(e->state().pieces_by_waiters, 0u);
+  EXPECT_EQ(e->stats().pieces_by_waiters, 0u);
 }
 
 // The last piece of a split operation is held for a thread that waits on it; when nobody
@@ -491,8 +491,8 @@ TEST(CpuEngine, HeldPieceRunsOnAWorkerWhenNobodyWaits) {
   for (std::size_t i = 0; i < kSize; ++i) {
     ASSERT_EQ(filled[i], static_cast<unsigned char>(pattern >> (8 * (i % 8)))) << i;
   }
-  EXPECT_EQ(e->state().pieces_by_waiters, 0u);
-  EXPECT_EQ(e->state().pieces_completed, 4u * 5u);
+  EXPECT_EQ(e->stats().pieces_by_waiters, 0u);
+  EXPECT_EQ(e->stats().pieces_completed, 4u * 5u);
 }
 
 TEST(CpuEngine, QueueSmallerThanWork) {
@@ -505,7 +505,7 @@ TEST(CpuEngine, QueueSmallerThanWork) {
   std::vector<unsigned char> dst(src.size());
   ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait().ok());
   EXPECT_EQ(dst, src);
-  EXPECT_EQ(e->state().pieces_completed, 64u);
+  EXPECT_EQ(e->stats().pieces_completed, 64u);
 }
 
 TEST(CpuIsa, NamesAndDetection) {

@@ -19,8 +19,8 @@
 namespace tierflow {
 namespace {
 
-using testing::BusyWorker;
-using testing::MakeCpuEngine;
+using testkit::BusyWorker;
+using testkit::MakeCpuEngine;
 
 constexpr std::size_t kSize = 1 << 20;  // two pieces of 512 KiB over two workers
 
@@ -103,7 +103,7 @@ TEST(HeldPiece, OperationsWithMorePiecesThanWorkersTeachNothing) {
     }
   }
   EXPECT_EQ(dst, src);
-  EXPECT_GE(e->state().pieces_by_waiters, 800u);
+  EXPECT_GE(e->stats().pieces_by_waiters, 800u);
   EXPECT_EQ(CpuEngineInternal::HeldPieceScale(*e), 1.0);
 }
 

@@ -18,7 +18,7 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeCpuEngine;
+using testkit::MakeCpuEngine;
 
 struct Config {
   CpuIsa isa;

@@ -27,7 +27,7 @@
 namespace tierflow {
 namespace {
 
-using tierflow::testing::RandomBytes;
+using tierflow::testkit::RandomBytes;
 
 std::shared_ptr<DsaDeviceModel> Model(DsaModelConfig c = {}) {
   Result<std::shared_ptr<DsaDeviceModel>> m = DsaDeviceModel::Create(c);
@@ -92,7 +92,7 @@ TEST_P(DsaOps, CopyMoveFillCompareAcrossSplitsAndBatches) {
   std::memmove(ref.data(), ref.data() + 777, 250000);
   ASSERT_TRUE(e->Submit(Operation::Move(buf.data(), buf.data() + 777, 250000))->Wait().ok());
   EXPECT_EQ(buf, ref);
-  DsaEngineStats s = e->stats();
+  DsaEngineStats s = e->device_stats();
   EXPECT_GT(s.batches, 0u) << "a 3 MiB copy in 64 KiB pieces travels in batches";
   EXPECT_EQ(s.errors, 0u);
   EXPECT_TRUE(model->caller_errors().empty());
@@ -118,7 +118,7 @@ TEST_P(DsaOps, BatchOfOperationsWithCallback) {
   ASSERT_TRUE(h->Wait(WaitMode::kBlock).ok());
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(src, dst);
-  EXPECT_EQ(e->stats().batches, 2u) << "40 descriptors in batches of at most 32";
+  EXPECT_EQ(e->device_stats().batches, 2u) << "40 descriptors in batches of at most 32";
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, DsaOps, ::testing::Values(true, false),
@@ -141,7 +141,7 @@ TEST(DsaEngine, SharedWqFullRetriesThenRetriesLater) {
   for (int i = 0; i < 12; ++i) {
     hs.push_back(Take(e->Submit(Operation::Copy(dst[i].data(), src[i].data(), 8192))));
   }
-  DsaEngineStats s = e->stats();
+  DsaEngineStats s = e->device_stats();
   EXPECT_GE(s.submit_retries, 10u * 3)
       << "10 refused descriptors, 1 try + 2 retries each (and the completion thread tries again)";
   EXPECT_EQ(s.retried_later, 10u);
@@ -149,7 +149,7 @@ TEST(DsaEngine, SharedWqFullRetriesThenRetriesLater) {
   model->Resume();
   for (Handle& h : hs) ASSERT_TRUE(h.Wait().ok());
   EXPECT_EQ(src, dst);
-  EXPECT_GE(model->counters().swq_retries, 30u);
+  EXPECT_GE(model->stats().swq_retries, 30u);
 }
 
 TEST(DsaEngine, DrainCompletesAfterEverythingSubmittedBefore) {
@@ -199,10 +199,10 @@ TEST(DsaEngine, DualcastWithDestinationsInDifferentPagePositionsGoesAsTwoCopies)
   auto* pb = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(b.data()) + 4095) &
                                               ~std::uintptr_t{4095});
   ASSERT_TRUE(e->Submit(Operation::Dualcast(pa, pb, src.data(), n))->Wait().ok());
-  EXPECT_EQ(e->stats().dualcast_splits, 0u);
-  EXPECT_EQ(model->counters().executed, 1u) << "one dualcast descriptor";
+  EXPECT_EQ(e->device_stats().dualcast_splits, 0u);
+  EXPECT_EQ(model->stats().executed, 1u) << "one dualcast descriptor";
   ASSERT_TRUE(e->Submit(Operation::Dualcast(pa, pb + 64, src.data(), n))->Wait().ok());
-  EXPECT_EQ(e->stats().dualcast_splits, 1u);
+  EXPECT_EQ(e->device_stats().dualcast_splits, 1u);
   EXPECT_EQ(std::memcmp(pa, src.data(), n), 0);
   EXPECT_EQ(std::memcmp(pb + 64, src.data(), n), 0);
 
@@ -309,7 +309,7 @@ TEST(DsaEngine, CompletionThreadWaitsWithUmwaitOnTheOnlyRecordInFlight) {
     EXPECT_EQ(dst, src);
     EXPECT_NE(StatusByte(g_watched.load()), 0)
         << "the watched record is the one the device completed";
-    EXPECT_GT(e->stats().monitor_waits, 0u);
+    EXPECT_GT(e->device_stats().monitor_waits, 0u);
   }
   dsa::internal::cpu_has_waitpkg = saved_has;
   dsa::internal::monitor_wait = saved_wait;
@@ -348,15 +348,15 @@ TEST(DsaEngine, BatchLimits) {
   for (int i = 0; i < 9; ++i) ops.push_back(Operation::Copy(dst[i].data(), src[i].data(), 1000));
   ASSERT_TRUE(e->SubmitBatch(ops)->Wait().ok());
   EXPECT_EQ(src, dst);
-  EXPECT_EQ(e->stats().batches, 2u) << "4 + 4 as batches, the ninth alone";
-  EXPECT_EQ(model->counters().descriptors, 3u);
-  EXPECT_EQ(model->counters().executed, 9u);
+  EXPECT_EQ(e->device_stats().batches, 2u) << "4 + 4 as batches, the ninth alone";
+  EXPECT_EQ(model->stats().descriptors, 3u);
+  EXPECT_EQ(model->stats().executed, 9u);
 
   DsaEngineOptions capped;
   capped.max_batch = 2;
   auto e2 = Engine(model, capped);
   ASSERT_TRUE(e2->SubmitBatch(ops)->Wait().ok());
-  EXPECT_EQ(e2->stats().batches, 4u);
+  EXPECT_EQ(e2->device_stats().batches, 4u);
 
   alignas(64) dsa_hw_desc list[8] = {};
   alignas(64) dsa_hw_desc batch{};
@@ -391,7 +391,7 @@ TEST(DsaEngine, SharedWqFullFallsBackToCpu) {
   for (int i = 0; i < 8; ++i) {
     hs.push_back(Take(e->Submit(Operation::Copy(dst[i].data(), src[i].data(), 4096))));
   }
-  EXPECT_EQ(e->stats().cpu_fallbacks, 7u);
+  EXPECT_EQ(e->device_stats().cpu_fallbacks, 7u);
   for (int i = 1; i < 8; ++i) EXPECT_TRUE(hs[i].done()) << "ran on the CPU at submission";
   model->Resume();
   for (Handle& h : hs) ASSERT_TRUE(h.Wait().ok());
@@ -412,8 +412,8 @@ TEST(DsaEngine, DedicatedWqNeverExceedsItsCredits) {
   std::vector<unsigned char> dst(src.size());
   ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), src.data(), src.size()))->Wait().ok());
   EXPECT_EQ(dst, src);
-  EXPECT_GT(e->stats().credit_waits, 0u);
-  EXPECT_EQ(model->counters().dwq_overflows, 0u);
+  EXPECT_GT(e->device_stats().credit_waits, 0u);
+  EXPECT_EQ(model->stats().dwq_overflows, 0u);
   EXPECT_TRUE(model->caller_errors().empty()) << model->caller_errors()[0];
 }
 
@@ -434,7 +434,7 @@ TEST(DsaEngine, ModelReportsDedicatedWqOverflowAsCallerBug) {
     d.completion_addr = reinterpret_cast<std::uintptr_t>(&r);
     model->Enqueue(0, &d);
   }
-  EXPECT_GE(model->counters().dwq_overflows, 1u);
+  EXPECT_GE(model->stats().dwq_overflows, 1u);
   ASSERT_FALSE(model->caller_errors().empty());
   EXPECT_NE(model->caller_errors()[0].find("overflowed"), std::string::npos);
   EXPECT_EQ(model->occupancy(0), 1u);
@@ -486,8 +486,8 @@ TEST_P(DsaFaults, CopyResumesAfterReadAndWriteFaults) {
   ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
   EXPECT_EQ(h->bytes_completed(), src->size());
   EXPECT_EQ(std::memcmp(dst->data(), src->data(), src->size()), 0);
-  EXPECT_EQ(e->stats().faults_resumed, 2u);
-  EXPECT_EQ(model->counters().page_faults, 2u);
+  EXPECT_EQ(e->device_stats().faults_resumed, 2u);
+  EXPECT_EQ(model->stats().page_faults, 2u);
 }
 
 TEST_P(DsaFaults, DescendingMoveResumesFromTheEnd) {
@@ -504,7 +504,7 @@ TEST_P(DsaFaults, DescendingMoveResumesFromTheEnd) {
   Result<Handle> h = e->Submit(Operation::Move(p + shift, p, n));
   ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
   EXPECT_EQ(std::memcmp(p, data.data(), data.size()), 0);
-  EXPECT_GE(e->stats().faults_resumed, 1u);
+  EXPECT_GE(e->device_stats().faults_resumed, 1u);
 }
 
 TEST_P(DsaFaults, BatchMemberFaultIsResumedAlone) {
@@ -522,8 +522,8 @@ TEST_P(DsaFaults, BatchMemberFaultIsResumedAlone) {
   Result<Handle> h = e->SubmitBatch(ops);
   ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
   EXPECT_EQ(std::memcmp(dst->data(), src->data(), src->size()), 0);
-  EXPECT_EQ(e->stats().faults_resumed, 1u);
-  EXPECT_EQ(e->stats().batches, 1u);
+  EXPECT_EQ(e->device_stats().faults_resumed, 1u);
+  EXPECT_EQ(e->device_stats().batches, 1u);
 }
 
 TEST_P(DsaFaults, FinishOnCpuPolicy) {
@@ -538,8 +538,8 @@ TEST_P(DsaFaults, FinishOnCpuPolicy) {
   Result<Handle> h = e->Submit(Operation::Copy(dst->data(), src->data(), src->size()));
   ASSERT_TRUE(h->Wait().ok());
   EXPECT_EQ(std::memcmp(dst->data(), src->data(), src->size()), 0);
-  EXPECT_EQ(e->stats().faults_on_cpu, 1u);
-  EXPECT_EQ(e->stats().faults_resumed, 0u);
+  EXPECT_EQ(e->device_stats().faults_on_cpu, 1u);
+  EXPECT_EQ(e->device_stats().faults_resumed, 0u);
 }
 
 TEST_P(DsaFaults, CrcComparePatternAndDualcastResumeMidPiece) {
@@ -578,7 +578,7 @@ TEST_P(DsaFaults, CrcComparePatternAndDualcastResumeMidPiece) {
     EXPECT_FALSE(cp->result().equal);
     EXPECT_EQ(cp->result().first_difference, 700001u);
 
-    DsaEngineStats st = e->stats();
+    DsaEngineStats st = e->device_stats();
     if (policy == DsaFaultPolicy::kTouchAndResume) {
       EXPECT_EQ(st.faults_resumed, 3u);
     } else {
@@ -609,8 +609,8 @@ TEST_P(DsaFaults, DescendingMoveInABatchResumesFromTheEnd) {
   ASSERT_TRUE(h->Wait().ok()) << h->status().ToString();
   EXPECT_EQ(std::memcmp(p, data.data(), data.size()), 0);
   EXPECT_EQ(std::memcmp(other->data(), fill_ref.data(), fill_ref.size()), 0);
-  EXPECT_EQ(e->stats().batches, 1u);
-  EXPECT_GE(e->stats().faults_resumed, 1u);
+  EXPECT_EQ(e->device_stats().batches, 1u);
+  EXPECT_GE(e->device_stats().faults_resumed, 1u);
 }
 
 TEST_P(DsaFaults, BlockOnFaultOnlyWhereTheWqAllowsIt) {
@@ -626,11 +626,12 @@ TEST_P(DsaFaults, BlockOnFaultOnlyWhereTheWqAllowsIt) {
   ASSERT_TRUE(src.ok() && dst.ok());
   model->InjectPageFault(dst->data());
   ASSERT_TRUE(bof->Submit(Operation::Copy(dst->data(), src->data(), src->size()))->Wait().ok());
-  EXPECT_EQ(bof->stats().faults_resumed, 0u) << "the device waited the fault out";
-  EXPECT_EQ(model->counters().faults_blocked, 1u);
+  EXPECT_EQ(bof->device_stats().faults_resumed, 0u) << "the device waited the fault out";
+  EXPECT_EQ(model->stats().faults_blocked, 1u);
   model->InjectPageFault(dst->data());
   ASSERT_TRUE(plain->Submit(Operation::Copy(dst->data(), src->data(), src->size()))->Wait().ok());
-  EXPECT_EQ(plain->stats().faults_resumed, 1u) << "BOF not set on a WQ without block_on_fault";
+  EXPECT_EQ(plain->device_stats().faults_resumed, 1u)
+      << "BOF not set on a WQ without block_on_fault";
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, DsaFaults, ::testing::Values(true, false),
@@ -674,7 +675,7 @@ TEST(DsaEngine, DescriptorErrorsNameTheCause) {
   s = e->Submit(Operation::Fill(b.data(), 1, b.size()))->Wait();
   EXPECT_NE(s.message().find("memfill: address translation failed"), std::string::npos)
       << s.message();
-  EXPECT_EQ(e->stats().errors, 2u);
+  EXPECT_EQ(e->device_stats().errors, 2u);
   ASSERT_TRUE(e->Submit(Operation::Copy(b.data(), a.data(), a.size()))->Wait().ok()) << "recovers";
 }
 

@@ -15,7 +15,7 @@
 namespace tierflow {
 namespace {
 
-using tierflow::testing::RandomBytes;
+using tierflow::testkit::RandomBytes;
 
 DsaDiscoveryOptions Fixture(const std::string& name) {
   DsaDiscoveryOptions o;
@@ -28,7 +28,7 @@ DsaDiscoveryOptions Fixture(const std::string& name) {
 class XeonMaxFleet : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<Topology> t = testing::FixtureTopology("xeon-max-9468-snc4-flat.xml");
+    Result<Topology> t = testkit::FixtureTopology("xeon-max-9468-snc4-flat.xml");
     ASSERT_TRUE(t.ok());
     topo_ = std::make_unique<Topology>(std::move(*t));
     Result<DsaInventory> inv = DsaInventory::Discover(Fixture("xeon-max-8swq"));

@@ -49,7 +49,7 @@ long CountAllocations(const std::function<void()>& body) {
 }
 
 TEST(AllocationFree, InlineSubmitAndWait) {
-  auto e = testing::MakeCpuEngine();
+  auto e = testkit::MakeCpuEngine();
   std::vector<char> src(4096, 1), dst(4096);
   auto loop = [&] {
     for (int i = 0; i < 5000; ++i) {
@@ -64,7 +64,7 @@ TEST(AllocationFree, InlineSubmitAndWait) {
 TEST(AllocationFree, HandedOffSubmitAndWait) {
   CpuEngineOptions o;
   o.inline_max_bytes = 0;
-  auto e = testing::MakeCpuEngine(o);
+  auto e = testkit::MakeCpuEngine(o);
   std::vector<char> src(1 << 20, 1), dst(1 << 20);
   auto loop = [&] {
     for (int i = 0; i < 3000; ++i) {
@@ -82,7 +82,7 @@ TEST(AllocationFree, HandlesDroppedBeforeCompletion) {
   // The worker holds the last reference, so states return through the shared list.
   CpuEngineOptions o;
   o.inline_max_bytes = 0;
-  auto e = testing::MakeCpuEngine(o);
+  auto e = testkit::MakeCpuEngine(o);
   std::vector<char> src(256 << 10, 1), dst(256 << 10);
   std::atomic<int> done{0};
   auto loop = [&] {
@@ -103,7 +103,7 @@ TEST(AllocationFree, HandlesDroppedBeforeCompletion) {
 }
 
 TEST(AllocationFree, BatchWithCallback) {
-  auto e = testing::MakeCpuEngine();
+  auto e = testkit::MakeCpuEngine();
   std::vector<char> src(64 * 4096, 1), dst(64 * 4096);
   std::vector<Operation> ops;
   for (int i = 0; i < 64; ++i)

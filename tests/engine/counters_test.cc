@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Every engine keeps the same counters (Engine::state(), tierflow/engine_module.h) and means the
+// Every engine keeps the same counters (Engine::stats(), tierflow/engine_module.h) and means the
 // same by them (issue 13): after the same workload on each engine, the operations, bytes,
 // pieces, failures and callback errors add up, and nothing is left in flight.
 #include <fcntl.h>
@@ -26,8 +26,8 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeCpuEngine;
-using testing::RandomBytes;
+using testkit::MakeCpuEngine;
+using testkit::RandomBytes;
 
 constexpr std::size_t kOps = 8;
 constexpr std::size_t kBytes = 256 << 10;
@@ -67,7 +67,7 @@ struct Named {
 void Workload(Engine& e, const SourceFile& src) {
   SCOPED_TRACE(e.capabilities().name);
   std::vector<unsigned char> dst(kOps * kBytes);
-  const EngineState before = e.state();
+  const EngineStats before = e.stats();
   for (std::size_t i = 0; i < kOps; ++i) {
     SubmitOptions o;
     if (i == 3) o.callback = [](const Completion&) { throw std::runtime_error("callback"); };
@@ -77,7 +77,7 @@ void Workload(Engine& e, const SourceFile& src) {
     ASSERT_TRUE(h->Wait().ok());
   }
   EXPECT_EQ(dst, src.bytes());
-  EngineState s = e.state();
+  EngineStats s = e.stats();
   EXPECT_EQ(s.ops_submitted - before.ops_submitted, kOps);
   EXPECT_EQ(s.bytes_completed - before.bytes_completed, kOps * kBytes);
   EXPECT_GE(s.pieces_completed - before.pieces_completed, kOps) << "at least a piece each";
@@ -96,7 +96,7 @@ void Workload(Engine& e, const SourceFile& src) {
     EXPECT_FALSE(bad->Wait().ok());
   }
   munmap(ro, kBytes);
-  const EngineState after = e.state();
+  const EngineStats after = e.stats();
   if (bad.ok()) {
     EXPECT_EQ(after.ops_submitted, s.ops_submitted + 1);
     EXPECT_GT(after.pieces_failed, s.pieces_failed) << "the failed piece is counted";
@@ -132,10 +132,10 @@ TEST(EngineCounters, EveryEngineCountsTheSameWorkloadAlike) {
     Workload(*n.engine, src);
   }
   // What a piece is on each (the failed copy included: kOps + 1 copies of 256 KiB).
-  EXPECT_GE(engines[0].engine->state().pieces_completed, 2 * kOps) << "the CPU engine split";
-  EXPECT_EQ(engines[1].engine->state().ops_inline, kOps + 1) << "every copy ran inline";
-  EXPECT_EQ(engines[2].engine->state().pieces_completed, 4 * (kOps + 1)) << "64 KiB descriptors";
-  EXPECT_EQ(engines[3].engine->state().pieces_completed, 4 * (kOps + 1)) << "64 KiB reads";
+  EXPECT_GE(engines[0].engine->stats().pieces_completed, 2 * kOps) << "the CPU engine split";
+  EXPECT_EQ(engines[1].engine->stats().ops_inline, kOps + 1) << "every copy ran inline";
+  EXPECT_EQ(engines[2].engine->stats().pieces_completed, 4 * (kOps + 1)) << "64 KiB descriptors";
+  EXPECT_EQ(engines[3].engine->stats().pieces_completed, 4 * (kOps + 1)) << "64 KiB reads";
 }
 
 TEST(EngineCounters, SplittingOverEnginesCountsEachPart) {
@@ -149,9 +149,9 @@ TEST(EngineCounters, SplittingOverEnginesCountsEachPart) {
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   ASSERT_TRUE(h->Wait().ok());
   for (Engine* e : {static_cast<Engine*>(a.get()), static_cast<Engine*>(b.get())}) {
-    EXPECT_EQ(e->state().ops_submitted, 1u);
-    EXPECT_EQ(e->state().bytes_completed, kBytes);
-    EXPECT_EQ(e->state().in_flight, 0u);
+    EXPECT_EQ(e->stats().ops_submitted, 1u);
+    EXPECT_EQ(e->stats().bytes_completed, kBytes);
+    EXPECT_EQ(e->stats().in_flight, 0u);
   }
 }
 

@@ -20,8 +20,8 @@
 namespace tierflow {
 namespace {
 
-using tierflow::testing::MakeCpuEngine;
-using tierflow::testing::RandomBytes;
+using tierflow::testkit::MakeCpuEngine;
+using tierflow::testkit::RandomBytes;
 
 struct FreeDeleter {
   void operator()(unsigned char* p) const { std::free(p); }

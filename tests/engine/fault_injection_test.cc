@@ -19,9 +19,13 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeCpuEngine;
-using testing::RandomBytes;
-using testing::ThisSystem;
+using testkit::FaultInjectingEngine;
+using testkit::FaultPlan;
+using testkit::FaultStats;
+
+using testkit::MakeCpuEngine;
+using testkit::RandomBytes;
+using testkit::ThisSystem;
 
 std::unique_ptr<FaultInjectingEngine> Wrap(Engine& inner, FaultPlan plan) {
   Result<std::unique_ptr<FaultInjectingEngine>> e = FaultInjectingEngine::Create(inner, plan);
@@ -52,8 +56,8 @@ TEST(FaultInjectingEngine, FailsRefusesAndThenPassesThrough) {
   EXPECT_EQ(dst, std::vector<unsigned char>(src.size())) << "untouched";
   ASSERT_TRUE(RunOp(*e, Operation::Copy(dst.data(), src.data(), src.size())).ok());
   EXPECT_EQ(dst, src);
-  EXPECT_EQ(e->injected().failed, 1u);
-  EXPECT_EQ(e->state().pieces_failed, 1u);
+  EXPECT_EQ(e->fault_stats().failed, 1u);
+  EXPECT_EQ(e->stats().pieces_failed, 1u);
 
   FaultPlan refuse;
   refuse.refuse = 1;
@@ -62,7 +66,7 @@ TEST(FaultInjectingEngine, FailsRefusesAndThenPassesThrough) {
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(h.status().message().find("injected refusal"), std::string::npos);
-  EXPECT_EQ(r->state().ops_submitted, 0u);
+  EXPECT_EQ(r->stats().ops_submitted, 0u);
 
   FaultPlan bad;
   bad.fail = 1.5;
@@ -93,9 +97,9 @@ TEST(FaultInjectingEngine, SplitAndDelayedOperationsGiveTheSameResults) {
   EXPECT_EQ(c.first_difference, n - 10) << "in the second half, counted from the start";
   ASSERT_TRUE(RunOp(*e, Operation::Crc32c(a.data(), n, 77), &c).ok());
   EXPECT_EQ(c.crc, Crc32c(77, a.data(), n));
-  EXPECT_GE(e->injected().split, 3u);
-  EXPECT_GT(e->injected().delayed, 0u);
-  EXPECT_EQ(e->state().in_flight, 0u);
+  EXPECT_GE(e->fault_stats().split, 3u);
+  EXPECT_GT(e->fault_stats().delayed, 0u);
+  EXPECT_EQ(e->stats().in_flight, 0u);
 }
 
 TEST(FaultInjectingEngine, TheSameSeedGivesTheSameFaults) {
@@ -163,8 +167,8 @@ TEST(FaultInjectingEngine, TheCacheStaysCorrectThroughFaults) {
   }
   ASSERT_TRUE((*cache)->Clear(DirtyEntries::kRefuse).ok()) << "nothing dirty is left";
   EXPECT_EQ(data, expected);
-  EXPECT_GT(faulty->injected().failed, 0u);
-  EXPECT_GT(faulty->injected().split, 0u);
+  EXPECT_GT(faulty->fault_stats().failed, 0u);
+  EXPECT_GT(faulty->fault_stats().split, 0u);
   EXPECT_GT((*cache)->stats().front().failed_fills, 0u);
   std::printf("failed write-backs retried: %llu\n", static_cast<unsigned long long>(failed_writes));
 }

@@ -22,8 +22,8 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeCpuEngine;
-using testing::RandomBytes;
+using testkit::MakeCpuEngine;
+using testkit::RandomBytes;
 
 constexpr std::size_t kPage = 4096;
 
@@ -76,7 +76,7 @@ TEST_P(CpuEngineFaults, ReadOnlyDestinationIsAnError) {
   ExpectFault(
       RunOp(*engine_, Operation::Dualcast(other.data(), dst.data(), src.data(), dst.size())),
       "read-only");
-  EXPECT_GT(engine_->state().pieces_failed, 0u);
+  EXPECT_GT(engine_->stats().pieces_failed, 0u);
   // The engine goes on.
   std::vector<char> a(dst.size(), 1), b(dst.size());
   ASSERT_TRUE(RunOp(*engine_, Operation::Copy(b.data(), a.data(), a.size())).ok());

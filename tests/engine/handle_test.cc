@@ -13,7 +13,7 @@
 namespace tierflow {
 namespace {
 
-using testing::ManualEngine;
+using testkit::ManualEngine;
 
 TEST(Handle, EmptyHandleReportsInsteadOfCrashing) {
   Handle h;
@@ -145,7 +145,7 @@ TEST(Handle, ThrowingCallbackIsCountedAndHarmless) {
   ASSERT_TRUE(h.ok());
   e.CompleteNext();
   EXPECT_TRUE(h->Wait().ok());
-  EXPECT_EQ(e.state().callback_errors, 1u);
+  EXPECT_EQ(e.stats().callback_errors, 1u);
 }
 
 TEST(Handle, WaitingFromOwnCallbackIsRefused) {

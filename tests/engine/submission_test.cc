@@ -162,7 +162,7 @@ class CheckingEngine : public ScriptedEngine {
  protected:
   Status CheckOperation(const Operation& op) const override {
     ++checks;
-    return op.size == 13 ? Status::Invalid("13 bytes refused by the engine") : Status::Ok();
+    return op.size == 13 ? Status::InvalidArgument("13 bytes refused by the engine") : Status::Ok();
   }
 };
 

@@ -38,7 +38,7 @@ inline void CountedFence() { ++g_fences; }
 namespace tierflow::kernels::internal {
 namespace {
 
-using tierflow::testing::RandomBytes;
+using tierflow::testkit::RandomBytes;
 
 unsigned char PatternByte(std::uint64_t pattern, std::size_t phase, std::size_t i) {
   return static_cast<unsigned char>(pattern >> (8 * ((phase + i) % 8)));

@@ -36,7 +36,7 @@ std::vector<std::pair<const char*, CopyFn>> Variants() {
 TEST(CopyRecoverable, EverySmallSizeAndAlignment) {
   if (Variants().empty())
     GTEST_SKIP() << "no recoverable copy in this build (not x86-64, or a sanitizer build)";
-  const auto src = testing::RandomBytes(1024, 7);
+  const auto src = testkit::RandomBytes(1024, 7);
   std::vector<unsigned char> dst(1200), ref(1200);
   for (auto [name, copy] : Variants()) {
     for (std::size_t n = 0; n <= 700; ++n) {
@@ -55,7 +55,7 @@ TEST(CopyRecoverable, EverySmallSizeAndAlignment) {
 
 TEST(CopyRecoverable, LargeCopiesMatchMemcpy) {
   if (Variants().empty()) GTEST_SKIP() << "no recoverable copy in this build";
-  const auto src = testing::RandomBytes(1 << 20, 9);
+  const auto src = testkit::RandomBytes(1 << 20, 9);
   std::vector<unsigned char> dst(src.size() + 64), ref(src.size() + 64);
   for (auto [name, copy] : Variants()) {
     for (std::size_t n : {4096u, 4097u, 65536u, 65600u, (1u << 20) - 5}) {

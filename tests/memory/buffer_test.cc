@@ -75,7 +75,7 @@ TEST(Buffer, OnTier) {
     Result<Buffer> hbm = Buffer::OnTier(*t, TierKind::kHbm, 0, 4096);
     EXPECT_EQ(hbm.status().code(), StatusCode::kNotFound);
   }
-  Result<Topology> xml = testing::FixtureTopology("cxl-host.xml");
+  Result<Topology> xml = testkit::FixtureTopology("cxl-host.xml");
   ASSERT_TRUE(xml.ok());
   Result<Buffer> remote = Buffer::OnTier(*xml, TierKind::kCxl, 0, 4096);
   EXPECT_EQ(remote.status().code(), StatusCode::kInvalidArgument);

@@ -26,8 +26,8 @@
 namespace tierflow {
 namespace {
 
-using testing::RandomBytes;
-using testing::TempDir;
+using testkit::RandomBytes;
+using testkit::TempDir;
 
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

@@ -23,8 +23,8 @@
 namespace tierflow {
 namespace {
 
-using testing::RandomBytes;
-using testing::TempDir;
+using testkit::RandomBytes;
+using testkit::TempDir;
 
 std::unique_ptr<PipeRuntime> Runtime(PipeRuntimeOptions o = {}) {
   if (o.calibration_path.empty()) o.calibration_path = "/nonexistent/calibration.json";
@@ -36,9 +36,9 @@ std::unique_ptr<PipeRuntime> Runtime(PipeRuntimeOptions o = {}) {
 
 std::unique_ptr<PipeRuntime> FixtureRuntime(const std::string& xml) {
   PipeRuntimeOptions o;
-  o.topology_xml = testing::FixturePath(xml);
+  o.topology_xml = testkit::FixturePath(xml);
   o.model_placement = true;
-  o.calibration_path = testing::FixturePath("calibration-xeon-max.json");
+  o.calibration_path = testkit::FixturePath("calibration-xeon-max.json");
   o.calibration_any_machine = true;
   return Runtime(o);
 }
@@ -64,7 +64,7 @@ TEST(Pipes, MemoryToMemoryBlocking) {
   EXPECT_FALSE(plan.hops[0].calibrated) << "no calibration file: said, not invented";
   EXPECT_TRUE(Contains(plan.ToText(), "rejected io_uring-read: reads files"));
   EXPECT_TRUE(Contains(plan.ToText(), "no calibration at"));
-  PipeState s = p->state();
+  PipeStats s = p->stats();
   EXPECT_EQ(s.transfers, 1u);
   EXPECT_EQ(s.bytes, (8u << 20) - 100);
   EXPECT_GE(s.chunks, 2u) << "4 MiB chunks";
@@ -92,13 +92,13 @@ TEST(Pipes, FileToMemoryDirectAndBounced) {
   EXPECT_EQ(p->plan().hops[0].mechanism, Mechanism::kUringRead);
   ASSERT_TRUE(p->Transfer(0, 0, n).ok());
   EXPECT_EQ(std::memcmp(mem->data(), data.data(), n), 0);
-  EXPECT_EQ(p->state().fallbacks, 0u) << "aligned both sides: direct";
+  EXPECT_EQ(p->stats().fallbacks, 0u) << "aligned both sides: direct";
   // Misaligned by 100 bytes: every full chunk bounces through aligned staging memory.
   std::memset(mem->data(), 0, n + 4096);
   ASSERT_TRUE(p->Transfer(0, 100, n).ok());
   EXPECT_EQ(std::memcmp(mem->data() + 100, data.data(), n), 0);
   if (in->alignment() > 1) {
-    EXPECT_GT(p->state().fallbacks, 0u);
+    EXPECT_GT(p->stats().fallbacks, 0u);
   }
 }
 
@@ -118,7 +118,7 @@ TEST(Pipes, MemoryToFileNeverOverwritesUnlessToldTo) {
   EXPECT_EQ(p->plan().hops[0].mechanism, Mechanism::kUringWrite);
   ASSERT_TRUE(p->Transfer(0, 0, n).ok());
   EXPECT_EQ(dir.Read(dir.File("out")), data);
-  EXPECT_EQ(p->state().syncs, 1u) << "sync_writes: one fdatasync per transfer";
+  EXPECT_EQ(p->stats().syncs, 1u) << "sync_writes: one fdatasync per transfer";
   Result<Locator> again = rt->File(dir.File("out"), 0, n, FileMode::kCreate);
   ASSERT_FALSE(again.ok());
   EXPECT_TRUE(Contains(again.status().message(), "kReplace")) << again.status().ToString();
@@ -177,7 +177,7 @@ TEST(Pipes, StreamOfSubmitsWithCallbacks) {
   for (Handle& h : handles) EXPECT_TRUE(h.Wait().ok());
   EXPECT_EQ(called.load(), static_cast<int>(count));
   EXPECT_EQ(std::memcmp(b->data(), data.data(), data.size()), 0);
-  PipeState s = p->state();
+  PipeStats s = p->stats();
   EXPECT_EQ(s.transfers_done, count);
   EXPECT_EQ(s.chunks, count * 4);
   EXPECT_EQ(s.in_flight, 0u);
@@ -350,9 +350,9 @@ TEST(Pipes, DsaModelAsAMechanism) {
 
 // The caller's engines serve the mechanism of their kind; anything else is refused with why.
 TEST(Pipes, CallerEnginesAreTakenByKind) {
-  testing::ManualEngine storage(0, "store");
+  testkit::ManualEngine storage(0, "store");
   storage.set_kind(EngineKind::kStorage);
-  testing::ManualEngine one(0, "one"), two(0, "two");
+  testkit::ManualEngine one(0, "one"), two(0, "two");
   PipeRuntimeOptions o;
   o.calibration_path = "/nonexistent/calibration.json";
   for (std::vector<Engine*> given : {std::vector<Engine*>{nullptr}, {&storage}, {&one, &two}}) {
@@ -406,7 +406,7 @@ TEST(Pipes, BadLocatorsAreRefusedWhenDeclared) {
   EXPECT_FALSE(rt->Connect(Locator(), *parsed).ok());
   // A fixture topology without model_placement can plan but not hold memory.
   PipeRuntimeOptions o;
-  o.topology_xml = testing::FixturePath("xeon-max-9468-snc4-flat.xml");
+  o.topology_xml = testkit::FixturePath("xeon-max-9468-snc4-flat.xml");
   auto plan_only = Runtime(o);
   Result<Locator> far = plan_only->Memory(TierKind::kHbm, 0, 4096);
   EXPECT_TRUE(Contains(msg(far), "model_placement")) << msg(far);
@@ -424,7 +424,7 @@ TEST(Pipes, ReadErrorsNameTheFile) {
   Status s = p->Transfer(0, 0, 2 << 20);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), path)) << s.ToString();
-  PipeState st = p->state();
+  PipeStats st = p->stats();
   EXPECT_EQ(st.errors, 1u);
   EXPECT_TRUE(Contains(st.last_error, path));
   EXPECT_FALSE(p->Drain().ok()) << "Drain reports the failure once";

@@ -15,16 +15,17 @@
 namespace tierflow {
 namespace {
 
-using testing::ManualEngine;
+using testkit::ManualEngine;
 
 class XeonMaxPolicies : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<Topology> t = testing::FixtureTopology("xeon-max-9468-snc4-flat.xml");
+    Result<Topology> t = testkit::FixtureTopology("xeon-max-9468-snc4-flat.xml");
     ASSERT_TRUE(t.ok());
     topo_ = std::make_unique<Topology>(std::move(*t));
     for (int node = 0; node < 8; ++node) {  // one engine per DDR node, as one DSA per node
-      owned_.push_back(std::make_unique<ManualEngine>(node));
+      owned_.push_back(std::make_unique<ManualEngine>(node, "dsa-like"));
+      owned_.back()->set_kind(EngineKind::kOffload);
       engines_.push_back(owned_.back().get());
     }
   }
@@ -44,7 +45,8 @@ TEST_F(XeonMaxPolicies, AutoChoosesBySizeWithConfigurableThresholds) {
   std::vector<std::unique_ptr<ManualEngine>> cpus;
   std::vector<Engine*> all = engines_;
   for (int node : {0, 4}) {
-    cpus.push_back(std::make_unique<ManualEngine>(node, "cpu"));
+    // Named unlike any engine of the library: the policy goes by kind alone.
+    cpus.push_back(std::make_unique<ManualEngine>(node, "cores"));
     all.push_back(cpus.back().get());
   }
   CopyPolicy p;
@@ -225,8 +227,8 @@ TEST_F(XeonMaxPolicies, SubmitPartsRejectsBadTiling) {
 }
 
 TEST(CopyPolicyCpu, SplitFillAndCompareOverRealEngines) {
-  auto a = testing::MakeCpuEngine();
-  auto b = testing::MakeCpuEngine();
+  auto a = testkit::MakeCpuEngine();
+  auto b = testkit::MakeCpuEngine();
   std::vector<unsigned char> dst((1 << 20) + 3);
   std::vector<CopyPart> parts = {{a.get(), 0, 4099}, {b.get(), 4099, dst.size() - 4099}};
   const std::uint64_t pat = 0x8877665544332211ull;

@@ -20,6 +20,10 @@
 namespace tierflow {
 namespace {
 
+using testkit::FaultInjectingEngine;
+using testkit::FaultPlan;
+using testkit::FaultStats;
+
 qdp::Config Small() {
   qdp::Config c;
   c.rows = 100000;  // not a multiple of the chunk size

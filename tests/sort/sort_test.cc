@@ -18,8 +18,8 @@
 namespace tierflow::extsort {
 namespace {
 
-using testing::SmallFileSystem;
-using testing::TempDir;
+using testkit::SmallFileSystem;
+using testkit::TempDir;
 
 Config Basic(const TempDir& dir, Format f, std::uint64_t generate, std::uint64_t memory) {
   Config c;

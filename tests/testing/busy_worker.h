@@ -10,7 +10,7 @@
 
 #include "tierflow/engine.h"
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 // Keeps one of an engine's workers busy until released (or destroyed): an operation whose
 // callback (run by the thread that completes the operation) spins until then. If the
@@ -53,4 +53,4 @@ class BusyWorker {
   Handle handle_;
 };
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

@@ -16,7 +16,7 @@ void AnnotateIgnoreWritesBegin(const char* file, int line) __attribute__((weak))
 void AnnotateIgnoreWritesEnd(const char* file, int line) __attribute__((weak));
 }
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 inline std::uint64_t ConcurrentLoad(const void* p) {
   if (AnnotateIgnoreReadsBegin != nullptr) AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
@@ -34,4 +34,4 @@ inline void ConcurrentStore(void* p, std::uint64_t v) {
   if (AnnotateIgnoreWritesEnd != nullptr) AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
 }
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

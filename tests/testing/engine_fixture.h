@@ -12,7 +12,7 @@
 #include "tierflow/cpu_engine.h"
 #include "tierflow/topology.h"
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 inline const Topology& ThisSystem() {
   static const Topology* t = [] {
@@ -56,4 +56,4 @@ class PinnedToCpu {
   cpu_set_t old_;
 };
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

@@ -12,7 +12,7 @@
 
 #include "tierflow/engine_module.h"
 
-namespace tierflow {
+namespace tierflow::testkit {
 namespace {
 
 // A fill pattern as it continues `phase` bytes further on (the pattern repeats every 8 bytes).
@@ -131,7 +131,7 @@ Result<std::unique_ptr<FaultInjectingEngine>> FaultInjectingEngine::Create(Engin
                                                                            FaultPlan plan) {
   for (double p : {plan.refuse, plan.fail, plan.split, plan.delay}) {
     if (!(p >= 0 && p <= 1)) {
-      return Status::Invalid(fmt::format("fault probability {}: use 0..1", p));
+      return Status::InvalidArgument(fmt::format("fault probability {}: use 0..1", p));
     }
   }
   auto impl = std::make_unique<Impl>();
@@ -161,7 +161,7 @@ bool FaultInjectingEngine::ReadsSourceDirectly(const void* p, std::size_t n) con
   return impl_->inner->ReadsSourceDirectly(p, n);
 }
 
-InjectedFaults FaultInjectingEngine::injected() const {
+FaultStats FaultInjectingEngine::fault_stats() const {
   return {impl_->refused.load(), impl_->failed.load(), impl_->split.load(), impl_->delayed.load()};
 }
 
@@ -219,4 +219,4 @@ Status FaultInjectingEngine::Enqueue(std::span<const Operation> ops, Submission&
   return Status::Ok();
 }
 
-}  // namespace tierflow
+}  // namespace tierflow::testkit

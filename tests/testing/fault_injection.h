@@ -18,7 +18,7 @@
 
 #include "tierflow/engine.h"
 
-namespace tierflow {
+namespace tierflow::testkit {
 
 struct FaultPlan {
   // Probabilities per operation (0..1), drawn in this order: refuse, fail, split; delay is
@@ -34,7 +34,7 @@ struct FaultPlan {
   std::uint64_t max_faults = std::numeric_limits<std::uint64_t>::max();
 };
 
-struct InjectedFaults {
+struct FaultStats {
   std::uint64_t refused = 0, failed = 0, split = 0, delayed = 0;
 };
 
@@ -48,7 +48,7 @@ class FaultInjectingEngine final : public Engine {
   // not offered: a drain is never split and a CRC is computed by one submission).
   const EngineCapabilities& capabilities() const override;
   bool ReadsSourceDirectly(const void* p, std::size_t n) const override;
-  InjectedFaults injected() const;
+  FaultStats fault_stats() const;
 
  protected:
   Status CheckOperation(const Operation& op) const override;
@@ -60,4 +60,4 @@ class FaultInjectingEngine final : public Engine {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tierflow
+}  // namespace tierflow::testkit

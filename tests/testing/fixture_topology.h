@@ -6,7 +6,7 @@
 
 #include "tierflow/topology.h"
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 inline std::string FixturePath(const std::string& name) {
   return std::string(TIERFLOW_FIXTURES) + "/" + name;
@@ -17,4 +17,4 @@ inline Result<Topology> FixtureTopology(const std::string& xml) {
   return Topology::FromXmlFile(FixturePath(xml));
 }
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

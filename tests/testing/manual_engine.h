@@ -10,7 +10,7 @@
 #include "tierflow/engine.h"
 #include "tierflow/engine_module.h"
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 class ManualEngine : public Engine {
  public:
@@ -82,4 +82,4 @@ class ManualEngine : public Engine {
   std::vector<Part> pending_;
 };
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 inline std::vector<unsigned char> RandomBytes(std::size_t n, unsigned seed) {
   std::vector<unsigned char> v(n);
@@ -15,4 +15,4 @@ inline std::vector<unsigned char> RandomBytes(std::size_t n, unsigned seed) {
   return v;
 }
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

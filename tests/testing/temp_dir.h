@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 class TempDir {
  public:
@@ -77,4 +77,4 @@ class SmallFileSystem {
   bool mounted_ = false;
 };
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

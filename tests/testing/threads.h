@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 inline int ThisThreadId() { return static_cast<int>(syscall(SYS_gettid)); }
 
@@ -77,4 +77,4 @@ inline int AwaitThreadPinnedTo(int cpu, std::chrono::seconds limit = std::chrono
   return 0;
 }
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

@@ -10,7 +10,7 @@
 
 #include "tierflow/uring_engine.h"
 
-namespace tierflow::testing {
+namespace tierflow::testkit {
 
 inline std::unique_ptr<IoUringEngine> MakeUringEngine(IoUringEngineOptions o = {}) {
   Result<std::unique_ptr<IoUringEngine>> e = IoUringEngine::Create(o);
@@ -29,4 +29,4 @@ inline AlignedBytes PageAligned(std::size_t n) {
       static_cast<unsigned char*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096)));
 }
 
-}  // namespace tierflow::testing
+}  // namespace tierflow::testkit

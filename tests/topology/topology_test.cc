@@ -11,7 +11,7 @@ namespace tierflow {
 namespace {
 
 Topology Load(const std::string& name) {
-  Result<Topology> t = testing::FixtureTopology(name);
+  Result<Topology> t = testkit::FixtureTopology(name);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return std::move(t).value();
 }
@@ -173,7 +173,7 @@ TEST(TierOverrides, FileWithCommentsAndLineNumbers) {
 
 TEST(TierOverrides, OverrideReclassifiesAndUnknownNodeFails) {
   TopologyOptions o;
-  o.xml_path = testing::FixturePath("cxl-host.xml");
+  o.xml_path = testkit::FixturePath("cxl-host.xml");
   o.use_environment = false;
   o.overrides.Set(2, TierKind::kNvm);
   Result<Topology> t = Topology::Discover(o);
@@ -189,7 +189,7 @@ TEST(TierOverrides, OverrideReclassifiesAndUnknownNodeFails) {
 TEST(TierOverrides, EnvironmentVariable) {
   setenv("TIERFLOW_TIERS", "2=hbm", 1);
   TopologyOptions o;
-  o.xml_path = testing::FixturePath("cxl-host.xml");
+  o.xml_path = testkit::FixturePath("cxl-host.xml");
   Result<Topology> t = Topology::Discover(o);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->node(2)->kind, TierKind::kHbm);

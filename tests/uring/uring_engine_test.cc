@@ -24,7 +24,7 @@
 namespace tierflow {
 namespace {
 
-using testing::RandomBytes;
+using testkit::RandomBytes;
 
 class TempFile {
  public:
@@ -51,9 +51,9 @@ bool DirectIoWorks(const std::string& path) {
 }
 
 std::unique_ptr<IoUringEngine> Make(IoUringEngineOptions o = {}) {
-  return testing::MakeUringEngine(o);
+  return testkit::MakeUringEngine(o);
 }
-using testing::FreeDeleter;
+using testkit::FreeDeleter;
 
 TEST(IoUringEngine, CopiesAnyRangeOutOfAMappedFile) {
   const std::size_t n = (5 << 20) + 123;
@@ -84,7 +84,7 @@ TEST(IoUringEngine, CopiesAnyRangeOutOfAMappedFile) {
     EXPECT_EQ(std::memcmp(dst.get() + c.dst_shift, data.data() + c.off, c.len), 0)
         << "offset " << c.off << " length " << c.len << " dst +" << c.dst_shift;
   }
-  IoUringEngineStats s = e->stats();
+  IoUringEngineStats s = e->ring_stats();
   EXPECT_GE(s.reads, 6u + 20u) << "large copies are split at max_read_bytes";
   if (DirectIoWorks(file.path())) {
     EXPECT_GT(s.direct_reads, 0u);
@@ -127,7 +127,7 @@ TEST(IoUringEngine, ManyThreadsSmallQueueBatches) {
     });
   }
   for (auto& t : ts) t.join();
-  EXPECT_EQ(e->stats().ops, 4u * 30u * 3u);
+  EXPECT_EQ(e->ring_stats().ops, 4u * 30u * 3u);
 }
 
 TEST(IoUringEngine, ErrorsNameTheCauseAndLoseNothing) {
@@ -170,7 +170,7 @@ TEST(IoUringEngine, ErrorsNameTheCauseAndLoseNothing) {
   EXPECT_NE(s.message().find(file.path()), std::string::npos);
   ASSERT_TRUE(e->Submit(Operation::Copy(dst.data(), map->data(), 8192))->Wait().ok());
   EXPECT_EQ(std::memcmp(dst.data(), data.data(), 8192), 0);
-  EXPECT_GE(e->stats().errors, 1u);
+  EXPECT_GE(e->ring_stats().errors, 1u);
   // A file truncated after registration: the read that meets its end says so.
   ASSERT_EQ(truncate(file.path().c_str(), 4096), 0);
   Result<Handle> past = e->Submit(Operation::Copy(dst.data(), map->data() + 8192, 8192));

@@ -22,11 +22,11 @@
 namespace tierflow {
 namespace {
 
-using testing::MakeUringEngine;
-using testing::PageAligned;
-using testing::RandomBytes;
-using testing::SmallFileSystem;
-using testing::TempDir;
+using testkit::MakeUringEngine;
+using testkit::PageAligned;
+using testkit::RandomBytes;
+using testkit::SmallFileSystem;
+using testkit::TempDir;
 
 std::unique_ptr<IoUringEngine> Make(IoUringEngineOptions o = {}) { return MakeUringEngine(o); }
 
@@ -45,7 +45,7 @@ TEST(IoUringWrite, WritesAnyRangeDirectWhereAlignedAndExtendsTheFile) {
   ASSERT_TRUE(dir.ok());
   const std::size_t n = (3 << 20) + 777;
   auto data = RandomBytes(n, 7);
-  testing::AlignedBytes src = PageAligned(n);
+  testkit::AlignedBytes src = PageAligned(n);
   std::memcpy(src.get(), data.data(), n);
   IoUringEngineOptions o;
   o.max_read_bytes = 256 << 10;
@@ -63,7 +63,7 @@ TEST(IoUringWrite, WritesAnyRangeDirectWhereAlignedAndExtendsTheFile) {
   std::vector<unsigned char> back = dir.Read(path);
   ASSERT_EQ(back.size(), n) << "writes past the end extend the file to the last byte written";
   EXPECT_EQ(std::memcmp(back.data(), data.data(), n), 0);
-  IoUringEngineStats s = e->stats();
+  IoUringEngineStats s = e->ring_stats();
   EXPECT_GE(s.writes, 12u) << "split at max_read_bytes";
   EXPECT_EQ(s.errors, 0u);
   if (e->DirectAlignment(w->base()) != 0) {
@@ -71,7 +71,7 @@ TEST(IoUringWrite, WritesAnyRangeDirectWhereAlignedAndExtendsTheFile) {
     EXPECT_LT(s.direct_writes, s.writes) << "the unaligned head and tail are buffered";
   }
   // The same engine reads it back through the window.
-  testing::AlignedBytes again = PageAligned(n);
+  testkit::AlignedBytes again = PageAligned(n);
   ASSERT_TRUE(RunOp(*e, Operation::Copy(again.get(), w->at(0), n)).ok());
   EXPECT_EQ(std::memcmp(again.get(), data.data(), n), 0);
 }
@@ -81,11 +81,11 @@ TEST(IoUringWrite, SyncIsAWriteBackOfTheFile) {
   auto e = Make();
   Result<FileWindow> w = e->OpenFile(NewFile(dir, "durable"), {FileAccess::kReadWrite, 1 << 20});
   ASSERT_TRUE(w.ok());
-  testing::AlignedBytes src = PageAligned(1 << 20);
+  testkit::AlignedBytes src = PageAligned(1 << 20);
   std::memset(src.get(), 0x5a, 1 << 20);
   ASSERT_TRUE(RunOp(*e, Operation::Copy(w->base(), src.get(), 1 << 20)).ok());
   ASSERT_TRUE(RunOp(*e, Operation::WriteBack(w->base(), 1 << 20)).ok());
-  EXPECT_EQ(e->stats().syncs, 1u);
+  EXPECT_EQ(e->ring_stats().syncs, 1u);
   // Write-back of memory, or of a file opened read-only, is refused at submission.
   Status mem = e->Submit(Operation::WriteBack(src.get(), 4096)).status();
   EXPECT_EQ(mem.code(), StatusCode::kInvalidArgument);
@@ -107,7 +107,7 @@ TEST(IoUringWrite, CopiesFileToFile) {
   ASSERT_TRUE(RunOp(*e, Operation::Copy(dst->at(10), src->at(10), n - 10)).ok());
   ASSERT_TRUE(RunOp(*e, Operation::Copy(dst->at(0), src->at(0), 10)).ok());
   EXPECT_EQ(dir.Read(dst->path()), data);
-  EXPECT_GE(e->stats().file_copies, 5u);
+  EXPECT_GE(e->ring_stats().file_copies, 5u);
 }
 
 TEST(IoUringWrite, BadFilesAreRefusedWithTheReason) {
@@ -163,7 +163,7 @@ TEST(IoUringWrite, AFullDiskFailsNamingTheFileAndOffset) {
   EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("offset"), std::string::npos) << s.ToString();
   EXPECT_LT(h->bytes_completed(), n);
-  EXPECT_GE(e->stats().errors, 1u);
+  EXPECT_GE(e->ring_stats().errors, 1u);
 }
 
 TEST(IoUringWrite, ManyThreadsWriteDisjointRanges) {
@@ -188,7 +188,7 @@ TEST(IoUringWrite, ManyThreadsWriteDisjointRanges) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(dir.Read(w->path()), data);
-  EngineState st = e->state();
+  EngineStats st = e->stats();
   EXPECT_EQ(st.in_flight, 0u);
   EXPECT_EQ(st.bytes_completed, n);
 }
