@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Memory placed on a chosen NUMA node or tier, owned RAII-style.
 //
-// Buffers are anonymous mappings bound to one node with mbind(MPOL_BIND) before any page is
-// touched, so every page lands on that node or the allocation fails (no silent spill to another
-// node). Prefaulting populates all pages up front so that page faults do not disturb later
-// copies (the thesis found faults during fills turned cache hits into misses).
+// Every page of a buffer lands on its node or the allocation fails: memory never spills
+// silently to another node. Prefaulting (the default) populates every page at allocation, so
+// that later copies take no page faults.
+//
+// Thread-safety: a Buffer is a movable owner; its memory may be used from any threads, the
+// object itself (move, destroy) from one at a time.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +26,11 @@ enum class HugePages : std::uint8_t {
 };
 
 struct AllocOptions {
+  // Default kNone. Huge pages: fewer TLB misses on large buffers, memory in 2 MiB steps.
   HugePages huge_pages = HugePages::kNone;
-  bool prefault = true;  // touch every page now (MADV_POPULATE_WRITE, or writes where absent)
+  // Default true: every page is touched now. Off: allocation is cheap and pages arrive on first
+  // touch, whose faults land on whoever touches them first (a copy engine's workers).
+  bool prefault = true;
 };
 
 class TIERFLOW_EXPORT Buffer {

@@ -80,6 +80,8 @@ struct CacheConfig {
   // memory engines as the copy policy divides them (PlanFill); e.g. a DsaFleet's engines plus
   // a CPU engine with PolicyKind::kAuto, plus an IoUringEngine for column files. Required.
   std::vector<Engine*> engines;
+  // Default: PolicyKind::kSingle (the destination node's engine). How a fill is divided over
+  // the memory engines.
   CopyPolicy copy_policy;
   // The node an entry of [src, src+size) is cached on. Default: the HBM node nearest to the
   // source's node; without HBM, the source's node if it has CPUs (DRAM), else its nearest CPU
@@ -88,15 +90,19 @@ struct CacheConfig {
   // Bytes the cache may use per node; nodes not listed: half of the node's free memory when
   // the node is first used.
   std::map<int, std::size_t> capacity;
-  // Default: a prefaulted arena per node, growing in `arena_chunk` steps up to the capacity.
+  // Default: a prefaulted arena per node, growing in `arena_chunk` steps (default 64 MiB) up
+  // to the capacity. Larger steps: fewer allocations, more memory taken ahead of need.
   CacheAllocator allocator;
   std::size_t arena_chunk = std::size_t{64} << 20;
   // Take the capacity of each node listed in `capacity` from the kernel in Create (prefaulted arena
   // chunks), so that no fill during the run waits for the kernel to fault pages in (page faults
   // during fills turn hits into late hits). Create fails when a node cannot give it, and with a
   // user allocator (which reserves on its own).
+  // Default false.
   bool reserve_capacity = false;
-  WaitMode wait_mode = WaitMode::kBlock;  // how CacheEntry::Wait waits (no busy waiting)
+  // Default kBlock: how CacheEntry::Wait waits. kBlock burns no core; kSpin and kAdaptive
+  // return sooner after the fill, at the price of a busy core.
+  WaitMode wait_mode = WaitMode::kBlock;
 };
 
 struct CacheNodeStats {

@@ -10,6 +10,9 @@
 // The cache directory must belong to the user and be writable by nobody else; a cache file
 // that does not parse is ignored with a warning by PipeRuntime and replaced by the next
 // calibration.
+//
+// Thread-safety: a Calibration is a value; its const members may be used from any threads at
+// once. Measure runs the engines it is given (do not measure an engine that is busy).
 #pragma once
 
 #include <cstdint>

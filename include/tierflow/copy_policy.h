@@ -13,6 +13,8 @@
 //               many small operations, one batch on the destination's DSA (ChooseBatchEngine)
 // A CPU-less node (HBM, CXL) is served by the engine of its nearest CPU node. The bytes are
 // divided in proportion to per-engine weights (equal by default) in multiples of `granularity`.
+//
+// Thread-safety: the functions below keep no state; any threads may call them at once.
 #pragma once
 
 #include <cstddef>

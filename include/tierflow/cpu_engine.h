@@ -4,7 +4,9 @@
 // Large operations are cut into pieces spread over the workers; pieces at or above the
 // non-temporal threshold use streaming stores so a copy larger than the cache does not evict
 // everyone else's data. Operations (or batches) up to inline_max_bytes run on the submitting
-// thread, where a copy is cheaper than the hand-off to a worker (about a microsecond).
+// thread instead of being handed to a worker.
+//
+// Thread-safety: as every engine (engine.h): any number of threads may submit at once.
 #pragma once
 
 #include <cstddef>
@@ -23,33 +25,50 @@ class OpRef;  // engine_module.h
 
 // Whether Submit asks the kernel that an operation's ranges are mapped. Either way a copy
 // that touches unmapped or protected memory fails with an error naming the range instead of
-// crashing (the fault guard: common/fault_guard.h); the check only moves that error from the
-// handle to Submit, for a system call per range (0.3-0.6 us each on a VM), so it is off by
-// default.
+// crashing; the check only moves that error from the handle to Submit, at the price of a
+// system call per range, so it is off by default.
 enum class MappingCheck : std::uint8_t {
   kOff,        // the handle reports faults (the default)
   kHandedOff,  // Submit checks operations above inline_max_bytes
   kAll,        // Submit checks every operation (costs more than a small copy)
 };
 
+// Each field: its default, and what moving it trades.
 struct CpuEngineOptions {
-  int node = 0;     // workers run on this node's CPUs
-  int workers = 0;  // 0: one per CPU of the node
-  bool pin = true;  // pin worker i to the node's CPU i (mod count)
+  // Default 0. The workers run on this node's CPUs: put the engine near the memory it copies.
+  int node = 0;
+  // Default 0: one per CPU of the node. Fewer leave cores to the application; more than the
+  // node has CPUs share them.
+  int workers = 0;
+  // Default true: worker i is pinned to the node's CPU i (mod count). Off: the scheduler may
+  // move workers, even to another node.
+  bool pin = true;
+  // Default 32 KiB. Operations and batches up to this size run on the submitting thread: no
+  // hand-off to a worker, but the caller's core does the copy.
   std::size_t inline_max_bytes = 32 * 1024;
-  std::size_t nt_threshold_bytes = 0;  // 0: 3/4 of the last-level cache
+  // Default 0: 3/4 of the last-level cache. Pieces at or above it use non-temporal stores: they
+  // do not evict the cache, but a copy the caller reads next comes from memory.
+  std::size_t nt_threshold_bytes = 0;
+  // Defaults 64 KiB and 64 MiB: the smallest and largest piece a split operation is cut into.
+  // Smaller pieces spread over more workers and cost more hand-offs.
   std::size_t min_piece_bytes = 64 * 1024;
   std::size_t max_piece_bytes = 64 * 1024 * 1024;
-  // Pieces waiting for a worker (1 .. 2^24, rounded up to a power of two); submit waits while
-  // the queue is full.
+  // Default 4096: pieces waiting for a worker (1 .. 2^24, rounded up to a power of two);
+  // submit waits while the queue is full. Larger: more memory, longer bursts absorbed.
   std::size_t queue_capacity = 4096;
+  // Default kOff: see MappingCheck.
   MappingCheck check_mappings = MappingCheck::kOff;
-  CpuIsa isa = CpuIsa::kAuto;         // kAuto: TIERFLOW_ISA, else measured (see isa())
-  std::uint32_t worker_spin_us = 50;  // an idle worker polls this long before sleeping
-  // A thread waiting on a handle (other than WaitMode::kBlock) runs pieces of that operation
-  // that no worker has started yet. Single operations only; batches are left to the workers.
-  // The last piece of a split operation is kept for the waiter, and cut larger or smaller as
-  // the waiter keeps finishing before or after the workers.
+  // Default kAuto: TIERFLOW_ISA if set, else the fastest kernel measured on this CPU when the
+  // process creates its first engine (see isa()). An ISA the CPU lacks is refused.
+  CpuIsa isa = CpuIsa::kAuto;
+  // Default 50: an idle worker polls this many microseconds before it sleeps. Longer: quicker
+  // pick-up of the next piece, more CPU burnt while idle.
+  std::uint32_t worker_spin_us = 50;
+  // Default true: a thread waiting on a handle (other than WaitMode::kBlock) runs pieces of
+  // that operation that no worker has started yet (single operations only; batches are left
+  // to the workers). The last piece of a split operation is kept for the waiter and cut larger
+  // or smaller as the waiter keeps finishing before or after the workers. Off: the waiter only
+  // waits, and its core stays free.
   bool waiter_runs_pieces = true;
 };
 
@@ -67,7 +86,7 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
   // The ISA of the kernel that copies operations below nt_threshold_bytes (and every other
   // kind of operation), and of the one that streams copies at or above it. With CpuIsa::kAuto
   // and no TIERFLOW_ISA, each is the fastest of its kind measured on this CPU when the first
-  // engine of the process is created (a few milliseconds); otherwise both are the one asked for.
+  // engine of the process is created; otherwise both are the one asked for.
   CpuIsa isa() const;
   CpuIsa streaming_isa() const;
   std::size_t nt_threshold_bytes() const;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The instruction sets of the CPU kernels (the CPU engine's copies, and the DSA engine's pieces
 // that run on the CPU), chosen at run time: AVX-512, AVX2, or baseline (SSE2 on x86-64, plain
-// C++ elsewhere).
+// C++ elsewhere). Thread-safety: the functions may be called from any thread.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,9 @@
 // Completion: the submitting thread checks the records once right after submission; a
 // completion thread per engine polls the rest (spinning briefly, then yielding, then sleeping
 // while nothing is in flight) and finishes handles, runs callbacks, and resubmits.
+//
+// Thread-safety: as every engine (engine.h): any number of threads may submit to one work
+// queue's engine at once.
 #pragma once
 
 #include <array>
@@ -44,21 +47,34 @@ enum class DsaCompletionWait : std::uint8_t {
             // until the device writes it, within the kernel's umwait max_time per wait
 };
 
+// Each field: its default, and what moving it trades.
 struct DsaEngineOptions {
-  // The WQ to use on hardware: "dsa0/wq0.0", or empty for the first usable WQ of a device on
-  // `node` (-1: any node). Ignored by CreateOnModel.
+  // Default empty: the first usable WQ of a device on `node` (default -1: any node); else the
+  // WQ to use on hardware, "dsa0/wq0.0". Ignored by CreateOnModel.
   std::string wq;
   int node = -1;
-  int enqcmd_retries = 16;  // ENQCMD attempts before the policy applies (backoff doubles)
+  // Default 16: ENQCMD attempts on a full shared WQ before on_swq_full applies (the backoff
+  // doubles each time). More: fewer hand-offs to the policy, a submitting thread held longer.
+  int enqcmd_retries = 16;
+  // Defaults kRetryLater and kTouchAndResume: see the enums.
   DsaSwqFullPolicy on_swq_full = DsaSwqFullPolicy::kRetryLater;
   DsaFaultPolicy on_fault = DsaFaultPolicy::kTouchAndResume;
-  bool block_on_fault = false;  // set BOF on descriptors (only where the WQ allows it)
-  bool prefault = false;        // touch source and destination pages before submitting
-  bool use_batches = true;      // several descriptors of one submission go as a batch
-  // Check with msync that ranges are mapped before submitting (two system calls per
-  // operation). Off: an unmapped range is reported when the device faults on it.
+  // Default false: set block-on-fault on descriptors (only where the WQ allows it): the device
+  // waits for the kernel to resolve a fault instead of returning the descriptor partly done,
+  // which holds the engine for every fault.
+  bool block_on_fault = false;
+  // Default false: touch source and destination pages before submitting. On: no device page
+  // faults, at the price of a CPU pass over the pages.
+  bool prefault = false;
+  // Default true: several descriptors of one submission go as one batch descriptor (one
+  // submission instead of many; a batch completes as a whole).
+  bool use_batches = true;
+  // Default false: check with msync that ranges are mapped before submitting (system calls
+  // per operation). Off: an unmapped range is reported when the device faults on it.
   bool check_mappings = false;
-  std::uint32_t max_batch = 0;  // 0: the WQ's max_batch_size
+  // Default 0: the WQ's max_batch_size. Smaller batches complete sooner.
+  std::uint32_t max_batch = 0;
+  // Default kAuto: see DsaCompletionWait.
   DsaCompletionWait completion_wait = DsaCompletionWait::kAuto;
 };
 

@@ -3,6 +3,8 @@
 // device (on its first usable WQ), each on the device's NUMA node, to be given to PlanCopy and
 // ChooseBatchEngine (copy_policy.h). By default a copy goes to the DSA of the destination's
 // node (not of the calling thread's node); push-pull, socket, brute-force and auto spread it.
+//
+// Thread-safety: every member may be called from any thread; the engines are engines.
 #pragma once
 
 #include <memory>

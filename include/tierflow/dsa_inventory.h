@@ -4,6 +4,8 @@
 // Discovery only reads files: it never opens a work queue. For each WQ it says whether user
 // space can submit to it and, when not, the exact reason and the fix. DsaEngine::Create opens
 // and maps the portal and reports the errors only that can reveal (permissions, mmap refused).
+//
+// Thread-safety: an inventory is a value, immutable once discovered.
 #pragma once
 
 #include <cstdint>

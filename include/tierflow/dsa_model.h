@@ -8,6 +8,8 @@
 // descriptor (ENQCMD / MOVDIR64B / write() there, Enqueue here). Everything before and after —
 // descriptor building, retries, credits, completion processing, fault resume — is the code that
 // runs on a real DSA. Results produced on the model are labelled as such by every tool.
+//
+// Thread-safety: every member may be called from any thread at once (the model keeps one lock).
 #pragma once
 
 #include <cstdint>

@@ -3,8 +3,13 @@
 //
 // Every engine offers the same contract: Submit (one operation) or SubmitBatch (several, one
 // handle), both validating their input and returning a Handle or an error that names the
-// problem. Engines publish what they can do (capabilities) and what they are doing (state) so
-// that callers and planners can see the hardware at work.
+// problem. Engines publish what they can do (capabilities) and what they are doing (stats) so
+// that callers and planners can see the hardware at work. Writing an engine: engine_module.h.
+//
+// Thread-safety: every public member of an engine may be called from any number of threads at
+// once (several threads submitting to one engine is the normal case). Destroying an engine
+// while another thread submits to it is a race; operations still running when it is destroyed
+// end as the engine's header says (completed or cancelled, never left pending).
 #pragma once
 
 #include <cstddef>
@@ -67,12 +72,7 @@ struct EngineStats {
   std::uint64_t callback_errors = 0;    // callbacks that threw
 };
 
-// How an engine's own queue stands (for engine authors: see engine_module.h).
-struct EngineQueue {
-  std::size_t capacity = 0;
-  std::size_t queued = 0;
-};
-
+struct EngineQueue;  // engine_module.h: an engine's own queue, as its author reports it
 class Engine;
 
 // A part of one operation given to one engine: bytes [offset, offset + size) of it.
@@ -82,7 +82,7 @@ struct EnginePart {
   std::size_t size = 0;
 };
 
-class EngineCounters;  // engine_module.h: what an engine author updates
+class EngineCounters;  // engine_module.h: the counters an engine author updates
 
 struct SubmitOptions {
   CompletionCallback callback;  // invoked once, on completion
@@ -132,19 +132,15 @@ class TIERFLOW_EXPORT Engine {
   Engine();
   // Engine-specific validation beyond the common checks.
   virtual Status CheckOperation(const Operation& op) const;
-  // Whether Validate (and so Submit, SubmitBatch, SubmitParts) calls CheckOperation; default
-  // true. An engine whose CheckOperation has nothing to check in its configuration turns it
-  // off: a submission then costs no virtual call and no Status for it (a few nanoseconds of
-  // a 4 KiB copy). Set it in the constructor, before the engine is shared between threads.
+  // The members below are for engine authors; engine_module.h gives their contract.
+  // Whether Validate calls CheckOperation (default true). Set in the constructor only.
   void set_checks_operations(bool on) { checks_operations_ = on; }
-  // Starts `ops` (validated) as parts of `submission`: see tierflow/engine_module.h, the
-  // contract for engine authors.
+  // Starts `ops` (validated) as parts of `submission`.
   virtual Status Enqueue(std::span<const Operation> ops, Submission& submission) = 0;
-
-  // The counters this engine keeps up to date (engine_module.h says which and when).
+  // The counters this engine keeps up to date.
   EngineCounters& counters() const { return *counters_; }
   // Its own queue, if it has one (default: none).
-  virtual EngineQueue queue() const { return {}; }
+  virtual EngineQueue queue() const;
 
  private:
   Result<Handle> Start(std::span<const Operation> ops, SubmitOptions& options);

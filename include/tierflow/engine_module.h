@@ -19,6 +19,12 @@
 //
 // Engines also keep their EngineCounters (below) and may publish their queue (Engine::queue).
 // The destructor of an engine must not return while it still holds parts that it will report.
+//
+// Engine::set_checks_operations(false) tells Validate not to call CheckOperation: for an
+// engine whose CheckOperation has nothing to check in its configuration (a submission then
+// makes no virtual call for it). Set it in the constructor, before the engine is shared.
+// Enqueue is called from any number of submitting threads at once; CheckOperation and queue()
+// too.
 #pragma once
 
 #include <atomic>
@@ -34,6 +40,13 @@ namespace tierflow {
 namespace detail {
 struct OpState;
 }
+
+// How an engine's own queue stands (Engine::queue, reported in EngineStats): pieces of work
+// that can wait, and that wait now. An engine without a queue of its own reports zeros.
+struct EngineQueue {
+  std::size_t capacity = 0;
+  std::size_t queued = 0;
+};
 
 // An operation an engine is running, as the engine refers to it until it has reported every
 // part it registered. Trivially copyable (engines keep it in their queues and descriptors).

@@ -8,6 +8,11 @@
 //
 // Handles are move-only. Destroying a handle does not cancel the operation: it still runs, and
 // its buffers must stay valid until it completes (wait, or use a callback).
+//
+// Thread-safety: the const members of one Handle (done, status, bytes_completed, result, Wait)
+// may be called from any number of threads at once: several threads may Wait on one handle,
+// in any WaitModes, and all return when the operation completes. Moving or destroying a handle
+// while another thread uses it is a race.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What an engine is asked to do. Operations are plain values: building one performs no
-// validation and no allocation; Engine::Submit validates.
+// validation and no allocation; Engine::Submit validates. Thread-safety: values.
 #pragma once
 
 #include <cstddef>

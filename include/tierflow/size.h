@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Sizes written as text, as the command line and locators spell them.
+// Sizes written as text, as the command line and locators spell them. Thread-safety: pure
+// functions.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,9 @@
 //      attribute is at least twice its nearest CPU node's is HBM; any other CPU-less node is CXL.
 // HMAT data is often missing or wrong, so every automatic decision records why it was taken
 // (NumaNode::kind_reason) and can be overridden.
+//
+// Thread-safety: a Topology is immutable once made; its const members may be used from any
+// threads at once.
 #pragma once
 
 #include <cstdint>

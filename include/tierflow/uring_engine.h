@@ -19,6 +19,9 @@
 //
 // Errors name the file, the offset and the cause (the OS error; the file ending before the
 // range does; a write that made no progress).
+//
+// Thread-safety: as every engine (engine.h), and OpenFile, OpenDescriptor, RegisterFile and
+// their counterparts may be called from any thread.
 #pragma once
 
 #include <cstddef>
@@ -31,10 +34,17 @@
 
 namespace tierflow {
 
+// Each field: its default, and what moving it trades.
 struct IoUringEngineOptions {
-  unsigned queue_depth = 64;                          // reads in flight at most
-  std::size_t max_read_bytes = std::size_t{1} << 20;  // larger copies are split
-  bool direct = true;                                 // O_DIRECT where possible
+  // Default 64: reads and writes in flight at most. More: more parallelism for devices that
+  // need it (NVMe), more memory locked for the ring.
+  unsigned queue_depth = 64;
+  // Default 1 MiB: larger copies are split into pieces of this size. Larger: fewer system
+  // calls, fewer pieces to overlap.
+  std::size_t max_read_bytes = std::size_t{1} << 20;
+  // Default true: O_DIRECT where the file system and alignment allow, bypassing the page cache.
+  // Off: every piece goes through the page cache (cached re-reads, a copy more).
+  bool direct = true;
 };
 
 struct IoUringEngineStats {

@@ -82,6 +82,8 @@ bool PlainlyValid(const Operation& op, const EngineCapabilities& caps) {
 Engine::Engine() : counters_(std::make_unique<EngineCounters>()) {}
 Engine::~Engine() = default;
 
+EngineQueue Engine::queue() const { return {}; }
+
 EngineStats Engine::stats() const {
   const EngineCounters& c = *counters_;
   const EngineQueue q = queue();
