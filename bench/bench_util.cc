@@ -10,7 +10,9 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -118,6 +120,69 @@ void Progress::Step(std::string_view label) {
   std::fprintf(stderr, "\r[%-*s] %zu/%zu %-40.40s", kWidth, std::string(filled, '#').c_str(), done_,
                total_, std::string(label).c_str());
   std::fflush(stderr);
+}
+
+struct Ticker::State {
+  std::string command;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string what;
+  std::function<std::string()> poll;
+  bool stop = false;
+  std::thread thread;
+
+  void Draw(std::chrono::steady_clock::time_point start) {
+    const auto secs =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start);
+    std::string line = command + ": " + what;
+    if (poll) {
+      const std::string more = poll();
+      if (!more.empty()) line += ", " + more;
+    }
+    line += fmt::format(" ({} s)", secs.count());
+    std::fprintf(stderr, "\r%-79.79s", line.c_str());
+    std::fflush(stderr);
+  }
+  void Loop() {
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_lock lock(mu);
+    while (!stop) {
+      Draw(start);
+      cv.wait_for(lock, std::chrono::milliseconds(200));
+    }
+    std::fprintf(stderr, "\r%79s\r", "");
+    std::fflush(stderr);
+  }
+};
+
+Ticker::Ticker(std::string command, bool enabled) {
+  if (!enabled) return;
+  state_ = std::make_unique<State>();
+  state_->command = std::move(command);
+  state_->what = "starting";
+  state_->thread = std::thread([s = state_.get()] { s->Loop(); });
+}
+
+Ticker::~Ticker() {
+  if (!state_) return;
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->cv.notify_all();
+  state_->thread.join();
+}
+
+void Ticker::Set(std::string what) {
+  if (!state_) return;
+  std::lock_guard lock(state_->mu);
+  state_->what = std::move(what);
+}
+
+void Ticker::Poll(std::function<std::string()> poll) {
+  if (!state_) return;
+  std::lock_guard lock(state_->mu);
+  state_->poll = std::move(poll);
 }
 
 void Progress::Finish() {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,26 @@ class Progress {
 };
 
 bool StderrIsTerminal();
+
+// A status line on stderr for a command that runs longer than a few seconds: redrawn every
+// 200 ms while the Ticker lives, "tierflow qdp: prefetch, iteration 3 of 6 (41 s)", and erased
+// when it goes. Silent unless `enabled` (callers pass: asked for, and stderr is a terminal).
+// Set and the poll run from any thread.
+class Ticker {
+ public:
+  Ticker(std::string command, bool enabled);
+  ~Ticker();
+  Ticker(const Ticker&) = delete;
+  Ticker& operator=(const Ticker&) = delete;
+  // What runs now.
+  void Set(std::string what);
+  // Called at each redraw for text to append (e.g. bytes moved so far); empty: none.
+  void Poll(std::function<std::string()> poll);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The CPUs the calling thread may run on (its affinity mask).
 std::vector<int> AllowedCpus();

@@ -71,7 +71,8 @@ struct FileResult {
   std::vector<double> pipe_gbps, direct_gbps;
 };
 
-Result<FileResult> FileToDram(PipeRuntime& rt, const PipesBenchConfig& c, const std::string& path) {
+Result<FileResult> FileToDram(PipeRuntime& rt, const PipesBenchConfig& c, const std::string& path,
+                              Ticker& ticker) {
   Result<Locator> mem = rt.Memory(TierKind::kDram, -1, c.size);
   if (!mem.ok()) return mem.status();
   std::memset(mem->data(), 1, c.size);
@@ -90,6 +91,7 @@ Result<FileResult> FileToDram(PipeRuntime& rt, const PipesBenchConfig& c, const 
   FileResult r;
   const double gb = static_cast<double>(c.size) / 1e9;
   for (int i = 0; i < c.reps; ++i) {
+    ticker.Set(fmt::format("file to DRAM, alternation {} of {}", i + 1, c.reps));
     const auto t0 = Clock::now();
     if (Status s = up->Transfer(0, 0, c.size); !s.ok()) return s;
     r.pipe_gbps.push_back(gb / Seconds(t0));
@@ -187,10 +189,13 @@ Status RunPipesBench(const PipesBenchConfig& config, std::ostream& out) {
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = !config.dir.empty() ? config.dir : tmp != nullptr && *tmp ? tmp : "/tmp";
   const std::string path = fmt::format("{}/tierflow-bench-pipes-{}", dir, getpid());
-  Result<FileResult> f = FileToDram(**rt, config, path);
+  Ticker ticker("tierflow bench pipes", config.progress && !config.json && StderrIsTerminal());
+  ticker.Set("writing the file");
+  Result<FileResult> f = FileToDram(**rt, config, path, ticker);
   std::error_code ec;
   std::filesystem::remove(path, ec);
   if (!f.ok()) return f.status();
+  ticker.Set("small transfers in each flavour");
   Result<FlavourResult> v = Flavours(**rt, config);
   if (!v.ok()) return v.status();
   Print(config, *f, *v, out);

@@ -25,6 +25,7 @@ struct PipesBenchConfig {
   unsigned queue_depth = 16;
   std::uint64_t chunk = 2u << 20;
   bool json = false;
+  bool progress = false;  // a status line on stderr when it is a terminal
 };
 
 Status RunPipesBench(const PipesBenchConfig& config, std::ostream& out);

@@ -121,11 +121,12 @@ std::vector<std::pair<int, std::string>> Launches(const RmaBenchConfig& c) {
   return out;
 }
 
-Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows) {
+Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows, Ticker& ticker) {
   Result<std::pair<std::string, std::string>> files = Files(m.name);
   if (!files.ok()) return files.status();
   const auto& [prog, lib] = *files;
   for (int rep = 0; rep < c.reps; ++rep) {
+    ticker.Set(fmt::format("{}, alternation {} of {}", m.name, rep + 1, c.reps));
     for (const auto& [ranks, args] : Launches(c)) {
       for (int k = 0; k < 2; ++k) {
         const bool with = (rep + k) % 2 == 1;  // alternate which goes first
@@ -234,11 +235,12 @@ std::vector<std::string> RmaBenchMpis() {
 Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
   std::map<Key, Row> rows;
   int ran = 0;
+  Ticker ticker("tierflow bench rma", c.progress && !c.json && StderrIsTerminal());
   for (const Mpi& m : BuiltMpis()) {
     if (!c.mpis.empty() && std::find(c.mpis.begin(), c.mpis.end(), m.name) == c.mpis.end()) {
       continue;
     }
-    if (Status s = Collect(c, m, rows); !s.ok()) return s;
+    if (Status s = Collect(c, m, rows, ticker); !s.ok()) return s;
     ++ran;
   }
   if (ran == 0) {

@@ -24,7 +24,8 @@ struct RmaBenchConfig {
   int gats_ranks = 4;             // 1 origin and gats_ranks - 1 targets
   std::vector<std::string> mpis;  // empty: every MPI the library was built for
   bool json = false;
-  std::string plot;  // PNG path, or empty
+  bool progress = false;  // a status line on stderr when it is a terminal
+  std::string plot;       // PNG path, or empty
 };
 
 // The MPIs this build has a library for ("openmpi", "mpich").

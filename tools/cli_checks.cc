@@ -197,7 +197,7 @@ CLI::Validator NotEmpty(std::string what) {
       [=](std::string& v) {
         return v.empty() ? fmt::format("the value is empty: give {}", what) : std::string();
       },
-      what);
+      "TEXT");
 }
 
 CLI::Validator ReadableFile(std::string what) {

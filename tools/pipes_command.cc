@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_util.h"
 #include "tierflow/calibration.h"
+#include "tierflow/engine.h"
 #include "tierflow/size.h"
 #include "tools/cli_checks.h"
 
@@ -136,6 +138,9 @@ Status RunPipesCopy(const PipesCommandOptions& o, std::ostream& out) {
   if (!pipe.ok()) return ForOption(o, pipe.status());
   const std::uint64_t n =
       o.length != 0 ? o.length : std::min(ends->from.capacity(), ends->to.capacity());
+  bench::Ticker ticker("tierflow pipes copy", o.progress && !o.json && bench::StderrIsTerminal());
+  ticker.Set(fmt::format("moving {}", FormatSize(n)));
+  ticker.Poll([&pipe] { return FormatSize(pipe->stats().bytes) + " done"; });
   const auto t0 = std::chrono::steady_clock::now();
   Status s = pipe->Transfer(0, 0, n);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -157,6 +162,29 @@ Status RunPipesCopy(const PipesCommandOptions& o, std::ostream& out) {
   return Status::Ok();
 }
 
+namespace {
+
+// Calibration::Measure engine by engine, so that the status line can say which one runs.
+Result<Calibration> MeasureEach(const std::vector<Engine*>& engines, const CalibrationOptions& co,
+                                bool progress) {
+  bench::Ticker ticker("tierflow pipes calibrate", progress && bench::StderrIsTerminal());
+  Result<Calibration> all = Status::InvalidArgument("no engine to calibrate");
+  for (std::size_t i = 0; i < engines.size(); ++i) {
+    ticker.Set(
+        fmt::format("{} ({} of {})", engines[i]->capabilities().name, i + 1, engines.size()));
+    Result<Calibration> one = Calibration::Measure({engines[i]}, co);
+    if (!one.ok()) return one.status();
+    if (!all.ok()) {
+      all = std::move(*one);
+      continue;
+    }
+    for (const CalibrationEntry& e : one->entries()) all->Set(e);
+  }
+  return all;
+}
+
+}  // namespace
+
 Status RunPipesCalibrate(const PipesCommandOptions& o, std::ostream& out) {
   PipesCommandOptions plain = o;
   plain.calibration = "/nonexistent";  // measure afresh; do not read the old figures
@@ -165,7 +193,7 @@ Status RunPipesCalibrate(const PipesCommandOptions& o, std::ostream& out) {
   CalibrationOptions co;
   co.bytes = o.bytes;
   co.file_dir = o.dir;
-  Result<Calibration> c = Calibration::Measure((*rt)->engines(), co);
+  Result<Calibration> c = MeasureEach((*rt)->engines(), co, o.progress);
   if (!c.ok() && !o.dir.empty()) return Status(c.status().code(), "--dir: " + c.status().message());
   if (!c.ok()) return c.status();
   std::string path = !o.output.empty() ? o.output : o.calibration;

@@ -19,6 +19,7 @@ struct PipesCommandOptions {
   bool any_machine = false;
   bool dsa_model = false;
   bool json = false;
+  bool progress = false;  // copy, calibrate: a status line on stderr when it is a terminal
   // Knobs (0 / empty: the planner's).
   unsigned queue_depth = 0;
   std::uint64_t chunk_bytes = 0;

@@ -6,11 +6,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_util.h"
 #include "bench/python.h"
 #include "qdp/columns.h"
 
@@ -229,14 +231,21 @@ Status RunQdpCommand(qdp::Config config, const QdpCommandOptions& options, std::
     if (Status s = own_dir.Create(); !s.ok()) return s;
     config.data_dir = own_dir.dir;
   }
+  // The status line goes before the results are printed.
+  auto ticker = std::make_unique<bench::Ticker>(
+      "tierflow qdp", options.progress && !options.json && bench::StderrIsTerminal());
+  config.progress = [t = ticker.get()](const std::string& what) { t->Set(what); };
   Result<qdp::Report> rep = qdp::Run(config);
+  config.progress = nullptr;
   if (!rep.ok()) return rep.status();
   std::optional<DuckDbResult> duck;
   if (options.compare_duckdb) {
+    ticker->Set("the same query in DuckDB");
     Result<DuckDbResult> d = Referee(config, options, *rep, own_dir);
     if (!d.ok()) return d.status();
     duck = std::move(*d);
   }
+  ticker.reset();
   const DuckDbResult* referee = duck ? &*duck : nullptr;
   const nlohmann::json doc = ReportJson(config, *rep, referee);
   if (!options.plot_path.empty()) {

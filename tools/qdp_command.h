@@ -12,6 +12,7 @@ namespace tierflow::tools {
 
 struct QdpCommandOptions {
   bool json = false;
+  bool progress = false;  // a status line on stderr when it is a terminal
   // Time the same query in DuckDB (tools/qdp_duckdb.py in the project's venv) on the same
   // column files with the all-DRAM run's thread count; its sum must equal ours.
   bool compare_duckdb = false;

@@ -386,8 +386,11 @@ Result<ConfigResult> RunConfiguration(const RunContext& run, const std::string& 
   ConfigResult res;
   res.name = name;
   PipelineSamples samples;
-  for (int i = 0; i < run.cfg.warmup + run.cfg.iterations; ++i) {
+  const int total = run.cfg.warmup + run.cfg.iterations;
+  for (int i = 0; i < total; ++i) {
     const bool timed = i >= run.cfg.warmup;
+    if (run.cfg.progress)
+      run.cfg.progress(fmt::format("{}, iteration {} of {}", name, i + 1, total));
     Result<Iteration> it = RunIteration(run, name, l, **cache, timed);
     if (!it.ok()) return it.status();
     res.cache_peak_bytes = std::max(res.cache_peak_bytes, it->cache.peak_bytes);
@@ -424,10 +427,12 @@ Result<Report> Run(const Config& cfg) {
   Result<std::unique_ptr<Machine>> machine = Prepare(cfg);
   if (!machine.ok()) return machine.status();
   const Machine& m = **machine;
+  if (cfg.progress) cfg.progress(cfg.reuse_data ? "reading the columns" : "generating the columns");
   Result<ColumnData> data = LoadColumns(cfg);
   if (!data.ok()) return data.status();
   ColumnFiles files;
   if (Status s = StoreColumns(cfg, *data, files); !s.ok()) return s;
+  if (cfg.progress) cfg.progress("placing the columns");
   Result<Placement> placement = PlaceColumns(cfg, m, *data, files);
   if (!placement.ok()) return placement.status();
   data->a = {};  // placed: the generated columns are not needed any more

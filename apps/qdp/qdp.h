@@ -64,6 +64,9 @@ struct Config {
   std::vector<std::string> configs = {"baseline", "upper_limit", "prefetch", "prefetch_distributed",
                                       "all_dram"};
   bool huge_pages = true;  // transparent huge pages for columns, mask and cache memory
+  // Told what runs now ("generating the columns", "prefetch, iteration 3 of 6"), from the
+  // running thread, for a progress line. Default: none.
+  std::function<void(const std::string& what)> progress;
   // Wraps the storage engine before the cache sees it (tests: a FaultInjectingEngine around
   // it); the wrapper must forward to the engine it is given. Default: none.
   std::function<Result<std::unique_ptr<Engine>>(Engine& storage)> wrap_storage_engine;

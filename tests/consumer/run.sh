@@ -27,6 +27,18 @@ if [ -x "$scratch/prefix/bin/tierflow" ]; then
   test "$("$scratch/prefix/bin/tierflow" --version)" = "tierflow $version"
 fi
 echo "consumer: version $version in the header, pkg-config, the SONAME and the CLI"
+# The completion script and the manual page are installed, list the commands, and work.
+if [ -x "$scratch/prefix/bin/tierflow" ]; then
+  completion="$scratch/prefix/share/bash-completion/completions/tierflow"
+  manpage="$scratch/prefix/share/man/man1/tierflow.1"
+  test "$(bash -c "source '$completion'; COMP_WORDS=(tierflow bench co); COMP_CWORD=2; _tierflow;
+    echo \${COMPREPLY[*]}")" = "copy coherence"
+  grep -q '^\.SS "tierflow sort"' "$manpage"
+  if command -v man >/dev/null; then
+    MANWIDTH=80 man -l "$manpage" 2>/dev/null | grep -q "tierflow bench copy"
+  fi
+  echo "consumer: the installed completion completes and the installed manual page renders"
+fi
 # The installed CLI finds its Python helpers in <prefix>/share/tierflow, not in the source tree.
 if [ -x "$scratch/prefix/bin/tierflow" ]; then
   TIERFLOW_PYTHON="$here/../../.venv/bin/python3" "$scratch/prefix/bin/tierflow" bench copy \

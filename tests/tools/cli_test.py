@@ -5,6 +5,8 @@ Usage: cli_test.py PATH/TO/tierflow FIXTURES_DIR
 """
 import json
 import os
+import pty
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,9 +51,129 @@ class ExitStatus(unittest.TestCase):
             p = run("pipes", "copy", "--from", "dram:0:1MiB", "--to", "file:" + existing, ok=False)
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertTrue(p.stderr.startswith("tierflow: error: "), p.stderr)
+            # The fix is named as the flag, not as the library's C++ name for it.
+            self.assertIn("--overwrite", p.stderr)
+            self.assertNotIn("::", p.stderr)
         for args in (["--help"], ["sort", "--help"], ["--version"]):
             self.assertEqual(run(*args).returncode, 0, args)
         self.assertIn("Exit status: 0", run("--help").stdout)
+
+
+COMMANDS = [["topology"], ["qdp"], ["sort"], ["pipes", "explain"], ["pipes", "copy"],
+            ["pipes", "calibrate"], ["bench", "copy"], ["bench", "submit"], ["bench", "cache"],
+            ["bench", "coherence"], ["bench", "pipes"], ["bench", "rma"]]
+
+
+def option_entries(help_text):
+    """(names, value form, description) of each option in a help text."""
+    entries, cur = [], None
+    for line in help_text.split("\n"):
+        if re.match(r"^  -", line):
+            if cur:
+                entries.append(cur)
+            cur = line
+        elif cur and line.startswith("      "):
+            cur += " " + line.strip()
+        elif cur:
+            entries.append(cur)
+            cur = None
+    out = []
+    for e in entries:
+        m = re.match(r"^  (\S+)(?: (\S.*?))?\s{2,}(\S.*)$", e)
+        if m:
+            out.append(m.groups())
+    return out
+
+
+class Help(unittest.TestCase):
+    def test_every_value_option_shows_its_default(self):
+        for words in COMMANDS:
+            text = run("help", *words).stdout
+            self.assertEqual(text, run(*words, "--help").stdout, words)
+            self.assertIn("Usage: tierflow " + " ".join(words) + " [OPTIONS]", text)
+            entries = option_entries(text)
+            self.assertGreater(len(entries), 2, words)
+            names = [n for n, _, _ in entries]
+            self.assertEqual(len(names), len(set(names)), words)
+            for name, form, desc in entries:
+                self.assertNotIn("{", name, (words, name))  # no "--no-pin{false}"
+                if form:
+                    self.assertNotRegex(form, r"^(TEXT|INT|UINT|FLOAT):", (words, name))
+                    self.assertTrue("(required)" in form or "default" in desc,
+                                    f"{' '.join(words)} {name}: no default in '{desc}'")
+
+    def test_help_names_what_is_not_a_command(self):
+        for words, named in ((["nope"], "tierflow"), (["bench", "nope"], "tierflow bench")):
+            p = run("help", *words, ok=False)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn(f"'nope' is no command of {named}", p.stderr)
+        self.assertIn("Subcommands:", run("help").stdout)
+
+    def test_completion_and_manual_come_from_the_definitions(self):
+        completion = run("help", "--bash-completion").stdout
+        man = run("help", "--man-page").stdout
+        self.assertTrue(man.startswith(".TH TIERFLOW 1"), man[:40])
+        for words in COMMANDS:
+            self.assertIn(f'.SS "tierflow {" ".join(words)}"', man)
+            for name, _, _ in option_entries(run("help", *words).stdout):
+                for n in name.split(","):
+                    self.assertIn(n, completion, (words, n))
+                    self.assertIn(n.replace("-", "\\-"), man, (words, n))
+        with tempfile.NamedTemporaryFile("w", suffix=".bash") as f:
+            f.write(completion)
+            f.flush()
+
+            def complete(*line):
+                script = (f"source {f.name}; COMP_WORDS=(tierflow {' '.join(line)}); "
+                          f"COMP_CWORD={len(line)}; _tierflow; echo \"${{COMPREPLY[@]}}\"")
+                return subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                                      check=True).stdout.split()
+            self.assertEqual(complete("be"), ["bench"])
+            self.assertEqual(sorted(complete("bench", "co")), ["coherence", "copy"])
+            self.assertIn("--sizes", complete("bench", "copy", "--si"))
+            self.assertIn("--memory", complete("sort", "--mem"))
+
+
+def with_terminal_stderr(*args):
+    """Runs tierflow with stderr on a pseudo-terminal; returns (status, stdout, terminal text)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([TIERFLOW, *args], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: every writer is gone
+            break
+        if not data:
+            break
+        seen.append(data)
+    out = p.stdout.read()
+    p.stdout.close()
+    p.wait()
+    os.close(master)
+    return p.returncode, out.decode(), b"".join(seen).decode(errors="replace")
+
+
+class Progress(unittest.TestCase):
+    RUNS = [["qdp", "--rows", "65536", "--iterations", "1", "--warmup", "0", "--configs",
+             "baseline"],
+            ["pipes", "copy", "--from", "dram:0:64MiB", "--to", "dram:0:64MiB"],
+            ["bench", "pipes", "--size", "16MiB", "--reps", "1", "--transfers", "100"]]
+
+    def test_a_status_line_on_a_terminal_only_and_never_with_quiet(self):
+        for args in self.RUNS:
+            status, out, term = with_terminal_stderr(*args)
+            self.assertEqual(status, 0, (args, term))
+            self.assertIn("tierflow " + args[0] + (" " + args[1] if args[0] != "qdp" else ""),
+                          term, args)
+            self.assertIn("\r", term)
+            self.assertNotIn("\r", out)  # never on stdout
+            status, out, term = with_terminal_stderr(*args, "--quiet")
+            self.assertEqual(status, 0, args)
+            self.assertEqual(term, "", args)
+            p = run(*args)  # stderr a pipe: no status line
+            self.assertNotIn("\r", p.stderr, args)
 
 
 class Topology(unittest.TestCase):

@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tierflow bench ...`: the benchmarks' command lines. Each value is checked while the line is
+// parsed (cli_checks.h); a benchmark runs only once all are good.
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench_util.h"
+#include "bench/cache_bench.h"
+#include "bench/coherence_bench.h"
+#include "bench/copy_bench.h"
+#include "bench/dsa_copy_bench.h"
+#include "bench/pipes_bench.h"
+#include "bench/rma_bench.h"
+#include "bench/submit_bench.h"
+#include "tierflow/copy_policy.h"
+#include "tierflow/size.h"
+#include "tools/alloc_counter.h"
+#include "tools/cli.h"
+#include "tools/cli_checks.h"
+
+namespace tierflow::tools {
+namespace {
+
+// --- bench copy -----------------------------------------------------------------------------
+
+struct CopyCli final : Command {
+  int Run() override;
+  bench::CopyBenchConfig cfg;
+  bench::DsaCopyBenchConfig dsa;
+  std::string sizes = "4KiB,64KiB,256KiB,512KiB,1MiB,16MiB,64MiB", modes = "single", batches = "16",
+              threads = "0", submitters = "1", policies = "single", src_nodes = "0",
+              dst_nodes = "0", experiments = "submission,threads,placement,cpu";
+  bool json = false, csv = false, no_flush = false, no_progress = false;
+};
+
+void AddCopyEngineOptions(CopyCli& c) {
+  CLI::App* cmd = c.cmd;
+  cmd->add_option("--engine", c.cfg.engine,
+                  "Engine: cpu, dsa (this machine's DSAs) or dsa-model (the DSA device model)")
+      ->capture_default_str()
+      ->check(tools::OneOf("engine", {"cpu", "dsa", "dsa-model"}));
+  cmd->add_option("--experiments", c.experiments,
+                  "dsa/dsa-model: thesis experiments submission (Fig. 3.4), threads (3.5), "
+                  "placement (3.6/3.7), cpu (3.8)")
+      ->capture_default_str()
+      ->check(tools::ListOf("experiment", {"submission", "threads", "placement", "cpu"}));
+  cmd->add_option("--sysfs-root", c.dsa.sysfs_root,
+                  "dsa: read the DSA inventory here; dsa-model: lay the models out like the "
+                  "devices found here, e.g. a fixture tree (default: /sys)")
+      ->check(tools::ExistingDirectory());
+  cmd->add_option("--dev-root", c.dsa.dev_root, "dsa: where the WQ character devices are (default: /dev)")
+      ->check(tools::ExistingDirectory());
+  cmd->add_option(
+         "--xml", c.dsa.xml,
+         "dsa-model: place by this hwloc XML topology, buffers local (default: this system)")
+      ->check(tools::ReadableFile("hwloc XML topology"));
+}
+
+void AddCopy(CLI::App& bench_cmd, CopyCli& c) {
+  c.cmd = bench_cmd.add_subcommand("copy", "Copy throughput of an engine against glibc memcpy");
+  AddCopyEngineOptions(c);
+  CLI::App* cmd = c.cmd;
+  cmd->add_option("--sizes", c.sizes, "Copy sizes, e.g. 4KiB,1MiB,1GiB")
+      ->capture_default_str()
+      ->check(tools::SizeListIn(1, kGiB));
+  cmd->add_option("--mode", c.modes, "Submission modes: single,batch")
+      ->capture_default_str()
+      ->check(tools::ListOf("mode", {"single", "batch"}));
+  cmd->add_option("--batch", c.batches, "Batch sizes for batch mode")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(1, 4096));
+  cmd->add_option("--threads", c.threads,
+                  "Engine worker threads (0 = all CPUs of the node); "
+                  "memcpy is also split over this many")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(0, 4096));
+  cmd->add_option("--submitters", c.submitters, "Submitting threads per engine")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(1, 256));
+  cmd->add_option("--policy", c.policies, "Copy policies: single,push-pull,socket,brute-force,auto")
+      ->capture_default_str()
+      ->check(
+          tools::ListOf("copy policy", {"single", "push-pull", "socket", "brute-force", "auto"}));
+  cmd->add_option("--src-node", c.src_nodes, "Source NUMA nodes")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(0, 4095));
+  cmd->add_option("--dst-node", c.dst_nodes, "Destination NUMA nodes")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(0, 4095));
+  cmd->add_option("--reps", c.cfg.reps, "Timed repetitions")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(1, 1000));
+  cmd->add_option("--warmup", c.cfg.warmup, "Untimed warm-up rounds")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(0, 100));
+  cmd->add_option("--min-round-ms", c.cfg.min_round_ms,
+                  "Repeat small copies so a round lasts this long")
+      ->capture_default_str()
+      ->check(tools::RealIn(0, 10000));
+  cmd->add_flag("--no-flush", c.no_flush, "Do not flush caches before each round");
+  AddQuiet(cmd, c.no_progress);
+  auto* j = cmd->add_flag("--json", c.json, "JSON output");
+  cmd->add_flag("--csv", c.csv, "CSV output")->excludes(j);
+  cmd->add_option("--plot", c.cfg.plot_path, "Also write a PNG plot with matplotlib (default: no plot)")
+      ->check(tools::NewPng());
+}
+
+int RunCopy(CopyCli& c) {
+  c.cfg.sizes = *bench::ParseSizeList(c.sizes);
+  c.cfg.modes = SplitList(c.modes);
+  c.cfg.policies.clear();
+  for (const std::string& p : SplitList(c.policies))
+    c.cfg.policies.push_back(*tierflow::ParsePolicyKind(p));
+  c.cfg.batch_sizes = IntList(c.batches);
+  c.cfg.threads = IntList(c.threads);
+  c.cfg.submitters = IntList(c.submitters);
+  c.cfg.src_nodes = IntList(c.src_nodes);
+  c.cfg.dst_nodes = IntList(c.dst_nodes);
+  c.cfg.flush = !c.no_flush;
+  c.cfg.progress = !c.no_progress;
+  c.cfg.format = c.json ? "json" : c.csv ? "csv" : "table";
+  if (c.cfg.engine == "cpu") {
+    for (const char* o : {"--experiments", "--sysfs-root", "--dev-root", "--xml"}) {
+      if (c.cmd->count(o) > 0) {
+        return UsageError(fmt::format("{} applies to --engine dsa or dsa-model, not cpu", o));
+      }
+    }
+    Status s = bench::RunCopyBench(c.cfg, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
+  c.dsa.experiments = SplitList(c.experiments);
+  c.dsa.sizes_given = c.cmd->count("--sizes") > 0;
+  c.dsa.nodes_given = c.cmd->count("--dst-node") > 0;
+  c.dsa.policies_given = c.cmd->count("--policy") > 0;
+  c.dsa.submitters_given = c.cmd->count("--submitters") > 0;
+  Status s = bench::RunDsaCopyBench(c.cfg, c.dsa, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// --- bench submit, bench cache -----------------------------------------------------------
+
+struct SubmitCli final : Command {
+  int Run() override;
+  bench::SubmitBenchConfig cfg;
+};
+
+void AddSubmit(CLI::App& bench_cmd, SubmitCli& c) {
+  c.cmd = bench_cmd.add_subcommand("submit", "Per-operation cost of the library itself");
+  c.cmd
+      ->add_option("--engine", c.cfg.engine, "Engine: cpu, dsa-model (the DSA device model) or dsa")
+      ->capture_default_str()
+      ->check(tools::OneOf("engine", {"cpu", "dsa-model", "dsa"}));
+  c.cmd->add_option("--samples", c.cfg.samples, "Samples (median reported)")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(3, 1001));
+  c.cmd->add_flag("--json", c.cfg.json, "JSON output");
+}
+
+struct CacheCli final : Command {
+  int Run() override;
+  bench::CacheBenchConfig cfg;
+  std::string entry_size = "4KiB";
+};
+
+void AddCache(CLI::App& bench_cmd, CacheCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "cache",
+      "The offloading cache's hit and miss costs against a shared_mutex + unordered_map cache");
+  c.cmd->add_option("--entries", c.cfg.entries, "Entries in the shared set")
+      ->capture_default_str()
+      ->check(tools::UnsignedIn(2, 1 << 20));
+  c.cmd->add_option("--entry-size", c.entry_size, "Bytes per entry")
+      ->capture_default_str()
+      ->check(tools::SizeIn(64, 16 << 20));
+  c.cmd->add_option("--samples", c.cfg.samples, "Samples (median reported)")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(3, 1001));
+  c.cmd->add_flag("--json", c.cfg.json, "JSON output");
+}
+
+struct CoherenceCli final : Command {
+  int Run() override;
+  bench::CoherenceBenchConfig cfg;
+  std::string orders = "0,1,2,3,4,5,6,7,8,9,10";
+};
+
+void AddCoherence(CLI::App& bench_cmd, CoherenceCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "coherence",
+      "Cost of cache-line write-back and invalidate (each instruction) against pmem_persist");
+  c.cmd->add_option("--orders", c.orders, "Sizes as orders: 4 KiB x 2^order, 0..10")
+      ->capture_default_str()
+      ->check(tools::IntegerListIn(0, 10));
+  c.cmd->add_option("--samples", c.cfg.samples, "Samples per row and method")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(5, 100000));
+  c.cmd->add_option("--runs", c.cfg.runs, "Repeat the study; per-line slopes compared across runs")
+      ->capture_default_str()
+      ->check(tools::IntegerIn(1, 10));
+  c.cmd->add_flag("--json", c.cfg.json, "JSON output");
+  c.cmd->add_option("--plot", c.cfg.plot_path, "Also write a PNG plot with matplotlib (default: no plot)")
+      ->check(tools::NewPng());
+}
+
+int RunCoherence(CoherenceCli& c) {
+  c.cfg.orders.clear();
+  for (const std::string& o : tools::SplitList(c.orders)) c.cfg.orders.push_back(std::stoi(o));
+  std::sort(c.cfg.orders.begin(), c.cfg.orders.end());
+  c.cfg.orders.erase(std::unique(c.cfg.orders.begin(), c.cfg.orders.end()), c.cfg.orders.end());
+  Status s = bench::RunCoherenceBench(c.cfg, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
+int CopyCli::Run() { return RunCopy(*this); }
+
+int SubmitCli::Run() {
+  return ExitFor(bench::RunSubmitBench(cfg, &tools::AllocationCount, std::cout));
+}
+
+int CacheCli::Run() {
+  cfg.entry_bytes = *bench::ParseSize(entry_size);
+  return ExitFor(bench::RunCacheBench(cfg, std::cout));
+}
+
+int CoherenceCli::Run() { return RunCoherence(*this); }
+
+// --- bench pipes -------------------------------------------------------------------------
+
+struct PipesBenchCli final : Command {
+  int Run() override;
+  bool quiet = false;
+  bench::PipesBenchConfig cfg;
+  std::string size, chunk;
+};
+
+void AddPipesBench(CLI::App& bench_cmd, PipesBenchCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "pipes", "A pipe against the same reads with liburing; pollable against future flavour");
+  c.cmd->add_option("--size", c.size, "File size (default 1GiB)")
+      ->check(tools::SizeIn(1 << 20, 64 * kGiB));
+  c.cmd->add_option("--dir", c.cfg.dir, "Directory of the file (default: TMPDIR)")
+      ->check(tools::WritableDirectory());
+  c.cmd->add_option("--reps", c.cfg.reps, "Alternations (default 5)")
+      ->check(tools::IntegerIn(1, 100));
+  c.cmd->add_option("--transfers", c.cfg.transfers, "Small transfers per flavour (default 20000)")
+      ->check(tools::IntegerIn(10, 10000000));
+  c.cmd->add_option("--queue-depth", c.cfg.queue_depth, "Reads in flight (default 16)")
+      ->check(tools::UnsignedIn(1, 4096));
+  c.cmd->add_option("--chunk", c.chunk, "Read size (default 2MiB)")
+      ->check(tools::SizeIn(4096, kGiB));
+  c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
+  AddQuiet(c.cmd, c.quiet);
+}
+
+int RunPipesBenchCli(PipesBenchCli& c) {
+  if (!c.size.empty()) c.cfg.size = *tierflow::ParseSize(c.size);
+  if (!c.chunk.empty()) c.cfg.chunk = *tierflow::ParseSize(c.chunk);
+  if (c.cfg.chunk % 4096 != 0 || c.cfg.size % 4096 != 0) {
+    return UsageError("--chunk and --size: give multiples of 4KiB (O_DIRECT)");
+  }
+  c.cfg.progress = !c.quiet;
+  Status s = bench::RunPipesBench(c.cfg, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// --- bench rma ---------------------------------------------------------------------------
+
+struct RmaBenchCli final : Command {
+  int Run() override;
+  bool quiet = false;
+  bench::RmaBenchConfig cfg;
+  std::string sizes;
+};
+
+void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "rma", "libtierflow_rma against the MPI alone: put latency and GATS, same run");
+  c.cmd->add_option("--reps", c.cfg.reps, "Alternations of without/with (default 3)")
+      ->check(tools::IntegerIn(1, 50));
+  c.cmd->add_option("--iters", c.cfg.iters, "Timed iterations per row (default 1000)")
+      ->check(tools::IntegerIn(10, 1000000));
+  c.cmd->add_option("--sizes", c.sizes,
+                    "Put sizes, comma-separated, 1 byte to 64MiB (default 1,8,64,512,4KiB,32KiB,"
+                    "256KiB,1MiB)");
+  c.cmd
+      ->add_option("--gats-ranks", c.cfg.gats_ranks,
+                   "Ranks of the GATS benchmark: 1 origin, the rest targets (default 4)")
+      ->check(tools::IntegerIn(2, 64));
+  std::vector<std::string> built = bench::RmaBenchMpis();
+  c.cmd->add_option("--mpi", c.cfg.mpis, "Only these MPIs (default: all built)")
+      ->check(CLI::IsMember(built));
+  c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
+  c.cmd->add_option("--plot", c.cfg.plot, "Also write a PNG plot with matplotlib (default: no plot)")
+      ->check(tools::NewPng());
+  AddQuiet(c.cmd, c.quiet);
+}
+
+int RunRmaBenchCli(RmaBenchCli& c) {
+  if (c.cmd->count("--sizes") > 0) {
+    Result<std::vector<std::size_t>> sizes = bench::ParseSizeList(c.sizes);
+    if (!sizes.ok()) return UsageError("--sizes: " + sizes.status().message());
+    std::string list;
+    for (std::size_t n : *sizes) {
+      if (n == 0 || n > (std::size_t{64} << 20)) {
+        return UsageError(fmt::format("--sizes: {} is not between 1 byte and 64MiB", n));
+      }
+      list += (list.empty() ? "" : ",") + std::to_string(n);
+    }
+    c.cfg.sizes = list;
+  }
+  c.cfg.progress = !c.quiet;
+  Status s = bench::RunRmaBench(c.cfg, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
+int PipesBenchCli::Run() { return RunPipesBenchCli(*this); }
+int RmaBenchCli::Run() { return RunRmaBenchCli(*this); }
+
+}  // namespace
+
+void AddBenchCommands(CLI::App& bench_cmd, Commands& out) {
+  auto copy = std::make_unique<CopyCli>();
+  AddCopy(bench_cmd, *copy);
+  auto submit = std::make_unique<SubmitCli>();
+  AddSubmit(bench_cmd, *submit);
+  auto cache = std::make_unique<CacheCli>();
+  AddCache(bench_cmd, *cache);
+  auto coherence = std::make_unique<CoherenceCli>();
+  AddCoherence(bench_cmd, *coherence);
+  auto pipes = std::make_unique<PipesBenchCli>();
+  AddPipesBench(bench_cmd, *pipes);
+  auto rma = std::make_unique<RmaBenchCli>();
+  AddRmaBench(bench_cmd, *rma);
+  out.push_back(std::move(copy));
+  out.push_back(std::move(submit));
+  out.push_back(std::move(cache));
+  out.push_back(std::move(coherence));
+  out.push_back(std::move(pipes));
+  out.push_back(std::move(rma));
+}
+
+}  // namespace tierflow::tools

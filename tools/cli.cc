@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "tools/cli.h"
+
+#include <cstdio>
+#include <functional>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "tools/cli_checks.h"
+
+namespace tierflow::tools {
+
+namespace {
+
+// The library's messages name its API ("FileMode::kReplace (--overwrite)"); on the command line
+// the flag alone is the fix, and a C++ name with no flag beside it says nothing to the user.
+std::string ForCommandLine(const std::string& message) {
+  static const std::regex with_flag(R"([A-Z]\w*::\w+ \((--[\w-]+)\))");
+  static const std::regex bare(R"( \([A-Z]\w*::\w+\))");
+  return std::regex_replace(std::regex_replace(message, with_flag, "$1"), bare, "");
+}
+
+}  // namespace
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "tierflow: error: %s\n", Printable(ForCommandLine(s.message())).c_str());
+  return kFailureExit;
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "tierflow: error: %s\n", Printable(ForCommandLine(message)).c_str());
+  return kUsageExit;
+}
+
+std::vector<int> IntList(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : SplitList(text)) out.push_back(std::stoi(item));
+  return out;
+}
+
+void AddQuiet(CLI::App* cmd, bool& quiet) {
+  cmd->add_flag("-q,--quiet,--no-progress", quiet,
+                "No status line on stderr (shown only on a terminal)");
+}
+
+namespace {
+
+bool TakesValue(const CLI::Option* opt) { return opt->get_type_size() != 0; }
+
+// "--no-pin{false}" -> "--no-pin": CLI11 shows a negated flag's value in its name.
+std::string Names(const CLI::Option* opt) {
+  return std::regex_replace(opt->get_name(false, true), std::regex(R"(\{[^}]*\})"), "");
+}
+
+
+class HelpFormatter final : public CLI::Formatter {
+ public:
+  HelpFormatter() { column_width(34); }
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    return positional ? opt->get_name(true, false) : Names(opt);
+  }
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (!TakesValue(opt)) return "";
+    return " " + ValueForm(opt) + (opt->get_required() ? " (required)" : "");
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    return DescribeOption(opt);
+  }
+};
+
+}  // namespace
+
+// "TEXT:SIZE in 4KiB..16TiB" -> "SIZE in 4KiB..16TiB": the parser's own type word goes where a
+// check names the value's form.
+std::string ValueForm(const CLI::Option* opt) {
+  if (!TakesValue(opt)) return "";
+  std::string t = opt->get_type_name();
+  for (const char* base : {"TEXT:", "UINT:", "INT:", "FLOAT:", "BOOLEAN:"}) {
+    if (t.starts_with(base)) return t.substr(std::string_view(base).size());
+  }
+  return t;
+}
+
+// The default as the description words it ("(default: the CPUs)"), else as captured.
+std::string DescribeOption(const CLI::Option* opt) {
+  const std::string& text = opt->get_description();
+  const std::string d = TakesValue(opt) ? opt->get_default_str() : std::string();
+  if (d.empty() || text.find("(default") != std::string::npos) return text;
+  return text + " (default: " + d + ")";
+}
+
+std::shared_ptr<CLI::Formatter> MakeHelpFormatter() { return std::make_shared<HelpFormatter>(); }
+
+Result<std::string> HelpFor(CLI::App& app, const std::vector<std::string>& words) {
+  CLI::App* at = &app;
+  std::string path = app.get_name();
+  for (const std::string& w : words) {
+    CLI::App* sub = nullptr;
+    for (CLI::App* s : at->get_subcommands([](CLI::App*) { return true; })) {
+      if (s->get_name() == w && w != "help") sub = s;
+    }
+    if (sub == nullptr) {
+      const std::string here = at == &app ? path : path + " " + at->get_name();
+      return Status::InvalidArgument(
+          fmt::format("help: '{}' is no command of {} (`{}` lists them)", w, here,
+                      at == &app ? "tierflow help" : "tierflow help " + here.substr(9)));
+    }
+    if (at != &app) path += " " + at->get_name();
+    at = sub;
+  }
+  const std::string name = at == &app ? path : path + " " + at->get_name();
+  return at->get_formatter()->make_help(at, name, CLI::AppFormatMode::Normal);
+}
+
+}  // namespace tierflow::tools
