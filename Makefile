@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: setup configure build demo test rma-conformance test-format test-unit test-asan test-tsan test-clang test-arm64 test-install format clean
+.PHONY: setup configure build demo bench test rma-conformance test-format test-unit test-asan test-tsan test-clang test-arm64 test-install format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -26,6 +26,13 @@ demo: build
 	$(BUILD)/tierflow topology
 	$(BUILD)/tierflow qdp --compare-duckdb --plot $(BUILD)/qdp.png
 	$(BUILD)/tierflow sort --generate 1GiB --memory 256MiB --verify --compare-duckdb --plot $(BUILD)/sort.png
+
+# The benchmarks with --json, and from them docs/benchmarks.md and README's results (several
+# minutes; scripts/bench_report.py --quick checks the same path in seconds).
+# An existing build is brought up to date as it was configured (not reconfigured).
+bench:
+	@if [ -f $(BUILD)/build.ninja ]; then cmake --build $(BUILD) -j $(JOBS); else $(MAKE) build; fi
+	python3 scripts/bench_report.py $(BUILD)/tierflow --json-dir $(BUILD)/bench
 
 test: build
 	$(MAKE) --no-print-directory test-format test-unit test-asan test-tsan test-clang test-arm64 test-install

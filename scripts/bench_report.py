@@ -1,0 +1,307 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Runs the benchmarks with --json and writes their tables: docs/benchmarks.md in full, and the
+README's results section (between its bench:begin and bench:end markers) one table per main job.
+Numbers are reproduced by this one command, never retyped (`make bench`).
+
+Usage: bench_report.py TIERFLOW [--quick] [--json-dir DIR] [--docs FILE] [--readme FILE]
+                       [--from-json DIR]
+
+--quick runs small sizes (a check that every command and table works, not a measurement);
+--from-json renders tables from the JSON files a previous run left in DIR without running.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+
+# Each job: its name, the command that measures it (the `tierflow` words), and the quick form.
+JOBS = {
+    "qdp": (["qdp", "--json"],
+            ["qdp", "--json", "--rows", "1048576", "--iterations", "2", "--warmup", "0"]),
+    "sort": (["sort", "--generate", "1GiB", "--memory", "256MiB", "--json"],
+             ["sort", "--generate", "64MiB", "--memory", "64MiB", "--json"]),
+    "copy": (["bench", "copy", "--sizes", "4KiB,256KiB,1MiB,64MiB,1GiB", "--reps", "10", "--json"],
+             ["bench", "copy", "--sizes", "4KiB,1MiB", "--reps", "3", "--json"]),
+    "rma": (["bench", "rma", "--json"],
+            ["bench", "rma", "--reps", "1", "--iters", "100", "--sizes", "8,4KiB",
+             "--gats-ranks", "2", "--json"]),
+    "coherence": (["bench", "coherence", "--json"],
+                  ["bench", "coherence", "--orders", "0,4", "--samples", "5", "--json"]),
+    "submit": (["bench", "submit", "--json"], ["bench", "submit", "--samples", "5", "--json"]),
+    "cache": (["bench", "cache", "--json"], ["bench", "cache", "--samples", "3", "--json"]),
+    "pipes": (["bench", "pipes", "--json"],
+              ["bench", "pipes", "--size", "64MiB", "--reps", "1", "--transfers", "1000",
+               "--json"]),
+}
+MAIN_JOBS = ["qdp", "sort", "copy", "rma", "coherence"]
+
+
+def machine():
+    """One line naming the machine, from /proc/cpuinfo and /proc/meminfo."""
+    model, flags, cpus = "unknown CPU", set(), 0
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name":
+                model, cpus = value.strip(), cpus + 1
+            elif key == "flags":
+                flags = set(value.split())
+    with open("/proc/meminfo") as f:
+        mem_kib = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE2"
+    return (f"{cpus} vCPUs, {model}, {isa}, {mem_kib / 2**20:.0f} GiB, "
+            f"{platform.system()} {platform.release()}")
+
+
+def run_jobs(tierflow, quick, json_dir):
+    os.makedirs(json_dir, exist_ok=True)
+    commands = {}
+    for name, (full, small) in JOBS.items():
+        words = small if quick else full
+        commands[name] = "tierflow " + " ".join(words)
+        print(f"bench_report: {commands[name]}", file=sys.stderr, flush=True)
+        p = subprocess.run([tierflow, *words, "--quiet"] if name in ("qdp", "sort", "rma", "pipes",
+                                                                      "copy")
+                           else [tierflow, *words], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"bench_report: {commands[name]} failed ({p.returncode}): {p.stderr}")
+        with open(os.path.join(json_dir, name + ".json"), "w") as f:
+            f.write(p.stdout)
+    meta = {"commands": commands, "machine": machine(), "quick": quick,
+            "date": datetime.date.today().isoformat()}
+    with open(os.path.join(json_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+
+
+def load(json_dir):
+    docs = {}
+    for name in JOBS:
+        with open(os.path.join(json_dir, name + ".json")) as f:
+            docs[name] = json.load(f)
+    with open(os.path.join(json_dir, "meta.json")) as f:
+        return docs, json.load(f)
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def size(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+# --- one function per job: (short table for the README, full tables for docs) ------------------
+
+def qdp_tables(d):
+    rows = [[c["name"], f"{c['time_ms_median']:.1f}", f"{c['speedup']:.2f}×",
+             f"{c['vs_floor']:.2f}×", f"{c.get('hit_rate', 0):.2f}"] for c in d["configs"]]
+    short = table(["configuration", "ms (median)", "vs baseline", "vs storage floor",
+                   "cache hit rate"], rows)
+    extra = (f"\n\n{d['rows']} rows; slow tier {d['slow_tier']}, fast tier {d['fast_tier']}; "
+             f"storage floor {d['storage_floor_ms']:.1f} ms ({d['storage_gbps']:.2f} GB/s).")
+    return short, short + extra
+
+
+def sort_tables(d):
+    row = [size(d["bytes"]), size(d["memory_bytes"]), f"{d['sort_ms'] / 1e3:.2f}",
+           f"{d['floor_ms'] / 1e3:.2f}", f"{d['vs_floor']:.2f}×", d["runs"],
+           f"{d['rss_peak_bytes'] / 2**20:.1f} MiB"]
+    short = table(["input", "memory", "sort s", "I/O floor s", "vs floor", "runs", "peak RSS"],
+                  [row])
+    phases = table(["phase", "ms"], [[p["name"], f"{p['ms']:.1f}"] for p in d["sort_phases"]])
+    floor = table(["floor phase", "ms"],
+                  [[p["name"], f"{p['ms']:.1f}"] for p in d["floor_phases"]])
+    return short, short + "\n\n" + phases + "\n\n" + floor
+
+
+def copy_tables(d):
+    by_size = {}
+    for r in d["baseline"]:
+        by_size.setdefault(r["size_bytes"], {})[f"memcpy ×{r['threads']}"] = r["gbps_median"]
+    rows_full, rows_short = [], []
+    for r in d["configs"]:
+        base = by_size.get(r["size_bytes"], {})
+        cells = [size(r["size_bytes"]), r["mode"], r["policy"], r["threads"]]
+        cells += [f"{base.get(k, 0):.2f}" for k in sorted(base)]
+        cells += [f"{r['gbps_median']:.2f}", f"{r['vs_best']:.2f}×",
+                  f"{r['vs_best_paired']:.2f}×", r["isa"]]
+        rows_full.append(cells)
+        if r["mode"] == "single":
+            rows_short.append([size(r["size_bytes"])] + [f"{base.get(k, 0):.2f}" for k in
+                                                         sorted(base)] +
+                              [f"{r['gbps_median']:.2f}", f"{r['vs_best_paired']:.2f}×"])
+    keys = sorted(next(iter(by_size.values()), {}))
+    short = table(["size"] + [f"{k} GB/s" for k in keys] + ["CPU engine GB/s", "vs best memcpy"],
+                  rows_short)
+    full = table(["size", "mode", "policy", "workers"] + [f"{k} GB/s" for k in keys] +
+                 ["engine GB/s", "vs best", "paired", "kernel"], rows_full)
+    return short, full
+
+
+def rma_row(r, key):
+    n = r.get("bytes", r.get("targets", ""))
+    return [r["mpi"], r["window"], r.get("sync", r.get("exchange", "")), r.get("op", ""), n,
+            f"{r['with_us']:.3f}", f"{r['without_us']:.3f}", f"{r['ratio']:.2f}",
+            "checked" if r["data_checked"] else "WRONG"]
+
+
+RMA_HEADER = ["MPI", "window", "sync", "op", "bytes", "with µs", "without µs", "ratio", "data"]
+
+
+def rma_tables(d):
+    smallest = min((r["bytes"] for r in d["rows"] if "bytes" in r), default=0)
+    short_rows = [rma_row(r, "rows") for r in d["rows"]
+                  if r.get("bytes") == smallest and r.get("op") == "put"]
+    short = table(RMA_HEADER, short_rows)
+    parts = []
+    for key, title in (("rows", "Latency (µs per operation and synchronisation)"),
+                       ("bandwidth", "Bandwidth (µs per put, 64 puts per lock epoch)"),
+                       ("stencil", "Cellular automaton (µs per step)"),
+                       ("creation", "Window creation (µs per creation and free of 64 KiB)")):
+        if d.get(key):
+            parts.append(f"**{title}**\n\n" + table(RMA_HEADER, [rma_row(r, key) for r in d[key]]))
+    return short, "\n\n".join(parts)
+
+
+def coherence_tables(d):
+    orders = sorted({r["order"] for r in d["rows"]})
+    lo, hi = orders[0], orders[-1]
+
+    def ns(rows, op, order):
+        v = [r["ns_per_line"] for r in rows
+             if r["op"] == op and r["order"] == order and r.get("state", "dirty") == "dirty"
+             and r.get("layout", "contiguous") == "contiguous"]
+        return f"{sorted(v)[len(v) // 2]:.2f}" if v else "—"
+    ops = sorted({r["op"] for r in d["rows"]})
+    rows = [[op, ns(d["rows"], op, lo), ns(d["rows"], op, hi)] for op in ops]
+    rows.append(["pmem_persist (referee)", ns(d["referee"], "pmem_persist", lo),
+                 ns(d["referee"], "pmem_persist", hi)])
+    header = ["instruction", f"ns/line, {size(4096 << lo)} dirty",
+              f"ns/line, {size(4096 << hi)} dirty"]
+    short = table(header, rows)
+    full_rows = [[r["op"], size(r["size_bytes"]), r["state"], r["layout"], f"{r['p50_us']:.3f}",
+                  f"{r['ns_per_line']:.2f}", "yes" if r["flagged"] else ""]
+                 for r in d["rows"] + d["referee"]]
+    full = table(["op", "size", "state", "layout", "p50 µs", "ns/line", "flagged"], full_rows)
+    return short, (f"Line size {d['line_size']} B ({d['line_size_source']}), clock {d['clock']}; "
+                   f"auto write-back {d['auto_write_back']}, invalidate "
+                   f"{d['auto_invalidate']}.\n\n" + full)
+
+
+def submit_tables(d):
+    keys = [("single_4k_ns_median", "submit + wait of one 4 KiB copy (inline), ns"),
+            ("inline_fixed_ns_median", "its fixed cost beyond the copy kernel, ns"),
+            ("batch64_4k_gbps_median", "batch of 64 × 4 KiB, GB/s"),
+            ("handoff_4k_ns_median", "4 KiB copy handed to a worker, ns"),
+            ("split_ns_median", "256 KiB split over the workers and the waiter, ns"),
+            ("split_floor_ns_median", "the same split by bare threads, ns"),
+            ("fault_guard_ns_median", "fault guard per piece, ns"),
+            ("steady_state_allocations", "heap allocations in the timed loops, warm")]
+    return None, table(["path", "measured"],
+                       [[label, f"{d[k]:.1f}" if isinstance(d[k], float) else d[k]]
+                        for k, label in keys if k in d])
+
+
+def cache_tables(d):
+    b = d["baseline"]
+    rows = [["hit, 1 thread (ns)", f"{d['hit_ns_median']:.1f}", f"{b['hit_ns_median']:.1f}"],
+            ["hits, 1 thread (Mops)", f"{d['hit_mops_1t']:.2f}", f"{b['hit_mops_1t']:.2f}"],
+            ["hits, 2 threads (Mops)", f"{d['hit_mops_2t']:.2f}", f"{b['hit_mops_2t']:.2f}"],
+            ["miss, excluding the copy (ns)", f"{d['miss_ns_median']:.1f}",
+             f"{b['miss_ns_median']:.1f}"]]
+    return None, table(["path", "tierflow", "shared_mutex + unordered_map"], rows)
+
+
+def pipes_tables(d):
+    rows = [["file to DRAM through a pipe, GB/s", f"{d['pipe_median_gbps']:.2f}"],
+            ["the same reads with liburing directly, GB/s", f"{d['direct_median_gbps']:.2f}"],
+            ["pipe ÷ direct", f"{d['pipe_vs_direct']:.2f}×"],
+            ["small transfer, future flavour, µs", f"{d['future_us']:.3f}"],
+            ["small transfer, pollable flavour, µs", f"{d['pollable_us']:.3f}"]]
+    return None, table(["measure", "value"], rows) + (
+        f"\n\n{size(d['size_bytes'])} file, chunks of {size(d['chunk_bytes'])}, "
+        f"queue depth {d['queue_depth']}.")
+
+
+RENDER = {"qdp": qdp_tables, "sort": sort_tables, "copy": copy_tables, "rma": rma_tables,
+          "coherence": coherence_tables, "submit": submit_tables, "cache": cache_tables,
+          "pipes": pipes_tables}
+TITLES = {"qdp": "Query-driven prefetching", "sort": "External sort against its I/O floor",
+          "copy": "Copy throughput: the CPU engine against glibc memcpy",
+          "rma": "One-sided MPI: libtierflow_rma against the MPI alone",
+          "coherence": "Cache-line maintenance against pmem_persist",
+          "submit": "The library's cost per operation", "cache": "The offloading cache",
+          "pipes": "Data pipes against liburing"}
+
+
+def render(docs, meta):
+    head = (f"Machine: {meta['machine']}; {meta['date']}"
+            + (" (--quick: small sizes, a check, not a measurement)" if meta["quick"] else ""))
+    full, short = [], []
+    for name in JOBS:
+        s, f = RENDER[name](docs[name])
+        command = f"`{meta['commands'][name]}`"
+        full.append(f"## {TITLES[name]}\n\n{command}\n\n{f}\n")
+        if name in MAIN_JOBS:
+            short.append(f"**{TITLES[name]}** — {command}\n\n{s}\n")
+    doc = ("# Benchmark results\n\nGenerated by `make bench` (scripts/bench_report.py) from the "
+           "benchmarks' `--json`; do not edit by hand. How each benchmark measures: "
+           "[benchmark-methods.md](benchmark-methods.md).\n\n" + head + "\n\n" + "\n".join(full))
+    readme = head + "\n\n" + "\n".join(short)
+    return doc, readme
+
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def check_section(path):
+    """Refuses, before anything runs, a README without the section to replace."""
+    with open(path) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text or text.index(BEGIN) > text.index(END):
+        sys.exit(f"bench_report: {path} has no {BEGIN} ... {END} section to replace: add the two "
+                 "lines where the results go")
+
+
+def replace_section(path, text):
+    with open(path) as f:
+        old = f.read()
+    begin, end = BEGIN, END
+    new = old[:old.index(begin) + len(begin)] + "\n" + text + old[old.index(end):]
+    with open(path, "w") as f:
+        f.write(new)
+
+
+def main():
+    a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    a.add_argument("tierflow", nargs="?", default="build/tierflow")
+    a.add_argument("--quick", action="store_true")
+    a.add_argument("--json-dir", default="build/bench")
+    a.add_argument("--from-json")
+    a.add_argument("--docs", default="docs/benchmarks.md")
+    a.add_argument("--readme", default="README.md")
+    args = a.parse_args()
+    json_dir = args.from_json or args.json_dir
+    check_section(args.readme)
+    if not args.from_json:
+        run_jobs(args.tierflow, args.quick, json_dir)
+    docs, meta = load(json_dir)
+    doc, readme = render(docs, meta)
+    with open(args.docs, "w") as f:
+        f.write(doc)
+    replace_section(args.readme, readme)
+    print(f"bench_report: wrote {args.docs} and the results of {args.readme}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

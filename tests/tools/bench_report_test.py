@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: Apache-2.0
+"""scripts/bench_report.py end to end, on small sizes: every benchmark's JSON becomes its table
+in the docs file, the README's results section is replaced (and only it), and the same JSON
+renders the same text again.
+
+Usage: bench_report_test.py PATH/TO/tierflow
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TIERFLOW = None
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                      "bench_report.py")
+
+
+class BenchReport(unittest.TestCase):
+    def test_quick_run_writes_every_table(self):
+        with tempfile.TemporaryDirectory() as d:
+            readme, docs, json_dir = (os.path.join(d, n) for n in ("R.md", "b.md", "json"))
+            with open(readme, "w") as f:
+                f.write("# before\n<!-- bench:begin -->\nold\n<!-- bench:end -->\nafter\n")
+            subprocess.run([sys.executable, SCRIPT, TIERFLOW, "--quick", "--json-dir", json_dir,
+                            "--docs", docs, "--readme", readme], check=True,
+                           capture_output=True, timeout=600)
+            with open(docs) as f:
+                doc = f.read()
+            with open(readme) as f:
+                text = f.read()
+            for title in ("Query-driven prefetching", "External sort", "Copy throughput",
+                          "One-sided MPI", "Cache-line maintenance", "cost per operation",
+                          "offloading cache", "Data pipes"):
+                self.assertIn(title, doc)
+            self.assertTrue(text.startswith("# before\n<!-- bench:begin -->\nMachine: "))
+            self.assertTrue(text.endswith("<!-- bench:end -->\nafter\n"))
+            self.assertNotIn("\nold\n", text)
+            self.assertIn("`tierflow qdp --json", text)  # each table beside its command
+            self.assertIn("| baseline |", text)
+            again = os.path.join(d, "again.md")
+            subprocess.run([sys.executable, SCRIPT, "--from-json", json_dir, "--docs", again,
+                            "--readme", readme], check=True, capture_output=True)
+            with open(again) as f:
+                self.assertEqual(f.read(), doc)
+
+    def test_a_readme_without_the_section_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            readme = os.path.join(d, "R.md")
+            with open(readme, "w") as f:
+                f.write("# no section\n")
+            os.makedirs(os.path.join(d, "json"))
+            p = subprocess.run([sys.executable, SCRIPT, "--from-json", os.path.join(d, "json"),
+                                "--docs", os.path.join(d, "b.md"), "--readme", readme],
+                               capture_output=True, text=True)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("bench:begin", p.stderr)
+
+
+if __name__ == "__main__":
+    TIERFLOW = sys.argv[1]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
