@@ -32,11 +32,16 @@ Result<std::string> FindScript(const std::string& script) {
                   script, dir, dir));
 }
 
-// $TIERFLOW_PYTHON, the project's venv beside the build tree, or python3 from PATH.
+// $TIERFLOW_PYTHON; the project's venv beside the build tree; the venv of the source tree this
+// binary was built from (a build directory elsewhere, or an install), while it exists; else
+// python3 from PATH.
 std::string FindPython() {
   if (const char* env = std::getenv("TIERFLOW_PYTHON"); env != nullptr && *env != '\0') return env;
   const std::string venv = ExecutableDirectory() + "/../.venv/bin/python3";
   if (access(venv.c_str(), X_OK) == 0) return venv;
+#ifdef TIERFLOW_SOURCE_VENV_PYTHON
+  if (access(TIERFLOW_SOURCE_VENV_PYTHON, X_OK) == 0) return TIERFLOW_SOURCE_VENV_PYTHON;
+#endif
   return "python3";
 }
 

@@ -13,6 +13,14 @@ cmake --build "$scratch/build" >/dev/null
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/build/consumer"
 "$scratch/build/consumer_static"
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/build/outside_engine"
+# The examples build on their own against the installed package, as their CMakeLists says.
+cmake -S "$here/../../examples" -B "$scratch/examples" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$scratch/prefix" >/dev/null
+cmake --build "$scratch/examples" >/dev/null
+LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/examples/tiered_copy" 1048576 >/dev/null
+LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/examples/pipe_flavours" "$scratch" >/dev/null
+test -z "$(ls -A "$scratch" | grep pipe-flavours)"  # its work directory is gone
+echo "consumer: the examples built on their own against the installed tierflow"
 PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" c++ -std=c++20 "$here/main.cc" -o "$scratch/pc" \
   $(PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" pkg-config --cflags --libs tierflow)
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/pc"
@@ -45,6 +53,12 @@ if [ -x "$scratch/prefix/bin/tierflow" ]; then
     --sizes 4KiB --reps 1 --warmup 0 --min-round-ms 1 --no-progress --plot "$scratch/copy.png" >/dev/null
   test "$(head -c 4 "$scratch/copy.png" | tail -c 3)" = "PNG"
   echo "consumer: the installed CLI plotted with its installed helper"
+    # Without TIERFLOW_PYTHON, the installed CLI (outside the source tree) finds the venv of the
+  # source tree it was built from.
+  env -u TIERFLOW_PYTHON "$scratch/prefix/bin/tierflow" bench copy --sizes 4KiB --reps 1 \
+    --warmup 0 --min-round-ms 1 --quiet --plot "$scratch/copy2.png" >/dev/null
+  test "$(head -c 4 "$scratch/copy2.png" | tail -c 3)" = "PNG"
+  echo "consumer: the installed CLI found the project's venv by itself"
   # bench rma finds the installed MPI programs (libexec/tierflow) and libraries (lib).
   if [ -n "$(ls "$scratch/prefix/lib" | grep '^libtierflow_rma_')" ]; then
     "$scratch/prefix/bin/tierflow" bench rma --reps 1 --iters 10 --sizes 1 --gats-ranks 2 \
