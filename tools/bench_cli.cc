@@ -52,7 +52,8 @@ void AddCopyEngineOptions(CopyCli& c) {
                   "dsa: read the DSA inventory here; dsa-model: lay the models out like the "
                   "devices found here, e.g. a fixture tree (default: /sys)")
       ->check(tools::ExistingDirectory());
-  cmd->add_option("--dev-root", c.dsa.dev_root, "dsa: where the WQ character devices are (default: /dev)")
+  cmd->add_option("--dev-root", c.dsa.dev_root,
+                  "dsa: where the WQ character devices are (default: /dev)")
       ->check(tools::ExistingDirectory());
   cmd->add_option(
          "--xml", c.dsa.xml,
@@ -105,7 +106,8 @@ void AddCopy(CLI::App& bench_cmd, CopyCli& c) {
   AddQuiet(cmd, c.no_progress);
   auto* j = cmd->add_flag("--json", c.json, "JSON output");
   cmd->add_flag("--csv", c.csv, "CSV output")->excludes(j);
-  cmd->add_option("--plot", c.cfg.plot_path, "Also write a PNG plot with matplotlib (default: no plot)")
+  cmd->add_option("--plot", c.cfg.plot_path,
+                  "Also write a PNG plot with matplotlib (default: no plot)")
       ->check(tools::NewPng());
 }
 
@@ -202,7 +204,9 @@ void AddCoherence(CLI::App& bench_cmd, CoherenceCli& c) {
       ->capture_default_str()
       ->check(tools::IntegerIn(1, 10));
   c.cmd->add_flag("--json", c.cfg.json, "JSON output");
-  c.cmd->add_option("--plot", c.cfg.plot_path, "Also write a PNG plot with matplotlib (default: no plot)")
+  c.cmd
+      ->add_option("--plot", c.cfg.plot_path,
+                   "Also write a PNG plot with matplotlib (default: no plot)")
       ->check(tools::NewPng());
 }
 
@@ -294,7 +298,8 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
   c.cmd->add_option("--mpi", c.cfg.mpis, "Only these MPIs (default: all built)")
       ->check(CLI::IsMember(built));
   c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
-  c.cmd->add_option("--plot", c.cfg.plot, "Also write a PNG plot with matplotlib (default: no plot)")
+  c.cmd
+      ->add_option("--plot", c.cfg.plot, "Also write a PNG plot with matplotlib (default: no plot)")
       ->check(tools::NewPng());
   AddQuiet(c.cmd, c.quiet);
 }

@@ -54,7 +54,6 @@ std::string Names(const CLI::Option* opt) {
   return std::regex_replace(opt->get_name(false, true), std::regex(R"(\{[^}]*\})"), "");
 }
 
-
 class HelpFormatter final : public CLI::Formatter {
  public:
   HelpFormatter() { column_width(34); }

@@ -34,9 +34,13 @@ void AddTopology(CLI::App& app, TopologyCli& c) {
   c.cmd->add_flag("--json", c.o.json, "Machine-readable output");
   c.cmd->add_option("--xml", c.o.xml, "Read an hwloc XML topology (default: this system)")
       ->check(tools::ReadableFile("hwloc XML topology"));
-  c.cmd->add_option("--tier-config", c.o.tier_config, "File of 'NODES KIND' overrides (default: TIERFLOW_TIER_CONFIG, else none)")
+  c.cmd
+      ->add_option("--tier-config", c.o.tier_config,
+                   "File of 'NODES KIND' overrides (default: TIERFLOW_TIER_CONFIG, else none)")
       ->check(tools::ReadableFile("tier config file"));
-  c.cmd->add_option("--tiers", c.o.tiers, "Inline overrides, e.g. 8-15=hbm,16=cxl (default: TIERFLOW_TIERS, else none)")
+  c.cmd
+      ->add_option("--tiers", c.o.tiers,
+                   "Inline overrides, e.g. 8-15=hbm,16=cxl (default: TIERFLOW_TIERS, else none)")
       ->check(tools::NotEmpty("overrides such as 8-15=hbm,16=cxl"));
   c.cmd
       ->add_option("--sysfs-root", c.o.sysfs_root,
@@ -152,7 +156,8 @@ void AddQdp(CLI::App& app, QdpCli& c) {
   q->add_flag("--json", c.opts.json, "JSON output");
   q->add_flag("--compare-duckdb", c.opts.compare_duckdb,
               "Time the same query in DuckDB (project venv) and check its sum");
-  q->add_option("--plot", c.opts.plot_path, "Write the per-pipeline times as a PNG (default: no plot)")
+  q->add_option("--plot", c.opts.plot_path,
+                "Write the per-pipeline times as a PNG (default: no plot)")
       ->check(tools::NewPng());
   AddQuiet(q, c.quiet);
 }
@@ -196,8 +201,9 @@ const char* kLocatorHelp =
     "file:PATH[:OFFSET[:LENGTH]], spill:A,B,...";
 
 void AddPipeMachine(CLI::App* c, PipesCli& p) {
-  c->add_option("--topology-xml", p.o.topology_xml,
-                "Plan for the machine in this hwloc XML, its memory modelled here (default: this machine)")
+  c->add_option(
+       "--topology-xml", p.o.topology_xml,
+       "Plan for the machine in this hwloc XML, its memory modelled here (default: this machine)")
       ->check(tools::ReadableFile("hwloc XML topology"));
   c->add_option("--calibration", p.o.calibration, "Calibration file (default: the cache path)")
       ->check(tools::WritableFile());
@@ -280,9 +286,13 @@ struct SortCli final : Command {
 
 void AddSort(CLI::App& app, SortCli& s) {
   s.cmd = app.add_subcommand("sort", "External merge sort on data pipes, against the I/O floor");
-  s.cmd->add_option("--generate", s.generate, "Generate this many bytes of seeded input first (default: none; then --input)")
+  s.cmd
+      ->add_option("--generate", s.generate,
+                   "Generate this many bytes of seeded input first (default: none; then --input)")
       ->check(tools::SizeIn(4096, std::uint64_t{1} << 44));
-  s.cmd->add_option("--input", s.o.input, "Sort this file, never modified (default: none; then --generate)")
+  s.cmd
+      ->add_option("--input", s.o.input,
+                   "Sort this file, never modified (default: none; then --generate)")
       ->check(tools::ReadableFile("input file"));
   s.cmd->add_option("--output", s.o.output, "The sorted file (default: DIR/sorted.FORMAT)")
       ->check(tools::WritableFile());
@@ -312,7 +322,8 @@ void AddSort(CLI::App& app, SortCli& s) {
   s.cmd->add_flag("--compare-duckdb", s.o.compare_duckdb, "Sort the same records in DuckDB");
   s.cmd->add_flag("--json", s.o.json, "Machine-readable output");
   AddQuiet(s.cmd, s.no_progress);
-  s.cmd->add_option("--plot", s.o.plot, "Write a PNG of the phases (default: no plot)")->check(tools::NewPng());
+  s.cmd->add_option("--plot", s.o.plot, "Write a PNG of the phases (default: no plot)")
+      ->check(tools::NewPng());
 }
 
 int RunSort(SortCli& s) {

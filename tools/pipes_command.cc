@@ -15,6 +15,7 @@
 #include "tierflow/calibration.h"
 #include "tierflow/engine.h"
 #include "tierflow/size.h"
+#include "tierflow/uring_engine.h"
 #include "tools/cli_checks.h"
 
 namespace tierflow::tools {
@@ -165,14 +166,17 @@ Status RunPipesCopy(const PipesCommandOptions& o, std::ostream& out) {
 namespace {
 
 // Calibration::Measure engine by engine, so that the status line can say which one runs.
-Result<Calibration> MeasureEach(const std::vector<Engine*>& engines, const CalibrationOptions& co,
+Result<Calibration> MeasureEach(const PipeRuntime& rt, const CalibrationOptions& co,
                                 bool progress) {
   bench::Ticker ticker("tierflow pipes calibrate", progress && bench::StderrIsTerminal());
+  const std::vector<Engine*> engines = rt.engines();
   Result<Calibration> all = Status::InvalidArgument("no engine to calibrate");
   for (std::size_t i = 0; i < engines.size(); ++i) {
     ticker.Set(
         fmt::format("{} ({} of {})", engines[i]->capabilities().name, i + 1, engines.size()));
-    Result<Calibration> one = Calibration::Measure({engines[i]}, co);
+    const bool storage = engines[i] == &rt.storage_engine();
+    Result<Calibration> one = storage ? Calibration::Measure({}, &rt.storage_engine(), co)
+                                      : Calibration::Measure({engines[i]}, nullptr, co);
     if (!one.ok()) return one.status();
     if (!all.ok()) {
       all = std::move(*one);
@@ -193,7 +197,7 @@ Status RunPipesCalibrate(const PipesCommandOptions& o, std::ostream& out) {
   CalibrationOptions co;
   co.bytes = o.bytes;
   co.file_dir = o.dir;
-  Result<Calibration> c = MeasureEach((*rt)->engines(), co, o.progress);
+  Result<Calibration> c = MeasureEach(**rt, co, o.progress);
   if (!c.ok() && !o.dir.empty()) return Status(c.status().code(), "--dir: " + c.status().message());
   if (!c.ok()) return c.status();
   std::string path = !o.output.empty() ? o.output : o.calibration;

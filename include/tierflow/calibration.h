@@ -27,6 +27,8 @@
 
 namespace tierflow {
 
+class IoUringEngine;
+
 class Engine;
 
 // One measured figure: `mechanism` moving data from `from` to `to`. Endpoints are spelled
@@ -61,12 +63,12 @@ class TIERFLOW_EXPORT Calibration {
   const std::string& source() const { return source_; }  // the file read, or "measured now"
   bool empty() const { return entries_.empty(); }
 
-  // Measures each engine by its EngineKind: a kCpu engine's figures as Mechanism::kCpu and a
-  // kOffload engine's as Mechanism::kDsa, between the memory nodes of the running system; an
-  // io_uring storage engine's reads, writes and copy_file_range in options.file_dir. `repeats`
-  // moves of `bytes` each per figure. Errors: the directory cannot be written, an engine
-  // fails, a storage engine other than io_uring (kUnsupported).
-  static Result<Calibration> Measure(const std::vector<Engine*>& engines,
+  // Measures each memory engine by its EngineKind — a kCpu engine's figures as Mechanism::kCpu,
+  // a kOffload engine's as Mechanism::kDsa — between the memory nodes of the running system,
+  // and, when `storage` is given, its io_uring reads, writes and copy_file_range in
+  // options.file_dir. `repeats` moves of `bytes` each per figure. Errors: the directory cannot
+  // be written, an engine fails, a kStorage engine among `engines` (give it as `storage`).
+  static Result<Calibration> Measure(const std::vector<Engine*>& engines, IoUringEngine* storage,
                                      const CalibrationOptions& options = {});
   // Reads a file written by Save. `any_machine`: accept figures of another machine (fixtures
   // and planning for a machine you do not run on). Errors: unreadable, malformed (the message

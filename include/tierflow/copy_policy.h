@@ -58,6 +58,11 @@ struct CopyPolicy {
   AutoThresholds thresholds;  // kAuto
 };
 
+// The one check of a policy's own values, which PlanCopy, PlanFill and ChooseBatchEngine make
+// first. Errors: granularity 0, a weight that is not a positive number, cpu_share outside
+// 0..0.9.
+TIERFLOW_EXPORT Status CheckCopyPolicy(const CopyPolicy& policy);
+
 // One engine's share of a planned copy (engine.h).
 using CopyPart = EnginePart;
 

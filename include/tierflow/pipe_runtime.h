@@ -30,6 +30,7 @@
 namespace tierflow {
 
 class Engine;
+class IoUringEngine;
 
 struct PipeRuntimeOptions {
   // The machine to plan for. Empty xml: this system. A topology read from a file (e.g. a Xeon
@@ -118,9 +119,12 @@ class TIERFLOW_EXPORT PipeRuntime {
   const Calibration& calibration() const;
   // Replaces the calibration (e.g. after Calibration::Measure); pipes connected later use it.
   void SetCalibration(Calibration calibration);
-  // The engines the runtime drives, for measuring them (Calibration::Measure).
+  // The engines the runtime drives: its memory engines (the CPU-kind one first, then the
+  // offload one if any), then its io_uring engine; for measuring them (Calibration::Measure
+  // takes the memory engines and storage_engine()).
   std::vector<Engine*> engines() const;
-  // Why the calibration was or was not loaded ("read ~/.cache/..., measured 2026-11-23 on
+  IoUringEngine& storage_engine() const;
+  // Why the calibration was or was not loaded ("read ~/.cache/..., measured DATE on
   // host"; "none at PATH: run `tierflow pipes calibrate`").
   const std::string& calibration_note() const;
   bool models_placement() const;  // memory of absent nodes stands in on node 0

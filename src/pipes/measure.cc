@@ -130,10 +130,8 @@ Status MeasureFiles(IoUringEngine& e, const std::string& dir, const CalibrationO
   return Status::Ok();
 }
 
-// The figures of one engine, by its kind: memory to memory for CPU and offload engines, file
-// reads, writes and copies for a storage engine.
-Status MeasureEngine(Engine& e, const std::string& dir, const CalibrationOptions& o,
-                     Calibration& c) {
+// The memory figures of one engine, by its kind.
+Status MeasureEngine(Engine& e, const CalibrationOptions& o, Calibration& c) {
   const EngineCapabilities& caps = e.capabilities();
   switch (caps.kind) {
     case EngineKind::kCpu:
@@ -143,16 +141,10 @@ Status MeasureEngine(Engine& e, const std::string& dir, const CalibrationOptions
     case EngineKind::kStorage:
       break;
   }
-  // Files are opened through the storage engine's own interface; the pipes' storage
-  // mechanisms are io_uring's.
-  auto* uring = dynamic_cast<IoUringEngine*>(&e);
-  if (uring == nullptr) {
-    return Status::Unsupported(fmt::format(
-        "storage engine '{}' cannot be calibrated: the pipes' storage mechanisms are io_uring's; "
-        "leave it out of the engines to measure",
-        caps.name));
-  }
-  return MeasureFiles(*uring, dir, o, c);
+  return Status::InvalidArgument(fmt::format(
+      "engine '{}' is a storage engine: give it to Calibration::Measure as `storage`, not among "
+      "the memory engines",
+      caps.name));
 }
 
 std::string NowIso() {
@@ -167,6 +159,7 @@ std::string NowIso() {
 }  // namespace
 
 Result<Calibration> Calibration::Measure(const std::vector<Engine*>& engines,
+                                         IoUringEngine* storage,
                                          const CalibrationOptions& options) {
   if (options.bytes < (1u << 20) || options.bytes % 4096 != 0) {
     return Status::InvalidArgument(
@@ -181,7 +174,11 @@ Result<Calibration> Calibration::Measure(const std::vector<Engine*>& engines,
                           : tmp != nullptr && *tmp != '\0' ? tmp
                                                            : "/tmp";
   for (Engine* e : engines) {
-    if (Status s = MeasureEngine(*e, dir, options, c); !s.ok()) return s;
+    if (e == nullptr) return Status::InvalidArgument("Calibration::Measure given a null engine");
+    if (Status s = MeasureEngine(*e, options, c); !s.ok()) return s;
+  }
+  if (storage != nullptr) {
+    if (Status s = MeasureFiles(*storage, dir, options, c); !s.ok()) return s;
   }
   return c;
 }

@@ -167,6 +167,8 @@ bool PipeRuntime::models_placement() const {
   return impl_->options.model_placement && !impl_->topology.is_this_system();
 }
 
+IoUringEngine& PipeRuntime::storage_engine() const { return *impl_->uring; }
+
 std::vector<Engine*> PipeRuntime::engines() const {
   std::vector<Engine*> out{impl_->cpu};
   if (impl_->dsa) out.push_back(impl_->dsa);

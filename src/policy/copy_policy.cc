@@ -39,6 +39,23 @@ Result<PolicyKind> ParsePolicyKind(std::string_view name) {
 
 bool IsCpuEngine(const Engine& engine) { return engine.capabilities().kind == EngineKind::kCpu; }
 
+Status CheckCopyPolicy(const CopyPolicy& policy) {
+  if (policy.granularity == 0) {
+    return Status::InvalidArgument("copy policy granularity is 0: use e.g. 4096");
+  }
+  for (const auto& [node, w] : policy.weights) {
+    if (!(w > 0) || !std::isfinite(w)) {
+      return Status::InvalidArgument(
+          fmt::format("copy policy weight {} for node {}: weights must be > 0", w, node));
+    }
+  }
+  const double share = policy.thresholds.cpu_share;
+  if (!(share >= 0 && share <= 0.9)) {
+    return Status::InvalidArgument(fmt::format("auto policy cpu_share {}: use 0 .. 0.9", share));
+  }
+  return Status::Ok();
+}
+
 std::string DescribeAutoThresholds(const AutoThresholds& t) {
   return fmt::format(
       "auto: CPU below {} B; the destination's DSA up to {} B; push-pull from {} B with {:.0f}% "
@@ -88,10 +105,6 @@ Result<std::vector<CopyPart>> PlanAuto(const CopyPolicy& policy, const Topology&
                                        std::span<Engine* const> engines, int src_node, int dst_node,
                                        std::size_t size) {
   const AutoThresholds& t = policy.thresholds;
-  if (!(t.cpu_share >= 0 && t.cpu_share <= 0.9)) {
-    return Status::InvalidArgument(
-        fmt::format("auto policy cpu_share {}: use 0 .. 0.9", t.cpu_share));
-  }
   std::vector<Engine*> cpus, others;
   for (Engine* e : engines) {
     if (e != nullptr) (IsCpuEngine(*e) ? cpus : others).push_back(e);
@@ -144,6 +157,7 @@ Result<std::vector<CopyPart>> PlanFill(const CopyPolicy& policy, const Topology&
 Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy, const Topology& topology,
                                   std::span<Engine* const> engines, int dst_node,
                                   std::span<const Operation> ops) {
+  if (Status s = CheckCopyPolicy(policy); !s.ok()) return s;
   if (policy.kind != PolicyKind::kAuto) {
     return EngineFor(topology, engines, policy.engine_node >= 0 ? policy.engine_node : dst_node);
   }
@@ -160,8 +174,7 @@ Result<Engine*> ChooseBatchEngine(const CopyPolicy& policy, const Topology& topo
 Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology& topology,
                                        std::span<Engine* const> engines, int src_node, int dst_node,
                                        std::size_t size) {
-  if (policy.granularity == 0)
-    return Status::InvalidArgument("copy policy granularity is 0: use e.g. 4096");
+  if (Status s = CheckCopyPolicy(policy); !s.ok()) return s;
   if (size == 0) return Status::InvalidArgument("copy of size 0: nothing to plan");
   Result<const NumaNode*> src = topology.FindNode(src_node);
   if (!src.ok()) return src.status();
@@ -219,12 +232,7 @@ Result<std::vector<CopyPart>> PlanCopy(const CopyPolicy& policy, const Topology&
   std::vector<double> weights;
   for (Engine* e : chosen) {
     auto it = policy.weights.find(e->capabilities().node);
-    double w = it == policy.weights.end() ? 1.0 : it->second;
-    if (!(w > 0) || !std::isfinite(w)) {
-      return Status::InvalidArgument(fmt::format(
-          "copy policy weight {} for node {}: weights must be > 0", w, e->capabilities().node));
-    }
-    weights.push_back(w);
+    weights.push_back(it == policy.weights.end() ? 1.0 : it->second);  // checked: > 0
   }
   return Divide(chosen, weights, policy.granularity, size);
 }

@@ -82,7 +82,7 @@ TEST(FileSafety, CalibrationScratchFilesCannotBePlanted) {
   o.bytes = 1 << 20;
   o.repeats = 1;
   o.file_dir = dir.path();
-  Result<Calibration> c = Calibration::Measure({e->get()}, o);
+  Result<Calibration> c = Calibration::Measure({}, e->get(), o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->Find(Mechanism::kUringWrite, "dram:0", "file").has_value());
   EXPECT_EQ(dir.Read(victim), std::vector<unsigned char>({'p', 'r', 'e', 'c', 'i', 'o', 'u', 's'}))
