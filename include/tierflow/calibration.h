@@ -42,8 +42,9 @@ struct CalibrationEntry {
 
 struct CalibrationOptions {
   std::size_t bytes = std::size_t{64} << 20;  // moved per figure (more: steadier, slower)
-  std::string file_dir;                       // where file figures are measured; empty: TMPDIR
-  int repeats = 3;                            // the best of these is kept
+  // Where file figures are measured: on the storage you plan for. Empty: TMPDIR.
+  std::string file_dir;
+  int repeats = 3;  // the best of these is kept (more: steadier, slower)
 };
 
 class TIERFLOW_EXPORT Calibration {

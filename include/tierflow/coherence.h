@@ -60,7 +60,11 @@ enum class MaintenanceFence : std::uint8_t {
 };
 
 struct CoherenceOptions {
+  // Default kAuto: the cheapest instruction this CPU has for the operation (see
+  // LineInstruction). Naming one pins it, e.g. to compare them; one the CPU lacks is refused.
   LineInstruction instruction = LineInstruction::kAuto;
+  // Default kComplete: the lines have reached memory when the call returns. kFence or kNone
+  // save the wait when several calls are fenced once (see MaintenanceFence).
   MaintenanceFence fence = MaintenanceFence::kComplete;
 };
 

@@ -37,6 +37,8 @@ TIERFLOW_EXPORT Result<PolicyKind> ParsePolicyKind(std::string_view name);
 // Where PolicyKind::kAuto switches. The defaults follow the Fürst thesis' measurements (§3.2:
 // submission costs dominate DSA copies below ~64 KiB; two DSAs reach most of the peak, more
 // add little); measure your machine with `tierflow bench copy --engine dsa` and set them.
+// Each: its default; raising a threshold keeps more work on the CPU (lower latency for those
+// sizes, more cores busy), lowering it offloads more.
 struct AutoThresholds {
   std::size_t cpu_below = 64 * 1024;      // one copy below this: the CPU engine
   std::size_t push_pull_from = 4u << 20;  // from this size: the source's and destination's DSA
@@ -54,6 +56,8 @@ struct CopyPolicy {
   int engine_node = -1;  // kSingle: the node whose engine runs the copy; -1: the destination's
   int socket = -1;       // kSocket: the package to use; -1: the destination's
   std::map<int, double> weights;  // engine node -> share weight; missing nodes weigh 1
+  // Default 4096: parts are multiples of this. Smaller: shares closer to the weights; larger:
+  // parts that suit the engines (pages, a device's transfer unit).
   std::size_t granularity = 4096;
   AutoThresholds thresholds;  // kAuto
 };
