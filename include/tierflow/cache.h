@@ -178,7 +178,8 @@ class TIERFLOW_EXPORT CacheEntry {
 class TIERFLOW_EXPORT OffloadCache {
  public:
   // Errors: no engines, a capacity for a node the topology lacks, an allocator with only one of
-  // allocate/free. `topology` must describe this system and outlive the cache.
+  // allocate/free, a copy policy CheckCopyPolicy refuses. `topology` must describe this system
+  // and outlive the cache.
   static Result<std::unique_ptr<OffloadCache>> Create(const Topology& topology, CacheConfig config);
   // Waits for fills in flight (they read the sources), writes dirty entries back and waits for
   // that (a write-back that fails here cannot be reported, and its modifications are lost:

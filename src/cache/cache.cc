@@ -280,8 +280,11 @@ struct [[gnu::visibility("hidden")]] OffloadCache::Impl {
   }
 };
 
-Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topology,
-                                                           CacheConfig config) {
+namespace {
+
+// The one check of a CacheConfig's own values and of the topology it is given: every refusal
+// of Create that needs no node state.
+Status SanitizeConfig(const Topology& topology, const CacheConfig& config) {
   if (config.engines.empty()) {
     return Status::InvalidArgument(
         "the cache needs at least one engine to fill entries (CacheConfig::engines)");
@@ -307,6 +310,14 @@ Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topol
         "the cache allocates memory: give it the topology of this system "
         "(Topology::Discover), not one read from a file");
   }
+  return CheckCopyPolicy(config.copy_policy);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<OffloadCache>> OffloadCache::Create(const Topology& topology,
+                                                           CacheConfig config) {
+  if (Status s = SanitizeConfig(topology, config); !s.ok()) return s;
   auto core = std::make_shared<Core>();
   core->topology = &topology;
   int max_id = 0;

@@ -418,7 +418,10 @@ struct [[gnu::visibility("hidden")]] IoUringEngine::Impl {
   }
 };
 
-Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngineOptions& options) {
+namespace {
+
+// The one check of IoUringEngineOptions: every refusal of Create before the ring is made.
+Status SanitizeOptions(const IoUringEngineOptions& options) {
   if (options.queue_depth == 0 || options.queue_depth > 4096) {
     return Status::InvalidArgument(
         fmt::format("io_uring queue depth {}: use 1..4096", options.queue_depth));
@@ -428,6 +431,13 @@ Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngine
     return Status::InvalidArgument(fmt::format(
         "io_uring read size {}: use a multiple of 4 KiB up to 1 GiB", options.max_read_bytes));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<IoUringEngine>> IoUringEngine::Create(const IoUringEngineOptions& options) {
+  if (Status s = SanitizeOptions(options); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();
   impl->opts = options;
   // One extra entry for the wake-up NOP.

@@ -289,6 +289,11 @@ TEST_F(CpuCache, BadInputIsRefused) {
   far.engines = {engine_.get()};
   far.capacity[99] = 1 << 20;
   EXPECT_EQ(OffloadCache::Create(ThisSystem(), far).status().code(), StatusCode::kNotFound);
+  CacheConfig bad_policy;  // refused at creation, not at the first fill
+  bad_policy.engines = {engine_.get()};
+  bad_policy.copy_policy.weights[0] = -1;
+  EXPECT_NE(OffloadCache::Create(ThisSystem(), bad_policy).status().message().find("weight -1"),
+            std::string::npos);
   CacheConfig nowhere;
   nowhere.engines = {engine_.get()};
   nowhere.placement = [](const void*, std::size_t, int) { return 42; };
