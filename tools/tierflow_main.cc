@@ -60,8 +60,8 @@ Status CheckCommandWords(CLI::App& app, CLI::App& bench_cmd, CLI::App& pipes_cmd
           rest.front()));
     }
     return Status::InvalidArgument(
-        "bench needs a benchmark: copy, submit, cache, coherence, pipes or rma (tierflow "
-        "bench --help)");
+        "bench needs a benchmark: copy, submit, cache, coherence, pipes or rma (tierflow help "
+        "bench)");
   }
   if (pipes_cmd.parsed() && pipes_cmd.get_subcommands().empty()) {
     return Status::InvalidArgument(
