@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -187,15 +186,6 @@ void Ticker::Poll(std::function<std::string()> poll) {
 
 void Progress::Finish() {
   if (enabled_) std::fprintf(stderr, "\r%*s\r", 80, "");
-}
-
-void RemoveIfStill(int fd, const std::string& path) {
-  struct stat mine {};
-  struct stat named {};
-  if (fstat(fd, &mine) == 0 && lstat(path.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
-      mine.st_ino == named.st_ino) {
-    unlink(path.c_str());
-  }
 }
 
 std::string ExecutableDirectory() {

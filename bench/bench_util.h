@@ -20,10 +20,6 @@ Result<std::size_t> ParseSize(std::string_view text);
 Result<std::vector<std::size_t>> ParseSizeList(std::string_view text);
 std::string FormatSize(std::size_t bytes);  // "4KiB", "1MiB", "1536B"
 
-// Removes `path` only while it still names the file open as `fd` (a probe or temporary file
-// this process made): in a directory others may write, the name may have been replaced.
-void RemoveIfStill(int fd, const std::string& path);
-
 // The directory of the running executable (/proc/self/exe), or "." if it cannot be read:
 // where the CLI finds what it ships beside it (helper scripts, MPI programs).
 std::string ExecutableDirectory();

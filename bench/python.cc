@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_util.h"
+#include "common/own_file.h"
 
 extern char** environ;
 

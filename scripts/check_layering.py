@@ -12,7 +12,8 @@ import re
 import sys
 
 # Private headers the applications may include (docs/architecture.md explains why).
-APP_PRIVATE = {"bench": {"kernels", "dsa"}, "tools": {"bench", "qdp", "sort"}, "qdp": set(), "sort": set()}
+APP_PRIVATE = {"bench": {"common", "kernels", "dsa"}, "tools": {"common", "bench", "qdp", "sort"},
+               "qdp": set(), "sort": set()}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
 

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_util.h"
+#include "common/own_file.h"
 
 namespace tierflow::tools {
 
@@ -238,7 +239,7 @@ std::string WritableDirectoryProblem(const std::string& dir) {
   std::string probe = dir + "/.tierflow-write-test-XXXXXX";
   const int fd = mkostemp(probe.data(), O_CLOEXEC);
   if (fd < 0) return fmt::format("cannot create files in {}: {}", Quote(dir), std::strerror(errno));
-  bench::RemoveIfStill(fd, probe);
+  RemoveIfStill(fd, probe);
   close(fd);
   return {};
 }
@@ -270,7 +271,7 @@ std::string NewFileProblem(const std::string& v) {
     }
   }
   if (fd < 0) return fmt::format("cannot write {}: {}", Quote(v), std::strerror(errno));
-  if (created) bench::RemoveIfStill(fd, v);
+  if (created) RemoveIfStill(fd, v);
   close(fd);
   return {};
 }
