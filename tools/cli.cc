@@ -94,23 +94,19 @@ std::shared_ptr<CLI::Formatter> MakeHelpFormatter() { return std::make_shared<He
 
 Result<std::string> HelpFor(CLI::App& app, const std::vector<std::string>& words) {
   CLI::App* at = &app;
-  std::string path = app.get_name();
+  std::string named = app.get_name();  // "tierflow", then "tierflow bench", ...
   for (const std::string& w : words) {
-    CLI::App* sub = nullptr;
-    for (CLI::App* s : at->get_subcommands([](CLI::App*) { return true; })) {
-      if (s->get_name() == w && w != "help") sub = s;
-    }
-    if (sub == nullptr) {
-      const std::string here = at == &app ? path : path + " " + at->get_name();
+    const std::vector<CLI::App*> found =
+        at->get_subcommands([&w](CLI::App* s) { return s->get_name() == w && w != "help"; });
+    if (found.empty()) {
+      const std::string lists = app.get_name() + " help" + named.substr(app.get_name().size());
       return Status::InvalidArgument(
-          fmt::format("help: '{}' is no command of {} (`{}` lists them)", w, here,
-                      at == &app ? "tierflow help" : "tierflow help " + here.substr(9)));
+          fmt::format("help: '{}' is no command of {} (`{}` lists them)", w, named, lists));
     }
-    if (at != &app) path += " " + at->get_name();
-    at = sub;
+    named += " " + w;
+    at = found.front();
   }
-  const std::string name = at == &app ? path : path + " " + at->get_name();
-  return at->get_formatter()->make_help(at, name, CLI::AppFormatMode::Normal);
+  return at->get_formatter()->make_help(at, named, CLI::AppFormatMode::Normal);
 }
 
 }  // namespace tierflow::tools
