@@ -65,9 +65,8 @@ def run_jobs(tierflow, quick, json_dir):
         words = small if quick else full
         commands[name] = "tierflow " + " ".join(words)
         print(f"bench_report: {commands[name]}", file=sys.stderr, flush=True)
-        p = subprocess.run([tierflow, *words, "--quiet"] if name in ("qdp", "sort", "rma", "pipes",
-                                                                      "copy")
-                           else [tierflow, *words], capture_output=True, text=True)
+        # stderr is captured, not a terminal: no command draws its status line into it.
+        p = subprocess.run([tierflow, *words], capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit(f"bench_report: {commands[name]} failed ({p.returncode}): {p.stderr}")
         with open(os.path.join(json_dir, name + ".json"), "w") as f:
