@@ -601,7 +601,7 @@ Status RunCoherenceBench(const CoherenceBenchConfig& config, std::ostream& out) 
   st.cpu = cpu;
   st.node = *node;
   Progress progress(config.orders.size() * 9 * static_cast<std::size_t>(config.runs),
-                    StderrIsTerminal());
+                    config.progress && StderrIsTerminal());
   st.Run(progress);
   progress.Finish();
   const json doc = Document(st);

@@ -28,6 +28,7 @@ struct CoherenceBenchConfig {
   int samples = 1000;                                            // per row and method
   int runs = 1;  // repeat the whole study; slopes compared across runs
   bool json = false;
+  bool progress = true;   // a progress bar on stderr when it is a terminal
   std::string plot_path;  // non-empty: write a PNG there (matplotlib)
 };
 

@@ -186,6 +186,7 @@ void AddCache(CLI::App& bench_cmd, CacheCli& c) {
 
 struct CoherenceCli final : Command {
   int Run() override;
+  bool quiet = false;
   bench::CoherenceBenchConfig cfg;
   std::string orders = "0,1,2,3,4,5,6,7,8,9,10";
 };
@@ -208,6 +209,7 @@ void AddCoherence(CLI::App& bench_cmd, CoherenceCli& c) {
       ->add_option("--plot", c.cfg.plot_path,
                    "Also write a PNG plot with matplotlib (default: no plot)")
       ->check(tools::NewPng());
+  AddQuiet(c.cmd, c.quiet);
 }
 
 int RunCoherence(CoherenceCli& c) {
@@ -215,6 +217,7 @@ int RunCoherence(CoherenceCli& c) {
   for (const std::string& o : tools::SplitList(c.orders)) c.cfg.orders.push_back(std::stoi(o));
   std::sort(c.cfg.orders.begin(), c.cfg.orders.end());
   c.cfg.orders.erase(std::unique(c.cfg.orders.begin(), c.cfg.orders.end()), c.cfg.orders.end());
+  c.cfg.progress = !c.quiet;
   Status s = bench::RunCoherenceBench(c.cfg, std::cout);
   return s.ok() ? 0 : Fail(s);
 }

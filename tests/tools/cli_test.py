@@ -175,6 +175,18 @@ class Progress(unittest.TestCase):
             p = run(*args)  # stderr a pipe: no status line
             self.assertNotIn("\r", p.stderr, args)
 
+    def test_progress_bars_follow_the_same_rule(self):
+        # bench copy, bench coherence and sort draw a bar rather than a line.
+        for args in (["bench", "coherence", "--orders", "0", "--samples", "5"],
+                     ["bench", "copy", "--sizes", "4KiB", "--reps", "1", "--warmup", "0",
+                      "--min-round-ms", "1"]):
+            status, out, term = with_terminal_stderr(*args)
+            self.assertEqual(status, 0, (args, term))
+            self.assertIn("\r[", term, args)
+            status, out, term = with_terminal_stderr(*args, "--quiet")
+            self.assertEqual(status, 0, args)
+            self.assertEqual(term, "", args)
+
 
 class Topology(unittest.TestCase):
     def test_json_this_system(self):
