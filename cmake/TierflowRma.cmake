@@ -122,6 +122,27 @@ foreach(mpi ${TIERFLOW_RMA_MPIS})
   tierflow_mpi_target(rma_latency_${mpi} ${mpi})
 endforeach()
 
+# The applications of the thesis (apps/ft, apps/ca): MPI programs built against each MPI like
+# the libraries, run with and without them by `tierflow bench rma --apps`. FT's 1-D transforms
+# are FFTW3's (Debian libfftw3-dev, which `make setup` installs).
+pkg_check_modules(FFTW3 QUIET IMPORTED_TARGET fftw3)
+if(TIERFLOW_RMA_MPIS AND NOT FFTW3_FOUND)
+  message(STATUS "tierflow-ft: FFTW3 not found (libfftw3-dev): NAS FT is not built")
+endif()
+set(TIERFLOW_RMA_APPS)
+foreach(mpi ${TIERFLOW_RMA_MPIS})
+  if(FFTW3_FOUND)
+    add_executable(tierflow_ft_${mpi} apps/ft/main.cc apps/ft/solver.cc apps/ft/transpose.cc
+                   apps/ft/npb.cc)
+    target_include_directories(tierflow_ft_${mpi} PRIVATE ${PROJECT_SOURCE_DIR}/apps)
+    target_link_libraries(tierflow_ft_${mpi} PRIVATE PkgConfig::FFTW3)
+    tierflow_mpi_target(tierflow_ft_${mpi} ${mpi})
+    set_target_properties(tierflow_ft_${mpi} PROPERTIES OUTPUT_NAME tierflow-ft-${mpi})
+    list(APPEND TIERFLOW_RMA_APPS tierflow_ft_${mpi})
+  endif()
+endforeach()
+install(TARGETS ${TIERFLOW_RMA_APPS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
 # `tierflow bench rma` finds each MPI's launcher, the MPI program and the library (beside it in
 # the build tree; libexec/tierflow and the library directory once installed).
 if(TIERFLOW_BUILD_TOOLS)
