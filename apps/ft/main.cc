@@ -82,36 +82,6 @@ std::optional<Options> Parse(int argc, char** argv, int rank, int ranks, int& st
   return std::nullopt;
 }
 
-// One value per rank, at rank 0.
-std::vector<double> Gather(double mine, int ranks) {
-  std::vector<double> all(ranks);
-  MPI_Gather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  return all;
-}
-
-struct PerRank {
-  std::vector<double> compute, comm, sync, total;
-};
-
-double Mean(const std::vector<double>& v) {
-  double sum = 0;
-  for (double x : v) sum += x;
-  return v.empty() ? 0 : sum / static_cast<double>(v.size());
-}
-
-double Max(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
-double Min(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
-
-std::string Array(const std::vector<double>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    char cell[32];
-    std::snprintf(cell, sizeof cell, "%s%.6f", i ? "," : "", v[i]);
-    s += cell;
-  }
-  return s + "]";
-}
-
 bool Verify(const ft::ProblemClass& c, const ft::Run& run) {
   bool ok = run.checksums.size() == c.reference.size();
   for (std::size_t i = 0; ok && i < run.checksums.size(); ++i) {
@@ -120,8 +90,8 @@ bool Verify(const ft::ProblemClass& c, const ft::Run& run) {
   return ok;
 }
 
-void PrintJson(const Options& o, ft::Variant v, const ft::Run& run, const PerRank& p, bool verified,
-               std::size_t transpose_bytes) {
+void PrintJson(const Options& o, ft::Variant v, const ft::Run& run, const mpiapp::PerRank& p,
+               bool verified, std::size_t transpose_bytes) {
   const ft::ProblemClass& c = o.problem;
   std::string sums = "[";
   for (std::size_t i = 0; i < run.checksums.size(); ++i) {
@@ -133,33 +103,30 @@ void PrintJson(const Options& o, ft::Variant v, const ft::Run& run, const PerRan
   std::printf(
       "{\"app\":\"ft\",\"variant\":\"%s\",\"class\":\"%c\",\"ranks\":%zu,\"verified\":%s,"
       "\"total_s\":%.6f,\"compute_s\":%.6f,\"comm_s\":%.6f,\"sync_s\":%.6f,\"mflops\":%.2f,"
-      "\"transposes\":%d,\"transpose_bytes\":%zu,\"checksums\":%s],\"per_rank\":{\"compute_s\":%s,"
-      "\"comm_s\":%s,\"sync_s\":%s,\"total_s\":%s}}\n",
-      ft::VariantName(v), c.name, p.total.size(), verified ? "true" : "false", Max(p.total),
-      Mean(p.compute), Mean(p.comm), Mean(p.sync), ft::Mflops(c, Max(p.total)), c.iterations + 1,
-      transpose_bytes, sums.c_str(), Array(p.compute).c_str(), Array(p.comm).c_str(),
-      Array(p.sync).c_str(), Array(p.total).c_str());
+      "\"transposes\":%d,\"transpose_bytes\":%zu,\"oversubscribed\":%s,\"checksums\":%s],%s}\n",
+      ft::VariantName(v), c.name, p.total.size(), verified ? "true" : "false", mpiapp::Max(p.total),
+      mpiapp::Mean(p.compute), mpiapp::Mean(p.comm), mpiapp::Mean(p.sync),
+      ft::Mflops(c, mpiapp::Max(p.total)), c.iterations + 1, transpose_bytes,
+      mpiapp::Oversubscribed(static_cast<int>(p.total.size())) ? "true" : "false", sums.c_str(),
+      mpiapp::PerRankJson(p).c_str());
 }
 
-void PrintReport(const Options& o, ft::Variant v, const ft::Run& run, const PerRank& p,
+void PrintReport(const Options& o, ft::Variant v, const ft::Run& run, const mpiapp::PerRank& p,
                  bool verified) {
   const ft::ProblemClass& c = o.problem;
-  std::printf("\n NAS Parallel Benchmarks FT, class %c (%dx%dx%d, %d iterations), %zu ranks, %s\n",
-              c.name, c.nx, c.ny, c.nz, c.iterations, p.total.size(), ft::VariantName(v));
+  const int ranks = static_cast<int>(p.total.size());
+  std::printf("\n NAS Parallel Benchmarks FT, class %c (%dx%dx%d, %d iterations), %d ranks%s, %s\n",
+              c.name, c.nx, c.ny, c.nz, c.iterations, ranks,
+              mpiapp::Oversubscribed(ranks) ? " (oversubscribed: more ranks than CPUs)" : "",
+              ft::VariantName(v));
   for (std::size_t i = 0; i < run.checksums.size(); ++i) {
     std::printf(" T = %5zu     Checksum = %22.12e %22.12e\n", i + 1, run.checksums[i].real(),
                 run.checksums[i].imag());
   }
   std::printf(" %s\n", verified ? "Verification successful" : "Verification FAILED");
-  std::printf(" Time in seconds = %12.4f\n Mop/s total     = %12.2f\n", Max(p.total),
-              ft::Mflops(c, Max(p.total)));
-  std::printf(" %-6s %12s %12s %12s %12s\n", "rank", "compute s", "comm s", "sync s", "total s");
-  for (std::size_t r = 0; r < p.total.size(); ++r) {
-    std::printf(" %-6zu %12.4f %12.4f %12.4f %12.4f\n", r, p.compute[r], p.comm[r], p.sync[r],
-                p.total[r]);
-  }
-  std::printf(" %-6s %12.4f %12.4f %12.4f %12.4f\n", "skew", Max(p.compute) - Min(p.compute),
-              Max(p.comm) - Min(p.comm), Max(p.sync) - Min(p.sync), Max(p.total) - Min(p.total));
+  std::printf(" Time in seconds = %12.4f\n Mop/s total     = %12.2f\n", mpiapp::Max(p.total),
+              ft::Mflops(c, mpiapp::Max(p.total)));
+  mpiapp::PrintBreakdown(p);
 }
 
 bool RunVariant(const Options& o, ft::Variant v, int rank, int ranks) {
@@ -169,8 +136,7 @@ bool RunVariant(const Options& o, ft::Variant v, int rank, int ranks) {
     ft::Solver solver(o.problem, v, slabs);
     run = solver.Solve();
   }
-  const PerRank p{Gather(run.times.compute, ranks), Gather(run.times.comm, ranks),
-                  Gather(run.times.sync, ranks), Gather(run.total, ranks)};
+  const mpiapp::PerRank p = mpiapp::PerRank::Gather(run.times, run.total, ranks);
   if (rank != 0) return true;
   const bool verified = Verify(o.problem, run);
   // What one transpose moves, over all ranks: every element once.

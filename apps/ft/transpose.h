@@ -13,13 +13,13 @@
 // memory. Every rank of MPI_COMM_WORLD takes part in every call, in the same order.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "ft/npb.h"
 #include "ft/slabs.h"
+#include "mpiapp/report.h"
 
 namespace ft {
 
@@ -28,27 +28,8 @@ enum class Variant { kTwoSided, kOneSided, kScosco };
 std::optional<Variant> ParseVariant(const std::string& name);  // "2sc", "osc", "scosco"
 const char* VariantName(Variant v);
 
-// Seconds spent per kind of work, as the thesis splits them: compute (FFTs, evolution,
-// checksums), communication (data movement calls and the copies a scheme needs), and
-// synchronisation (fences, GATS calls).
-struct Times {
-  double compute = 0, comm = 0, sync = 0;
-};
-
-// Adds the seconds of its scope to one of Times' members.
-class Timed {
- public:
-  explicit Timed(double& into) : into_(into), start_(std::chrono::steady_clock::now()) {}
-  ~Timed() {
-    into_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  Timed(const Timed&) = delete;
-  Timed& operator=(const Timed&) = delete;
-
- private:
-  double& into_;
-  std::chrono::steady_clock::time_point start_;
-};
+using mpiapp::Timed;
+using mpiapp::Times;
 
 class Transpose {
  public:

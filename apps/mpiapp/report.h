@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the MPI applications of apps/ (ft, ca) share: the thesis' split of a rank's time into
+// computation, communication (data movement calls and the copies a scheme needs) and
+// synchronisation (fences, GATS calls, waits), gathered per rank and printed as a table or as
+// JSON arrays, and the check whether the job has more ranks than the machine has CPUs.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace mpiapp {
+
+struct Times {
+  double compute = 0, comm = 0, sync = 0;
+};
+
+// Adds the seconds of its scope to one of Times' members.
+class Timed {
+ public:
+  explicit Timed(double& into) : into_(into), start_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    into_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  double& into_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Every rank's times and total seconds, at rank 0 (the other ranks' vectors are not
+// meaningful). Collective over MPI_COMM_WORLD.
+struct PerRank {
+  std::vector<double> compute, comm, sync, total;
+  static PerRank Gather(const Times& t, double total, int ranks);
+};
+
+double Mean(const std::vector<double>& v);
+double Max(const std::vector<double>& v);
+double Min(const std::vector<double>& v);
+
+// "[0.100000,0.200000]"
+std::string JsonArray(const std::vector<double>& v);
+// `"per_rank":{...}` with the four arrays.
+std::string PerRankJson(const PerRank& p);
+
+// A line per rank and one of the spread between ranks (process skew), on stdout.
+void PrintBreakdown(const PerRank& p);
+
+// More ranks in MPI_COMM_WORLD than CPUs online.
+bool Oversubscribed(int ranks);
+
+}  // namespace mpiapp
