@@ -307,10 +307,24 @@ std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint
   return NewWindow(comm, flavor, disp_unit, size, mode);
 }
 
-// The MPI's window over `base`; then the window is found by every RMA call.
+// The window the MPI holds underneath serves names, attributes, error handlers and info (every
+// other call on an accelerated window stays here): over the same memory, except for a single
+// rank, where it is an allocated window of no bytes. Open MPI 4.1 has no one-sided component
+// for a created window of one process (osc/rdma needs a transport between processes, osc/sm
+// serves allocated memory only), so MPI_Win_create fails there, and MPI_Win_allocate would
+// fail with the library that succeeds without it.
+int CreateUnderneath(const Window& w, void* base, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
+  if (w.ranks == 1) {
+    void* unused = nullptr;
+    return PMPI_Win_allocate(0, w.attr_disp_unit, info, comm, &unused, win);
+  }
+  return PMPI_Win_create(base, w.attr_size, w.attr_disp_unit, info, comm, win);
+}
+
+// The MPI's window; then the window is found by every RMA call.
 int Finish(std::unique_ptr<Window> w, void* base, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
   w->sync->SetPid(w->me, getpid());
-  const int rc = PMPI_Win_create(base, w->attr_size, w->attr_disp_unit, info, comm, win);
+  const int rc = CreateUnderneath(*w, base, info, comm, win);
   if (rc != MPI_SUCCESS) {
     DropWindow(std::move(w));
     return rc;
