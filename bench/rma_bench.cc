@@ -13,84 +13,11 @@
 
 #include "bench/bench_util.h"
 #include "bench/python.h"
+#include "bench/rma_launch.h"
 
 namespace tierflow::bench {
 
 namespace {
-
-struct Mpi {
-  std::string name, launcher;
-};
-
-// "openmpi=/usr/bin/mpirun.openmpi,mpich=/usr/bin/mpiexec.mpich", from the build.
-std::vector<Mpi> BuiltMpis() {
-  std::vector<Mpi> out;
-  const std::string all = TIERFLOW_RMA_LAUNCHERS;
-  for (std::size_t b = 0; b < all.size();) {
-    std::size_t e = all.find(',', b);
-    if (e == std::string::npos) e = all.size();
-    const std::string item = all.substr(b, e - b);
-    const std::size_t eq = item.find('=');
-    if (eq != std::string::npos) out.push_back({item.substr(0, eq), item.substr(eq + 1)});
-    b = e + 1;
-  }
-  return out;
-}
-
-// The MPI program and the library: beside the executable in the build tree, under libexec/
-// and lib/ once installed.
-Result<std::pair<std::string, std::string>> Files(const std::string& mpi) {
-  const std::string dir = ExecutableDirectory();
-  const std::string prog = "rma_latency_" + mpi, lib = "libtierflow_rma_" + mpi + ".so";
-  const std::pair<std::string, std::string> places[] = {
-      {dir + "/" + prog, dir + "/" + lib},
-      {dir + "/../" TIERFLOW_INSTALL_LIBEXECDIR "/tierflow/" + prog,
-       dir + "/../" TIERFLOW_INSTALL_LIBDIR "/" + lib}};
-  for (const auto& [p, l] : places) {
-    if (access(p.c_str(), X_OK) == 0 && access(l.c_str(), R_OK) == 0) return std::pair{p, l};
-  }
-  return Status::NotFound(
-      fmt::format("{} or {} is missing beside {}: rebuild or reinstall", prog, lib, dir));
-}
-
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
-
-std::string Command(const Mpi& m, const std::string& prog, const std::string& lib, int ranks,
-                    bool with, const std::string& args) {
-  std::string c = Quote(m.launcher);
-  if (m.name == "openmpi") {
-    c += " --oversubscribe";
-    if (geteuid() == 0) c += " --allow-run-as-root";
-    c += fmt::format(" -np {}", ranks);
-    if (with) c += " -x LD_PRELOAD=" + Quote(lib);
-  } else {
-    c += fmt::format(" -n {}", ranks);
-    // Each rank on a core of its own, as Open MPI binds by default up to one rank per core:
-    // unbound, MPICH's ranks migrate and a 1 MiB copy took 36 µs instead of 28 (without the
-    // library 105 µs instead of 57). Oversubscribed runs stay unbound, as Open MPI's do.
-    if (ranks <= sysconf(_SC_NPROCESSORS_ONLN)) c += " -bind-to core";
-    if (with) c += " -genv LD_PRELOAD " + Quote(lib);
-  }
-  return c + " " + Quote(prog) + " " + args + " 2>&1";
-}
-
-// Runs one launch; returns the JSON rows rank 0 printed.
-Result<std::vector<nlohmann::json>> Launch(const std::string& command) {
-  FILE* f = popen(command.c_str(), "r");
-  if (f == nullptr) return Status::IoError("cannot start " + command);
-  std::vector<nlohmann::json> rows;
-  std::string output;
-  char line[4096];
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    output += line;
-    if (line[0] == '{') rows.push_back(nlohmann::json::parse(line, nullptr, false));
-  }
-  const int rc = pclose(f);
-  if (rc != 0 || rows.empty()) {
-    return Status::IoError(fmt::format("{} failed (status {}):\n{}", command, rc, output));
-  }
-  return rows;
-}
 
 using Key = std::tuple<std::string, std::string, std::string, std::string, long>;
 
@@ -122,7 +49,7 @@ std::vector<std::pair<int, std::string>> Launches(const RmaBenchConfig& c) {
 }
 
 Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows, Ticker& ticker) {
-  Result<std::pair<std::string, std::string>> files = Files(m.name);
+  Result<std::pair<std::string, std::string>> files = RmaFiles("rma_latency_" + m.name, m.name);
   if (!files.ok()) return files.status();
   const auto& [prog, lib] = *files;
   for (int rep = 0; rep < c.reps; ++rep) {
@@ -130,7 +57,8 @@ Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows, 
     for (const auto& [ranks, args] : Launches(c)) {
       for (int k = 0; k < 2; ++k) {
         const bool with = (rep + k) % 2 == 1;  // alternate which goes first
-        Result<std::vector<nlohmann::json>> got = Launch(Command(m, prog, lib, ranks, with, args));
+        const LaunchSpec spec{ranks, with, {}, args};
+        Result<std::vector<nlohmann::json>> got = LaunchJson(LaunchCommand(m, prog, lib, spec));
         if (!got.ok()) return got.status();
         for (const nlohmann::json& j : *got) {
           Row& r = rows[KeyOf(m.name, j)];
@@ -233,6 +161,7 @@ std::vector<std::string> RmaBenchMpis() {
 }
 
 Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
+  if (!c.apps.empty()) return RunRmaApps(c, out);
   std::map<Key, Row> rows;
   int ran = 0;
   Ticker ticker("tierflow bench rma", c.progress && !c.json && StderrIsTerminal());

@@ -7,6 +7,13 @@
 // CPUs: oversubscribed) for the thesis' GATS benchmark; 2 ranks for the cellular automaton.
 // Medians per row; ratio = with / without (below 1: the library is faster). Every row's
 // received data are checked by the MPI program; a row whose data were wrong fails the command.
+//
+// With `apps` it runs the thesis' applications instead (rma_apps.cc): NAS FT (tierflow-ft-MPI)
+// and the cellular automaton (tierflow-ca-MPI), every variant, on each rank count, without the
+// library and with it in each coherence mode, alternated --reps times; medians of the time
+// split per run, the targets of the comparison, and the verification of every run (FT: NPB's
+// checksums; the automaton: the hash of a one-rank run). A run that computed a wrong result
+// fails the command.
 #pragma once
 
 #include <ostream>
@@ -26,7 +33,16 @@ struct RmaBenchConfig {
   bool json = false;
   bool progress = false;  // a status line on stderr when it is a terminal
   std::string plot;       // PNG path, or empty
+
+  std::vector<std::string> apps;  // "ft", "ca"; empty: the microbenchmarks
+  std::string ft_class = "A";
+  std::vector<int> ft_ranks{1, 2, 4};
+  std::vector<int> ca_ranks{1, 2, 3, 4};
+  int ca_rows = 2400, ca_cells = 8190, ca_iterations = 100;
+  std::vector<std::string> coherence{"coherent"};  // modes of the runs with the library
 };
+
+Status RunRmaApps(const RmaBenchConfig& config, std::ostream& out);
 
 // The MPIs this build has a library for ("openmpi", "mpich").
 std::vector<std::string> RmaBenchMpis();

@@ -158,6 +158,9 @@ if(TIERFLOW_BUILD_TOOLS)
     add_dependencies(tierflow_cli rma_latency_${mpi} tierflow_rma_${mpi})
     install(TARGETS rma_latency_${mpi} RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/tierflow)
   endforeach()
+  if(TIERFLOW_RMA_APPS)
+    add_dependencies(tierflow_cli ${TIERFLOW_RMA_APPS})
+  endif()
   string(JOIN "," launchers ${launchers})
   target_compile_definitions(tierflow_cli PRIVATE TIERFLOW_RMA_LAUNCHERS="${launchers}"
                              TIERFLOW_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"

@@ -13,7 +13,7 @@ import sys
 
 # Private headers the applications may include (docs/architecture.md explains why).
 APP_PRIVATE = {"bench": {"common", "kernels", "dsa"}, "tools": {"common", "bench", "qdp", "sort"},
-               "qdp": set(), "sort": set()}
+               "qdp": set(), "sort": set(), "mpiapp": set(), "ft": {"mpiapp"}, "ca": {"mpiapp"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
 

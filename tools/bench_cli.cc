@@ -283,6 +283,34 @@ struct RmaBenchCli final : Command {
   std::string sizes;
 };
 
+// The options of --apps: which applications, their sizes, rank counts and coherence modes.
+void AddRmaAppOptions(CLI::App* cmd, bench::RmaBenchConfig& cfg) {
+  cmd->add_option("--apps", cfg.apps,
+                  "Run the thesis' applications instead of the microbenchmarks: ft (NAS FT), "
+                  "ca (the cellular automaton), comma-separated")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"ft", "ca"}));
+  cmd->add_option("--ft-class", cfg.ft_class, "NAS FT problem class with --apps ft (default A)")
+      ->check(CLI::IsMember({"S", "W", "A", "B"}));
+  cmd->add_option("--ft-ranks", cfg.ft_ranks, "Rank counts of FT (default 1,2,4)")
+      ->delimiter(',')
+      ->check(tools::IntegerIn(1, 64));
+  cmd->add_option("--ca-ranks", cfg.ca_ranks, "Rank counts of the automaton (default 1,2,3,4)")
+      ->delimiter(',')
+      ->check(tools::IntegerIn(1, 64));
+  cmd->add_option("--ca-rows", cfg.ca_rows, "Lines of the automaton's grid (default 2400)")
+      ->check(tools::IntegerIn(1, 1 << 20));
+  cmd->add_option("--ca-cells", cfg.ca_cells, "Cells per line of the automaton (default 8190)")
+      ->check(tools::IntegerIn(1, 1 << 20));
+  cmd->add_option("--ca-iterations", cfg.ca_iterations, "Steps of the automaton (default 100)")
+      ->check(tools::IntegerIn(1, 1 << 20));
+  cmd->add_option("--coherence", cfg.coherence,
+                  "Coherence modes of the runs with the library with --apps (default coherent; "
+                  "also noncoherent, simulated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"coherent", "noncoherent", "simulated"}));
+}
+
 void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
   c.cmd = bench_cmd.add_subcommand(
       "rma", "libtierflow_rma against the MPI alone: put latency and GATS, same run");
@@ -300,6 +328,7 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
   std::vector<std::string> built = bench::RmaBenchMpis();
   c.cmd->add_option("--mpi", c.cfg.mpis, "Only these MPIs (default: all built)")
       ->check(CLI::IsMember(built));
+  AddRmaAppOptions(c.cmd, c.cfg);
   c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
   c.cmd
       ->add_option("--plot", c.cfg.plot, "Also write a PNG plot with matplotlib (default: no plot)")
@@ -307,7 +336,25 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
   AddQuiet(c.cmd, c.quiet);
 }
 
+// Options of one mode given to the other: refused, not ignored.
+int CheckRmaModeOptions(const RmaBenchCli& c) {
+  const bool apps = !c.cfg.apps.empty();
+  for (const char* o : {"--sizes", "--iters", "--gats-ranks"}) {
+    if (apps && c.cmd->count(o) > 0) {
+      return UsageError(fmt::format("{} applies to the microbenchmarks, not to --apps", o));
+    }
+  }
+  for (const char* o : {"--ft-class", "--ft-ranks", "--ca-ranks", "--ca-rows", "--ca-cells",
+                        "--ca-iterations", "--coherence"}) {
+    if (!apps && c.cmd->count(o) > 0) {
+      return UsageError(fmt::format("{} applies to --apps: add --apps ft,ca", o));
+    }
+  }
+  return 0;
+}
+
 int RunRmaBenchCli(RmaBenchCli& c) {
+  if (int rc = CheckRmaModeOptions(c); rc != 0) return rc;
   if (c.cmd->count("--sizes") > 0) {
     Result<std::vector<std::size_t>> sizes = bench::ParseSizeList(c.sizes);
     if (!sizes.ok()) return UsageError("--sizes: " + sizes.status().message());

@@ -496,6 +496,47 @@ class BenchRma(unittest.TestCase):
             self.assertGreater(r["with_us"], 0)
             self.assertGreater(r["without_us"], 0)
 
+    def test_apps_json_contract(self):
+        doc = json.loads(run("bench", "rma", "--apps", "ft,ca", "--ft-class", "S", "--ft-ranks",
+                             "2", "--ca-ranks", "2", "--ca-rows", "48", "--ca-cells", "100",
+                             "--ca-iterations", "6", "--coherence", "coherent,simulated", "--reps", "1",
+                             "--json").stdout)
+        runs = doc["apps"]
+        keys = ("app", "variant", "ranks", "mpi", "with_library", "coherence", "verified",
+                "total_s", "comm_s", "sync_s", "compute_s")
+        for r in runs:
+            for k in keys:
+                self.assertIn(k, r)
+            self.assertTrue(r["verified"], r)
+            self.assertGreater(r["total_s"], 0)
+            # The split covers the time: nothing counted twice, at most the checksums outside.
+            self.assertLessEqual(r["compute_s"] + r["comm_s"] + r["sync_s"], r["total_s"] * 1.05)
+        ft = [r for r in runs if r["app"] == "ft"]
+        ca = [r for r in runs if r["app"] == "ca"]
+        mpis = {"openmpi", "mpich"}
+        # Every variant on every rank count, on the MPI alone and with the library per mode.
+        combos = {(False, "coherent"), (True, "coherent"), (True, "simulated")}
+        self.assertEqual({(r["mpi"], r["variant"], r["ranks"], r["with_library"], r["coherence"])
+                          for r in ft},
+                         {(m, v, n, lib, mode) for m in mpis for v in ("2sc", "osc", "scosco")
+                          for n in (2,) for lib, mode in combos})
+        for r in ft:
+            self.assertEqual(r["class"], "S")
+            self.assertEqual(len(r["checksums"]), 6)
+            self.assertAlmostEqual(r["checksums"][0][0], 554.6087004964, places=8)
+        self.assertEqual({(r["mpi"], r["variant"], r["ranks"]) for r in ca},
+                         {(m, v, n) for m in mpis for v in ("two-sided", "gats") for n in (2,)})
+        self.assertEqual(len({r["hash"] for r in ca}), 1, "the automaton's hash differs")
+        # The 2-rank comparisons of the coherent runs (no noncoherent run: not its target).
+        self.assertEqual({(t["app"], t["mpi"], t["what"]) for t in doc["targets"]},
+                         {(a, m, w) for m in mpis for a, w in (
+                             ("ft", "scosco with the library, comm+sync / 2sc's"),
+                             ("ft", "scosco with the library, total / 2sc's"),
+                             ("ca", "gats with the library, total / two-sided's"),
+                             ("ca", "gats with the library, total / gats on the MPI alone"))})
+        for t in doc["targets"]:
+            self.assertEqual(t["met"], t["ratio"] <= t["limit"])
+
     def test_unknown_mpi(self):
         r = run("bench", "rma", "--mpi", "lam", ok=False)
         self.assertNotEqual(r.returncode, 0)
