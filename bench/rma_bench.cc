@@ -21,11 +21,16 @@ namespace {
 
 using Key = std::tuple<std::string, std::string, std::string, std::string, long>;
 
+// The times a row reports ("us", and for GATS per call "start_us", "complete_us", ...).
+using Fields = std::map<std::string, std::vector<double>>;
+
 struct Row {
-  std::vector<double> with, without;
+  Fields with, without;
   std::vector<double> copy;  // glibc memcpy of the row's bytes in the origin, every launch
   bool checked = true;
 };
+
+constexpr const char* kCallFields[] = {"start_us", "complete_us", "post_us", "wait_us"};
 
 Key KeyOf(const std::string& mpi, const nlohmann::json& j) {
   const long n = j.contains("bytes") ? j["bytes"].get<long>() : j["targets"].get<long>();
@@ -33,17 +38,17 @@ Key KeyOf(const std::string& mpi, const nlohmann::json& j) {
 }
 
 // The launches of one repetition: each window kind and operation in a process of its own (an
-// MPI alone may slow down after many windows in one process: rma_latency.cc), GATS with
-// gats_ranks ranks, the cellular automaton once.
+// MPI alone may slow down after many windows in one process: rma_latency.cc), the two-sided
+// baselines, GATS with gats_ranks ranks.
 std::vector<std::pair<int, std::string>> Launches(const RmaBenchConfig& c) {
   const std::string lat = fmt::format("--iters {} --sizes {}", c.iters, c.sizes);
   std::vector<std::pair<int, std::string>> out;
   for (const char* window : {"create", "allocate"}) {
     for (const char* op : {"put", "get"}) {
-      out.emplace_back(2, fmt::format("{} --windows {} --ops {} --no-stencil", lat, window, op));
+      out.emplace_back(2, fmt::format("{} --windows {} --ops {}", lat, window, op));
     }
   }
-  out.emplace_back(2, lat + " --windows none --ops none");  // the cellular automaton alone
+  out.emplace_back(2, lat + " --windows none --ops none --two-sided");
   out.emplace_back(c.gats_ranks, "--gats-only");
   return out;
 }
@@ -62,7 +67,11 @@ Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows, 
         if (!got.ok()) return got.status();
         for (const nlohmann::json& j : *got) {
           Row& r = rows[KeyOf(m.name, j)];
-          (with ? r.with : r.without).push_back(j["us"].get<double>());
+          Fields& f = with ? r.with : r.without;
+          f["us"].push_back(j["us"].get<double>());
+          for (const char* field : kCallFields) {
+            if (j.contains(field)) f[field].push_back(j[field].get<double>());
+          }
           if (j.contains("memcpy_us")) r.copy.push_back(j["memcpy_us"].get<double>());
           r.checked = r.checked && j["data_checked"].get<bool>();
         }
@@ -73,18 +82,24 @@ Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows, 
 }
 
 // Which JSON array a row of rma_latency belongs to: the contract's `rows` hold latencies
-// (put, get, gats); bandwidth, the cellular automaton and window creation have keys of their
-// own.
+// (put, get, gats); bandwidth, the two-sided baselines, GATS per call and window creation have
+// keys of their own.
 std::string Section(const std::string& op) {
   if (op == "put_bw") return "bandwidth";
-  if (op == "stencil") return "stencil";
+  if (op == "pingpong" || op == "send_bw") return "two_sided";
+  if (op == "gats_calls") return "gats_calls";
   if (op == "create_free") return "creation";
   return "rows";
 }
 
+double MedianOf(const Fields& f, const std::string& field) {
+  const auto it = f.find(field);
+  return it == f.end() ? 0 : Summarize(it->second).median;
+}
+
 nlohmann::json RowJson(const Key& k, const Row& r) {
   const auto& [mpi, window, sync, op, n] = k;
-  const double with = Summarize(r.with).median, without = Summarize(r.without).median;
+  const double with = MedianOf(r.with, "us"), without = MedianOf(r.without, "us");
   nlohmann::json j{{"mpi", mpi},
                    {"window", window},
                    {"sync", sync},
@@ -93,21 +108,25 @@ nlohmann::json RowJson(const Key& k, const Row& r) {
                    {"without_us", without},
                    {"ratio", without > 0 ? with / without : 0},
                    {"data_checked", r.checked}};
-  j[op == "gats" ? "targets" : "bytes"] = n;
+  j[op == "gats" || op == "gats_calls" ? "targets" : "bytes"] = n;
   if (!r.copy.empty()) j["memcpy_us"] = Summarize(r.copy).median;
-  if (op == "put_bw") {  // us is per put of n bytes: bytes per microsecond is MB/s
-    j["op"] = "put";
+  // Bandwidth rows: us per message of n bytes (bytes per µs is MB/s). The two-sided rows keep
+  // their pattern as the operation: "pingpong" (half a round trip) and "send" (a window).
+  if (op == "put_bw" || op == "send_bw") {
+    j["op"] = op == "put_bw" ? "put" : "send";
     j["with_gbps"] = with > 0 ? n / with / 1e3 : 0;
     j["without_gbps"] = without > 0 ? n / without / 1e3 : 0;
   }
-  // Window creation (MPI_Win_allocate or MPI_Win_create, then MPI_Win_free) and the cellular
-  // automaton have no synchronisation or operation of the contract's.
-  if (op == "create_free" || op == "stencil") {
+  if (op == "gats_calls") {  // per call: the origin's start and complete, the targets' post, wait
+    for (const char* field : kCallFields) {
+      const std::string name = std::string(field).substr(0, std::string(field).size() - 3);
+      j["with_" + name + "_us"] = MedianOf(r.with, field);
+      j["without_" + name + "_us"] = MedianOf(r.without, field);
+    }
+  }
+  if (op == "create_free") {  // neither a synchronisation nor an operation of the contract's
     j.erase("sync");
     j.erase("op");
-  }
-  if (op == "stencil") {  // sync pscw: halos by GATS puts; two-sided: by MPI_Sendrecv
-    j["exchange"] = sync == "pscw" ? "gats" : "two-sided";
   }
   return j;
 }
@@ -115,7 +134,8 @@ nlohmann::json RowJson(const Key& k, const Row& r) {
 nlohmann::json ToJson(const std::map<Key, Row>& rows) {
   nlohmann::json out{{"rows", nlohmann::json::array()},
                      {"bandwidth", nlohmann::json::array()},
-                     {"stencil", nlohmann::json::array()},
+                     {"two_sided", nlohmann::json::array()},
+                     {"gats_calls", nlohmann::json::array()},
                      {"creation", nlohmann::json::array()}};
   for (const auto& [k, r] : rows) out[Section(std::get<3>(k))].push_back(RowJson(k, r));
   return out;
@@ -128,26 +148,46 @@ std::string Cell(const nlohmann::json& j, const char* key) {
 void PrintSection(const std::string& title, const nlohmann::json& rows, std::ostream& out) {
   if (rows.empty()) return;
   out << "\n" << title << "\n";
-  out << fmt::format("{:<8} {:<9} {:<9} {:<5} {:>9} {:>12} {:>12} {:>7} {:>10}  {}\n", "mpi",
+  out << fmt::format("{:<8} {:<9} {:<9} {:<8} {:>9} {:>12} {:>12} {:>7} {:>10}  {}\n", "mpi",
                      "window", "sync", "op", "bytes", "with us", "without us", "ratio", "memcpy us",
                      "data");
   for (const nlohmann::json& j : rows) {
     const std::string n = j.contains("bytes") ? std::to_string(j["bytes"].get<long>())
                                               : fmt::format("{} tgts", j["targets"].get<long>());
-    const std::string sync = j.contains("exchange") ? Cell(j, "exchange") : Cell(j, "sync");
+    const std::string sync = Cell(j, "sync");
     const std::string copy =
         j.contains("memcpy_us") ? fmt::format("{:.3f}", j["memcpy_us"].get<double>()) : "";
-    out << fmt::format("{:<8} {:<9} {:<9} {:<5} {:>9} {:>12.3f} {:>12.3f} {:>7.2f} {:>10}  {}\n",
+    out << fmt::format("{:<8} {:<9} {:<9} {:<8} {:>9} {:>12.3f} {:>12.3f} {:>7.2f} {:>10}  {}\n",
                        Cell(j, "mpi"), Cell(j, "window"), sync, Cell(j, "op"), n,
                        j["with_us"].get<double>(), j["without_us"].get<double>(),
                        j["ratio"].get<double>(), copy, j["data_checked"] ? "checked" : "WRONG");
   }
 }
 
+// GATS per call, with and without the library: the thesis' Fig. 3.15.
+void PrintGatsCalls(const nlohmann::json& rows, std::ostream& out) {
+  if (rows.empty()) return;
+  out << "\nGATS per call (µs, medians of 1001 epochs; origin: start, complete; slowest target: "
+         "post, wait), with / without the library\n";
+  out << fmt::format("{:<8} {:<9} {:>7} {:>17} {:>17} {:>17} {:>17}\n", "mpi", "window", "targets",
+                     "start", "complete", "post", "wait");
+  for (const nlohmann::json& j : rows) {
+    std::string cells;
+    for (const char* call : {"start", "complete", "post", "wait"}) {
+      cells += fmt::format(" {:>8.3f}/{:<8.3f}", j[fmt::format("with_{}_us", call)].get<double>(),
+                           j[fmt::format("without_{}_us", call)].get<double>());
+    }
+    out << fmt::format("{:<8} {:<9} {:>7}{}\n", Cell(j, "mpi"), Cell(j, "window"),
+                       j["targets"].get<long>(), cells);
+  }
+}
+
 void PrintTables(const nlohmann::json& doc, std::ostream& out) {
   PrintSection("latency (µs per operation and synchronisation)", doc["rows"], out);
-  PrintSection("bandwidth (µs per put, 64 puts per lock epoch)", doc["bandwidth"], out);
-  PrintSection("cellular automaton (µs per step)", doc["stencil"], out);
+  PrintSection("bandwidth (µs per put, 64 puts per lock or GATS epoch)", doc["bandwidth"], out);
+  PrintSection("two-sided baselines (µs: half a ping-pong; per message of a window of 64 sends)",
+               doc["two_sided"], out);
+  PrintGatsCalls(doc["gats_calls"], out);
   PrintSection("window creation (µs per creation and MPI_Win_free of 64 KiB)", doc["creation"],
                out);
 }
@@ -192,7 +232,7 @@ Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
   if (!c.plot.empty()) {
     if (Status s = Plot("plot_rma.py", doc["rows"], c.plot); !s.ok()) return s;
   }
-  for (const char* section : {"rows", "bandwidth", "stencil", "creation"}) {
+  for (const char* section : {"rows", "bandwidth", "two_sided", "gats_calls", "creation"}) {
     for (const nlohmann::json& r : doc[section]) {
       if (!r["data_checked"].get<bool>()) {
         return Status(StatusCode::kFailed, "a row received wrong data (marked WRONG above)");

@@ -3,8 +3,10 @@
 // MPI it was built for, the MPI program rma_latency runs through that MPI's launcher
 // alternately without and with the library preloaded (--reps times each): 2 ranks for put and
 // get latency per window kind (create, allocate) x synchronisation (pscw, fence, lock, flush) x
-// size, each kind and operation in a launch of its own; --gats-ranks ranks (more than the
-// CPUs: oversubscribed) for the thesis' GATS benchmark; 2 ranks for the cellular automaton.
+// size and put bandwidth under lock and GATS epochs, each kind and operation in a launch of its
+// own; 2 ranks for the two-sided baselines (ping-pong latency, a window of sends); --gats-ranks
+// ranks (more than the CPUs: oversubscribed) for the thesis' GATS benchmark per call, k = 1 ..
+// gats_ranks-1 targets.
 // Medians per row; ratio = with / without (below 1: the library is faster). Every row's
 // received data are checked by the MPI program; a row whose data were wrong fails the command.
 //
@@ -27,7 +29,7 @@ namespace tierflow::bench {
 struct RmaBenchConfig {
   int reps = 3;
   int iters = 1000;  // timed iterations per row, at every size
-  std::string sizes = "1,8,64,512,4096,32768,262144,1048576";
+  std::string sizes = "1,8,64,512,4096,32768,262144,1048576,4194304";
   int gats_ranks = 4;             // 1 origin and gats_ranks - 1 targets
   std::vector<std::string> mpis;  // empty: every MPI the library was built for
   bool json = false;

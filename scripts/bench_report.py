@@ -29,6 +29,11 @@ JOBS = {
     "rma": (["bench", "rma", "--json"],
             ["bench", "rma", "--reps", "1", "--iters", "100", "--sizes", "8,4KiB",
              "--gats-ranks", "2", "--json"]),
+    "rma_apps": (["bench", "rma", "--apps", "ft,ca", "--coherence", "coherent,noncoherent,simulated",
+                  "--json"],
+                 ["bench", "rma", "--apps", "ft,ca", "--ft-class", "S", "--ft-ranks", "2",
+                  "--ca-ranks", "2", "--ca-rows", "240", "--ca-cells", "1022", "--ca-iterations",
+                  "10", "--reps", "1", "--json"]),
     "coherence": (["bench", "coherence", "--json"],
                   ["bench", "coherence", "--orders", "0,4", "--samples", "5", "--json"]),
     "submit": (["bench", "submit", "--json"], ["bench", "submit", "--samples", "5", "--json"]),
@@ -37,7 +42,7 @@ JOBS = {
               ["bench", "pipes", "--size", "64MiB", "--reps", "1", "--transfers", "1000",
                "--json"]),
 }
-MAIN_JOBS = ["qdp", "sort", "copy", "rma", "coherence"]
+MAIN_JOBS = ["qdp", "sort", "copy", "rma", "rma_apps", "coherence"]
 
 
 def machine():
@@ -157,6 +162,16 @@ def rma_row(r, key):
 RMA_HEADER = ["MPI", "window", "sync", "op", "bytes", "with µs", "without µs", "ratio", "data"]
 
 
+def gats_calls_table(rows):
+    out = []
+    for r in rows:
+        cells = [f"{r['with_' + c + '_us']:.3f} / {r['without_' + c + '_us']:.3f}"
+                 for c in ("start", "complete", "post", "wait")]
+        out.append([r["mpi"], r["window"], r["targets"]] + cells)
+    return table(["MPI", "window", "targets", "start µs", "complete µs", "post µs", "wait µs"],
+                 out)
+
+
 def rma_tables(d):
     smallest = min((r["bytes"] for r in d["rows"] if "bytes" in r), default=0)
     short_rows = [rma_row(r, "rows") for r in d["rows"]
@@ -164,12 +179,35 @@ def rma_tables(d):
     short = table(RMA_HEADER, short_rows)
     parts = []
     for key, title in (("rows", "Latency (µs per operation and synchronisation)"),
-                       ("bandwidth", "Bandwidth (µs per put, 64 puts per lock epoch)"),
-                       ("stencil", "Cellular automaton (µs per step)"),
+                       ("bandwidth", "Bandwidth (µs per put, 64 puts per lock or GATS epoch)"),
+                       ("two_sided", "Two-sided baselines (µs: half a ping-pong; per message of "
+                                     "a window of 64 sends)"),
                        ("creation", "Window creation (µs per creation and free of 64 KiB)")):
         if d.get(key):
             parts.append(f"**{title}**\n\n" + table(RMA_HEADER, [rma_row(r, key) for r in d[key]]))
+    if d.get("gats_calls"):
+        parts.append("**GATS per call (µs, with / without the library; origin: start, complete; "
+                     "slowest target: post, wait)**\n\n" + gats_calls_table(d["gats_calls"]))
     return short, "\n\n".join(parts)
+
+
+def rma_apps_tables(d):
+    targets = table(["MPI", "application", "ratio (2 ranks)", "value", "target", "met",
+                     "computation alone"],
+                    [[t["mpi"], t["app"] + (" class " + t["class"] if "class" in t else ""),
+                      t["what"], f"{t['ratio']:.2f}×", f"≤ {t['limit']:.2f}",
+                      "yes" if t["met"] else "no",
+                      f"{t['floor']:.2f}×" if "floor" in t else ""] for t in d["targets"]])
+    runs = []
+    for r in d["apps"]:
+        lib = r["coherence"] if r["with_library"] else "MPI alone"
+        runs.append([r["app"] + (" " + r["class"] if "class" in r else ""), r["mpi"],
+                     r["ranks"], r["variant"], lib, f"{r['total_s']:.4f}",
+                     f"{r['compute_s']:.4f}", f"{r['comm_s']:.4f}", f"{r['sync_s']:.4f}",
+                     "verified" if r["verified"] else "WRONG"])
+    full = table(["application", "MPI", "ranks", "variant", "library", "total s", "compute s",
+                  "comm s", "sync s", "result"], runs)
+    return targets, targets + "\n\n" + full
 
 
 def coherence_tables(d):
@@ -233,11 +271,13 @@ def pipes_tables(d):
 
 
 RENDER = {"qdp": qdp_tables, "sort": sort_tables, "copy": copy_tables, "rma": rma_tables,
+          "rma_apps": rma_apps_tables,
           "coherence": coherence_tables, "submit": submit_tables, "cache": cache_tables,
           "pipes": pipes_tables}
 TITLES = {"qdp": "Query-driven prefetching", "sort": "External sort against its I/O floor",
           "copy": "Copy throughput: the CPU engine against glibc memcpy",
           "rma": "One-sided MPI: libtierflow_rma against the MPI alone",
+          "rma_apps": "One-sided MPI applications: NAS FT and the cellular automaton",
           "coherence": "Cache-line maintenance against pmem_persist",
           "submit": "The library's cost per operation", "cache": "The offloading cache",
           "pipes": "Data pipes against liburing"}

@@ -320,7 +320,7 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
       ->check(tools::IntegerIn(10, 1000000));
   c.cmd->add_option("--sizes", c.sizes,
                     "Put sizes, comma-separated, 1 byte to 64MiB (default 1,8,64,512,4KiB,32KiB,"
-                    "256KiB,1MiB)");
+                    "256KiB,1MiB,4MiB)");
   c.cmd
       ->add_option("--gats-ranks", c.cfg.gats_ranks,
                    "Ranks of the GATS benchmark: 1 origin, the rest targets (default 4)")

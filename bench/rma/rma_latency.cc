@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The MPI side of `tierflow bench rma`: put/get latency per window kind, synchronisation and
-// size (OSU osu_put_latency's pattern: rank 0 the origin, rank 1 the target) and the thesis'
-// GATS benchmark (rank 0 the origin, every other rank a target, no data, no barrier). Run
-// under mpirun with or without libtierflow_rma preloaded; rank 0 prints one JSON object per
-// row. The received data are checked after each row: a row whose data are wrong says so.
+// size (OSU osu_put_latency's pattern: rank 0 the origin, rank 1 the target), put bandwidth
+// under lock and GATS epochs (osu_put_bw: 64 puts per epoch), the two-sided baselines measured
+// the same way (osu_latency's ping-pong, osu_bw's window of 64 sends), and the thesis' GATS
+// benchmark per call (rank 0 the origin of k = 1 .. ranks-1 targets, start, complete, post and
+// wait timed apart, no data, no barrier). Run under mpirun with or without libtierflow_rma
+// preloaded; rank 0 prints one JSON object per row. The received data are checked after each
+// row: a row whose data are wrong says so.
 //
 // Usage: rma_latency [--iters N] [--sizes a,b,...] [--windows create,allocate] [--ops put,get]
-//                    [--gats-only] [--no-stencil]
-// With 2 ranks and without --gats-only it ends with the cellular automaton (see Stencil).
+//                    [--two-sided] [--gats-only]
 // Open MPI alone slows down after many windows were created in one process (its 1 MiB puts
 // to allocated windows took 7-8x longer after about a hundred windows): `tierflow bench rma`
 // launches each window kind and operation in a process of its own.
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -29,8 +32,8 @@ int g_rank = 0, g_size = 0;
 
 struct Args {
   int iters = 1000;
-  std::vector<long> sizes{1, 8, 64, 512, 4096, 32768, 262144, 1048576};
-  bool gats_only = false, stencil = true;
+  std::vector<long> sizes{1, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304};
+  bool gats_only = false, two_sided = false;
   std::vector<std::string> windows{"create", "allocate"}, ops{"put", "get"};
 };
 
@@ -52,7 +55,7 @@ Args Parse(int argc, char** argv) {
     const std::string s = argv[i];
     if (s == "--iters" && i + 1 < argc) a.iters = std::atoi(argv[++i]);
     if (s == "--gats-only") a.gats_only = true;
-    if (s == "--no-stencil") a.stencil = false;
+    if (s == "--two-sided") a.two_sided = true;
     if (s == "--windows" && i + 1 < argc) a.windows = Split(argv[++i]);
     if (s == "--ops" && i + 1 < argc) a.ops = Split(argv[++i]);
     if (s == "--sizes" && i + 1 < argc) {
@@ -236,183 +239,229 @@ void Creation(bool allocate, int n) {
   }
 }
 
-// The thesis' benchmark: origin 0 and targets 1..k, start/complete against post/wait, no data
-// and no barrier between epochs; medians of per-epoch times, origin and targets apart.
-void Gats(bool allocate, int epochs) {
-  Window w(allocate, 64);
-  MPI_Group world, group;
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  std::vector<int> targets;
-  for (int r = 1; r < g_size; ++r) targets.push_back(r);
-  const int zero = 0;
-  if (g_rank == 0)
-    MPI_Group_incl(world, static_cast<int>(targets.size()), targets.data(), &group);
-  else
-    MPI_Group_incl(world, 1, &zero, &group);
-  std::vector<double> times;
-  MPI_Barrier(MPI_COMM_WORLD);
+// Medians of one rank's per-call times, and the largest median over the ranks that send
+// `mine` (others send 0): the slowest target decides a target's cost.
+double SlowestMedian(const std::vector<double>& mine) {
+  const double m = Median(mine);
+  double out = 0;
+  MPI_Reduce(&m, &out, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  return out;
+}
+
+// Ranks that take no part in one k of the sweep wait here without spinning on a CPU the
+// others need (more ranks than CPUs is this benchmark's normal case): all ranks meet in a
+// non-blocking barrier; the idle ones poll it every millisecond.
+void Meet(bool idle) {
+  MPI_Request r;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  if (!idle) {
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    return;
+  }
+  for (int done = 0; !done; MPI_Test(&r, &done, MPI_STATUS_IGNORE)) {
+    struct timespec ms {
+      0, 1000000
+    };
+    nanosleep(&ms, nullptr);
+  }
+}
+
+// `epochs` GATS epochs of origin 0 with targets 1..k: per call, the origin's start and complete
+// and the targets' post and wait; the per-epoch time of each side.
+struct GatsTimes {
+  std::vector<double> first, second;  // start/complete (origin), post/wait (target)
+};
+
+GatsTimes GatsEpochs(MPI_Win win, MPI_Group group, int epochs) {
+  GatsTimes t;
   for (int e = 0; e < epochs; ++e) {
     const auto t0 = Clock::now();
-    if (g_rank == 0) {
-      MPI_Win_start(group, 0, w.win);
-      MPI_Win_complete(w.win);
-    } else {
-      MPI_Win_post(group, 0, w.win);
-      MPI_Win_wait(w.win);
-    }
-    times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    g_rank == 0 ? MPI_Win_start(group, 0, win) : MPI_Win_post(group, 0, win);
+    const auto t1 = Clock::now();
+    g_rank == 0 ? MPI_Win_complete(win) : MPI_Win_wait(win);
+    const auto t2 = Clock::now();
+    t.first.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    t.second.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
   }
-  double mine = Median(times), target_max = 0;
-  double send = g_rank == 0 ? 0 : mine;
-  MPI_Reduce(&send, &target_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-  if (g_rank == 0) {
+  return t;
+}
+
+// The thesis' benchmark (Fig. 3.15) as a sweep: k = 1 .. ranks-1 targets in one run.
+void GatsSweep(bool allocate, int epochs) {
+  Window w(allocate, 64);
+  MPI_Group world;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  for (int k = 1; k < g_size; ++k) {
+    const bool active = g_rank <= k;
+    GatsTimes t;
+    Meet(!active);
+    if (active) {
+      std::vector<int> members;
+      for (int r = 1; r <= k; ++r) members.push_back(r);
+      if (g_rank != 0) members = {0};
+      MPI_Group group;
+      MPI_Group_incl(world, static_cast<int>(members.size()), members.data(), &group);
+      t = GatsEpochs(w.win, group, epochs);
+      MPI_Group_free(&group);
+    }
+    Meet(false);
+    const bool target = active && g_rank != 0;
+    const double post = SlowestMedian(target ? t.first : std::vector<double>{});
+    const double wait = SlowestMedian(target ? t.second : std::vector<double>{});
+    if (g_rank != 0) continue;
+    std::vector<double> epoch(t.first.size());
+    for (std::size_t i = 0; i < epoch.size(); ++i) epoch[i] = t.first[i] + t.second[i];
+    const char* window = allocate ? "allocate" : "create";
     std::printf(
-        "{\"window\":\"%s\",\"sync\":\"pscw\",\"op\":\"gats\",\"targets\":%d,"
-        "\"us\":%.4f,\"target_us\":%.4f,\"data_checked\":true}\n",
-        allocate ? "allocate" : "create", g_size - 1, mine, target_max);
+        "{\"window\":\"%s\",\"sync\":\"pscw\",\"op\":\"gats\",\"targets\":%d,\"us\":%.4f,"
+        "\"data_checked\":true}\n"
+        "{\"window\":\"%s\",\"sync\":\"pscw\",\"op\":\"gats_calls\",\"targets\":%d,\"us\":%.4f,"
+        "\"start_us\":%.4f,\"complete_us\":%.4f,\"post_us\":%.4f,\"wait_us\":%.4f,"
+        "\"data_checked\":true}\n",
+        window, k, Median(epoch), window, k, Median(epoch), Median(t.first), Median(t.second), post,
+        wait);
     std::fflush(stdout);
   }
-  MPI_Group_free(&group);
   MPI_Group_free(&world);
 }
 
-// osu_put_bw's pattern: a window of 64 puts of n bytes to consecutive places per lock epoch;
-// us is the time per put (64 * n bytes / (64 * us) is the bandwidth).
-void Bandwidth(bool allocate, long n, int iters) {
-  constexpr int kWindow = 64;
-  Window w(allocate, kWindow * n);
-  std::vector<unsigned char> buf(n);
-  for (long i = 0; i < n; ++i) buf[i] = static_cast<unsigned char>(3 + i);
-  MPI_Barrier(MPI_COMM_WORLD);
-  Clock::time_point t0;
-  for (int it = 0; it < iters + 2; ++it) {
-    if (it == 2) t0 = Clock::now();
-    if (g_rank == 0) {
-      MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, w.win);
-      for (int k = 0; k < kWindow; ++k) {
-        MPI_Put(buf.data(), n, MPI_BYTE, 1, k * n, n, MPI_BYTE, w.win);
-      }
-      MPI_Win_unlock(1, w.win);
+// 64 puts of n bytes to consecutive places per epoch (osu_put_bw's window), under an exclusive
+// lock or a GATS epoch; us is the time per put (64 * n bytes / (64 * us) is the bandwidth).
+void PutEpoch(const std::string& sync, MPI_Win win, MPI_Group peer, const unsigned char* buf,
+              long n, int puts) {
+  if (g_rank == 1) {
+    if (sync == "pscw") {
+      MPI_Win_post(peer, 0, win);
+      MPI_Win_wait(win);
     }
+    return;
   }
-  const double us =
-      std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters / kWindow;
+  sync == "pscw" ? MPI_Win_start(peer, 0, win) : MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+  for (int k = 0; k < puts; ++k) MPI_Put(buf, n, MPI_BYTE, 1, k * n, n, MPI_BYTE, win);
+  sync == "pscw" ? MPI_Win_complete(win) : MPI_Win_unlock(1, win);
+}
+
+// What the target holds after the bandwidth rows: every slot the pattern.
+bool SlotsHold(Window& w, long n, int slots, unsigned char first) {
   int ok = 1;
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 1) {
     MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w.win);
-    for (long i = 0; i < kWindow * n; ++i) ok &= w.base[i] == static_cast<unsigned char>(3 + i % n);
+    for (long i = 0; i < slots * n; ++i) {
+      ok &= w.base[i] == static_cast<unsigned char>(first + i % n);
+    }
     MPI_Win_unlock(1, w.win);
   }
   int all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return all != 0;
+}
+
+constexpr int kWindow = 64;  // osu_bw's and osu_put_bw's messages per epoch
+
+void Bandwidth(bool allocate, const std::string& sync, long n, int iters) {
+  Window w(allocate, kWindow * n);
+  std::vector<unsigned char> buf(n);
+  for (long i = 0; i < n; ++i) buf[i] = static_cast<unsigned char>(3 + i);
+  MPI_Group world, peer;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int other = 1 - g_rank;
+  MPI_Group_incl(world, 1, &other, &peer);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double us =
+      PerIteration(iters, [&] { PutEpoch(sync, w.win, peer, buf.data(), n, kWindow); }) / kWindow;
+  const bool ok = SlotsHold(w, n, kWindow, 3);
   if (g_rank == 0) {
     std::printf(
-        "{\"window\":\"%s\",\"sync\":\"lock\",\"op\":\"put_bw\",\"bytes\":%ld,"
-        "\"us\":%.4f,\"data_checked\":%s}\n",
-        allocate ? "allocate" : "create", n, us, all ? "true" : "false");
+        "{\"window\":\"%s\",\"sync\":\"%s\",\"op\":\"put_bw\",\"bytes\":%ld,\"us\":%.4f,"
+        "\"data_checked\":%s}\n",
+        allocate ? "allocate" : "create", sync.c_str(), n, us, ok ? "true" : "false");
     std::fflush(stdout);
   }
-}
-
-// The thesis' application check: a cellular automaton (Conway's rule on the 9-point
-// neighbourhood), rows split over the ranks of a ring, halo rows exchanged each step either by
-// GATS puts into the neighbours' windows or by MPI_Sendrecv. Both must end in the same grid;
-// rank 0 prints the time per step of each.
-struct Grid {
-  int rows, cols;  // owned rows, plus a halo row above and below
-  std::vector<unsigned char> cells, next;
-  Grid(int r, int c) : rows(r), cols(c), cells((r + 2) * c), next((r + 2) * c) {
-    for (int i = 1; i <= r; ++i) {
-      for (int j = 0; j < c; ++j) {
-        const unsigned h = (g_rank * r + i) * 2654435761u ^ j * 40503u;
-        cells[i * c + j] = (h >> 13) % 3 == 0;
-      }
-    }
-  }
-  unsigned char* row(int i) { return cells.data() + i * cols; }
-  void Step() {
-    for (int i = 1; i <= rows; ++i) {
-      for (int j = 0; j < cols; ++j) {
-        int n = 0;
-        for (int di = -1; di <= 1; ++di) {
-          for (int dj = -1; dj <= 1; ++dj) {
-            if (di != 0 || dj != 0) n += cells[(i + di) * cols + (j + dj + cols) % cols];
-          }
-        }
-        const unsigned char alive = cells[i * cols + j];
-        next[i * cols + j] = n == 3 || (alive && n == 2);
-      }
-    }
-    for (int i = 1; i <= rows; ++i) std::memcpy(row(i), next.data() + i * cols, cols);
-  }
-  long Checksum() {
-    long sum = 0;
-    for (int i = 1; i <= rows; ++i) {
-      for (int j = 0; j < cols; ++j) sum += row(i)[j] * ((g_rank * rows + i) * 31L + j);
-    }
-    return sum;
-  }
-};
-
-double StencilTwoSided(Grid& g, int steps) {
-  const int up = (g_rank + g_size - 1) % g_size, down = (g_rank + 1) % g_size;
-  const auto t0 = Clock::now();
-  for (int s = 0; s < steps; ++s) {
-    MPI_Sendrecv(g.row(1), g.cols, MPI_BYTE, up, 0, g.row(g.rows + 1), g.cols, MPI_BYTE, down, 0,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Sendrecv(g.row(g.rows), g.cols, MPI_BYTE, down, 1, g.row(0), g.cols, MPI_BYTE, up, 1,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    g.Step();
-  }
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / steps;
-}
-
-// The halo rows live in the window: a neighbour's put lands in them directly.
-double StencilGats(Grid& g, int steps) {
-  MPI_Win win;
-  unsigned char* base = nullptr;
-  MPI_Win_allocate(2L * g.cols, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
-  const int up = (g_rank + g_size - 1) % g_size, down = (g_rank + 1) % g_size;
-  MPI_Group world, nbrs;
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  const int both[2] = {up, down};
-  MPI_Group_incl(world, up == down ? 1 : 2, both, &nbrs);
-  const auto t0 = Clock::now();
-  for (int s = 0; s < steps; ++s) {
-    MPI_Win_post(nbrs, 0, win);
-    MPI_Win_start(nbrs, 0, win);
-    MPI_Put(g.row(1), g.cols, MPI_BYTE, up, g.cols, g.cols, MPI_BYTE, win);    // its bottom halo
-    MPI_Put(g.row(g.rows), g.cols, MPI_BYTE, down, 0, g.cols, MPI_BYTE, win);  // its top halo
-    MPI_Win_complete(win);
-    MPI_Win_wait(win);
-    std::memcpy(g.row(0), base, g.cols);
-    std::memcpy(g.row(g.rows + 1), base + g.cols, g.cols);
-    g.Step();
-  }
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / steps;
-  MPI_Group_free(&nbrs);
+  MPI_Group_free(&peer);
   MPI_Group_free(&world);
-  MPI_Win_free(&win);
-  return us;
 }
 
-void Stencil(int rows, int cols, int steps) {
-  Grid a(rows / g_size, cols), b(rows / g_size, cols);
-  const double two = StencilTwoSided(a, steps), gats = StencilGats(b, steps);
-  long sums[2] = {a.Checksum(), b.Checksum()}, total[2];
-  MPI_Reduce(sums, total, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+bool AllTrue(bool mine) {
+  int ok = mine, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return all != 0;
+}
+
+bool Holds(const std::vector<unsigned char>& b, long n, unsigned char first) {
+  for (long i = 0; i < static_cast<long>(b.size()); ++i) {
+    if (b[i] != static_cast<unsigned char>(first + i % n)) return false;
+  }
+  return true;
+}
+
+// osu_latency: a ping-pong of n bytes, us the half round trip.
+void PingPong(long n, int iters) {
+  std::vector<unsigned char> out(n), in(n);
+  for (long i = 0; i < n; ++i) out[i] = static_cast<unsigned char>(g_rank * 50 + i);
+  const int other = 1 - g_rank;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double us =
+      PerIteration(
+          iters,
+          [&] {
+            if (g_rank == 0) {
+              MPI_Send(out.data(), n, MPI_BYTE, other, 1, MPI_COMM_WORLD);
+              MPI_Recv(in.data(), n, MPI_BYTE, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+              MPI_Recv(in.data(), n, MPI_BYTE, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+              MPI_Send(out.data(), n, MPI_BYTE, other, 1, MPI_COMM_WORLD);
+            }
+          }) /
+      2;
+  const bool ok = AllTrue(Holds(in, n, static_cast<unsigned char>(other * 50)));
   if (g_rank == 0) {
-    const char* same = total[0] == total[1] ? "true" : "false";
-    for (const auto& [sync, us] : {std::pair{"pscw", gats}, std::pair{"two-sided", two}}) {
-      std::printf(
-          "{\"window\":\"allocate\",\"sync\":\"%s\",\"op\":\"stencil\","
-          "\"bytes\":%d,\"us\":%.4f,\"data_checked\":%s}\n",
-          sync, cols, us, same);
-    }
+    std::printf(
+        "{\"window\":\"none\",\"sync\":\"two-sided\",\"op\":\"pingpong\",\"bytes\":%ld,"
+        "\"us\":%.4f,\"data_checked\":%s}\n",
+        n, us, ok ? "true" : "false");
     std::fflush(stdout);
   }
 }
+
+// osu_bw: 64 MPI_Isend of n bytes, MPI_Waitall, an acknowledgement; us per message. The
+// receiver takes each message into a slot of its own, so that all are checked.
+void SendBandwidth(long n, int iters) {
+  std::vector<unsigned char> out(n), in(g_rank == 1 ? kWindow * n : 0);
+  for (long i = 0; i < n; ++i) out[i] = static_cast<unsigned char>(5 + i);
+  MPI_Request reqs[kWindow];
+  char ack = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double us =
+      PerIteration(iters,
+                   [&] {
+                     for (int k = 0; k < kWindow; ++k) {
+                       if (g_rank == 0) {
+                         MPI_Isend(out.data(), n, MPI_BYTE, 1, 2, MPI_COMM_WORLD, &reqs[k]);
+                       } else {
+                         MPI_Irecv(in.data() + k * n, n, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &reqs[k]);
+                       }
+                     }
+                     MPI_Waitall(kWindow, reqs, MPI_STATUSES_IGNORE);
+                     if (g_rank == 0) {
+                       MPI_Recv(&ack, 1, MPI_CHAR, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                     } else {
+                       MPI_Send(&ack, 1, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
+                     }
+                   }) /
+      kWindow;
+  const bool ok = AllTrue(g_rank == 0 || Holds(in, n, 5));
+  if (g_rank == 0) {
+    std::printf(
+        "{\"window\":\"none\",\"sync\":\"two-sided\",\"op\":\"send_bw\",\"bytes\":%ld,"
+        "\"us\":%.4f,\"data_checked\":%s}\n",
+        n, us, ok ? "true" : "false");
+    std::fflush(stdout);
+  }
+}
+
+// Iterations of a bandwidth row: fewer for large messages (64 of 4 MiB are 256 MiB an epoch).
+int BandwidthIters(long n) { return n >= (1L << 20) ? 10 : n >= 65536 ? 50 : 200; }
 
 }  // namespace
 
@@ -423,7 +472,9 @@ int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
   for (bool allocate : {false, true}) {
     if (!Has(a.windows, allocate ? "allocate" : "create")) continue;
-    if (!a.gats_only && g_size == 2) {
+    if (a.gats_only) {
+      GatsSweep(allocate, 1001);
+    } else if (g_size == 2) {
       for (bool put : {true, false}) {
         if (!Has(a.ops, put ? "put" : "get")) continue;
         for (const char* sync : {"pscw", "fence", "lock", "flush"}) {
@@ -431,13 +482,17 @@ int main(int argc, char** argv) {
         }
       }
       if (Has(a.ops, "put")) {
-        for (long n : {4096L, 65536L, 1048576L}) Bandwidth(allocate, n, n >= 1048576 ? 10 : 50);
+        for (const char* sync : {"lock", "pscw"}) {
+          for (long n : a.sizes) Bandwidth(allocate, sync, n, BandwidthIters(n));
+        }
         Creation(allocate, std::max(a.iters / 5, 11));
       }
     }
-    if (a.gats_only || Has(a.ops, "put")) Gats(allocate, 1001);
   }
-  if (!a.gats_only && a.stencil) Stencil(512, 2048, 50);
+  if (a.two_sided && g_size == 2) {
+    for (long n : a.sizes) PingPong(n, a.iters);
+    for (long n : a.sizes) SendBandwidth(n, BandwidthIters(n));
+  }
   MPI_Finalize();
   return 0;
 }

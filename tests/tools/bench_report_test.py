@@ -30,7 +30,8 @@ class BenchReport(unittest.TestCase):
             with open(readme) as f:
                 text = f.read()
             for title in ("Query-driven prefetching", "External sort", "Copy throughput",
-                          "One-sided MPI", "Cache-line maintenance", "cost per operation",
+                          "One-sided MPI", "One-sided MPI applications", "Cache-line maintenance",
+                          "cost per operation",
                           "offloading cache", "Data pipes"):
                 self.assertIn(title, doc)
             self.assertTrue(text.startswith("# before\n<!-- bench:begin -->\nMachine: "))

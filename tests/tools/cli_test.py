@@ -481,13 +481,29 @@ class BenchRma(unittest.TestCase):
             self.assertEqual(len([r for r in rows if r["op"] == op]), 2 * 2 * 4 * 2)
         self.assertEqual({r["targets"] for r in rows if r["op"] == "gats"}, {1, 2})
         bw = doc["bandwidth"]
-        self.assertEqual({(r["op"], r["sync"]) for r in bw}, {("put", "lock")})
+        self.assertEqual({(r["op"], r["sync"]) for r in bw}, {("put", "lock"), ("put", "pscw")})
         for r in bw:
             self.assertAlmostEqual(r["with_gbps"], r["bytes"] / r["with_us"] / 1e3, places=6)
-        self.assertEqual({r["mpi"] for r in doc["stencil"]}, {"openmpi", "mpich"})
-        for r in doc["stencil"]:
-            self.assertIn(r["exchange"], ("gats", "two-sided"))
+        self.assertEqual({r["bytes"] for r in bw}, {1, 4096})
+        # The two-sided baselines, measured the same way: a ping-pong and a window of sends.
+        two = doc["two_sided"]
+        self.assertEqual({(r["mpi"], r["op"], r["sync"], r["bytes"]) for r in two},
+                         {(m, op, "two-sided", n) for m in ("openmpi", "mpich")
+                          for op in ("pingpong", "send") for n in (1, 4096)})
+        self.assertEqual(len(two), 2 * 2 * 2)
+        for r in two:
             self.assertTrue(r["data_checked"], r)
+            self.assertGreater(r["with_us"], 0)
+        # GATS per call for k = 1 .. gats_ranks-1 targets, each call with and without.
+        calls = doc["gats_calls"]
+        self.assertEqual({(r["mpi"], r["window"], r["targets"]) for r in calls},
+                         {(m, w, k) for m in ("openmpi", "mpich") for w in ("create", "allocate")
+                          for k in (1, 2)})
+        for r in calls:
+            for call in ("start", "complete", "post", "wait"):
+                for side in ("with", "without"):
+                    self.assertGreaterEqual(r[f"{side}_{call}_us"], 0)
+        self.assertNotIn("stencil", doc)  # the automaton is `bench rma --apps ca` now
         creation = doc["creation"]
         self.assertEqual({(r["mpi"], r["window"]) for r in creation},
                          {(m, w) for m in ("openmpi", "mpich") for w in ("create", "allocate")})
