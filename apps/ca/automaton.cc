@@ -87,10 +87,15 @@ class Gats final : public Automaton {
   }
 
   void Step(Times& t) override {
-    MPI_Win win = windows_[1 - current_];
+    const int k = 1 - current_;
+    MPI_Win win = windows_[k];
     {
       const Timed timed(t.sync);
-      MPI_Win_post(neighbours_, 0, win);
+      // MPI_MODE_NOSTORE from the second post of an array on: its lines were computed inside
+      // its last epoch, and the step since only read it, so there are no local stores since
+      // its last synchronisation (a library for non-coherent memory then writes nothing back).
+      MPI_Win_post(neighbours_, posted_[k] ? MPI_MODE_NOSTORE : 0, win);
+      posted_[k] = true;
       MPI_Win_start(neighbours_, 0, win);
     }
     ComputeBorders(t);
@@ -113,6 +118,7 @@ class Gats final : public Automaton {
 
  private:
   MPI_Win windows_[2] = {MPI_WIN_NULL, MPI_WIN_NULL};
+  bool posted_[2] = {false, false};
   MPI_Group neighbours_ = MPI_GROUP_NULL;
 };
 

@@ -49,9 +49,6 @@ int CheckAccess(Window& w, int target, const char* call) {
     if (Status s = w.sync->AwaitPosted(target); !s.ok()) {
       return Fail(w, Misuse::kPeerGone, s.message());
     }
-    // The start's invalidation, made once the target's post (and its write-back) is seen: a
-    // copy refilled before that could hold what the target wrote before it posted.
-    if (Kept(HookPoint::kStartInvalidate)) Invalidate(w, target);
     w.seen[target] = 2;
     return MPI_SUCCESS;
   }

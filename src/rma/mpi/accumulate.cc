@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "rma/mpi/access.h"
+#include "rma/mpi/coherence.h"
 
 namespace tierflow::rma {
 
@@ -172,8 +173,12 @@ int Accumulate(Window* w, Accumulation& a, int target, MPI_Aint disp, const char
   if (a.basic == MPI_DATATYPE_NULL) return MPI_SUCCESS;  // no bytes
   AccumulateLock lock(*w, target);
   if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
+  const auto at = static_cast<std::uint64_t>(first);
+  const auto span = static_cast<std::uint64_t>(a.target.info.Span(a.target.count));
+  if (int rc = BeforeAccumulate(*w, target, at, span); rc != MPI_SUCCESS) return rc;
   TargetView view(*w, target, disp, first, a.target, true);
-  return Combine(*w, a, view);
+  if (int rc = Combine(*w, a, view); rc != MPI_SUCCESS) return rc;
+  return AfterAccumulate(*w, target, at, span);
 }
 
 Side Of(const void* addr, MPI_Aint count, MPI_Datatype type) { return Side{addr, count, type, {}}; }
@@ -205,15 +210,19 @@ int CompareAndSwapCall(Window* w, const void* origin, const void* compare, void*
   if (int rc = CheckRange(*w, target, disp, 1, t.info, first, call); rc != MPI_SUCCESS) return rc;
   AccumulateLock lock(*w, target);
   if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
+  const auto n = static_cast<std::size_t>(t.info.size);
+  const auto offset = static_cast<std::uint64_t>(first);
+  if (int rc = BeforeAccumulate(*w, target, offset, n); rc != MPI_SUCCESS) return rc;
   TargetView view(*w, target, disp, first, t, true);
   if (int rc = view.Load(); rc != MPI_SUCCESS) return rc;
   auto* at = static_cast<std::byte*>(const_cast<void*>(view.side().addr));
-  const auto n = static_cast<std::size_t>(t.info.size);
   std::vector<std::byte> old(at, at + n);
   std::memcpy(result, old.data(), n);
-  if (std::memcmp(old.data(), compare, n) != 0) return MPI_SUCCESS;
-  std::memcpy(at, origin, n);
-  return view.Store();
+  if (std::memcmp(old.data(), compare, n) == 0) {
+    std::memcpy(at, origin, n);
+    if (int rc = view.Store(); rc != MPI_SUCCESS) return rc;
+  }
+  return AfterAccumulate(*w, target, offset, n);
 }
 
 }  // namespace tierflow::rma

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rma/mpi/coherence.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "tierflow/coherence.h"
 
@@ -10,13 +14,22 @@ namespace tierflow::rma {
 
 namespace {
 
+constexpr std::uint64_t kLine = 64;
+
+std::uint64_t Down(std::uint64_t v, std::uint64_t unit) { return v / unit * unit; }
+std::uint64_t Up(std::uint64_t v, std::uint64_t unit, std::uint64_t limit) {
+  return std::min(limit, (v + unit - 1) / unit * unit);
+}
+
+// --- the simulation ------------------------------------------------------------------------
+
 // Bytes of the private copy that differ from its twin go to the public copy, and the twin
 // follows: the next write-back sends only what changed since.
-void SimulatedWriteBack(Window& w, int r) {
+void WriteBackBytes(Window& w, int r, std::uint64_t b, std::uint64_t e) {
   std::byte* mine = w.base[r];
   std::byte* twin = w.twin[r].data();
   std::byte* pub = w.pub[r];
-  for (std::size_t i = 0, n = w.size[r]; i < n; ++i) {
+  for (std::uint64_t i = b; i < e; ++i) {
     if (mine[i] != twin[i]) {
       pub[i] = mine[i];
       twin[i] = mine[i];
@@ -24,12 +37,66 @@ void SimulatedWriteBack(Window& w, int r) {
   }
 }
 
-void SimulatedInvalidate(Window& w, int r) {
-  SimulatedWriteBack(w, r);
-  // One read of the public copy for both: other ranks' accumulates change it meanwhile, and a
-  // twin newer than its copy would send the copy's older bytes back as if written here.
-  std::memcpy(w.base[r], w.pub[r], w.size[r]);
-  std::memcpy(w.twin[r].data(), w.base[r], w.size[r]);
+// The same for the lines of [b, e) the copy holds: a line that is not present was never
+// written here (the own window is always present: it is the program's memory).
+void SimulatedWriteBack(Window& w, int r, std::uint64_t b, std::uint64_t e) {
+  if (r == w.me) {
+    WriteBackBytes(w, r, b, e);
+    return;
+  }
+  for (std::uint64_t line = b / kLine; line * kLine < e; ++line) {
+    if (!w.present[r][line]) continue;
+    WriteBackBytes(w, r, std::max(b, line * kLine), std::min(e, (line + 1) * kLine));
+  }
+}
+
+// The own window: written back, then refilled (copy and twin from one read of the public
+// copy: other ranks' accumulates change it meanwhile, and a twin newer than its copy would send
+// the copy's older bytes back as if written here).
+void SimulatedRefresh(Window& w, int r, std::uint64_t b, std::uint64_t e) {
+  SimulatedWriteBack(w, r, b, e);
+  std::memcpy(w.base[r] + b, w.pub[r] + b, e - b);
+  std::memcpy(w.twin[r].data() + b, w.base[r] + b, e - b);
+}
+
+// Another rank's copy: the lines of [b, e) that are not present are filled.
+void SimulatedFill(Window& w, int r, std::uint64_t b, std::uint64_t e) {
+  std::vector<std::uint8_t>& present = w.present[r];
+  for (std::uint64_t line = b / kLine; line * kLine < e; ++line) {
+    if (present[line]) continue;
+    const std::uint64_t lb = line * kLine, le = std::min(lb + kLine, w.size[r]);
+    std::memcpy(w.base[r] + lb, w.pub[r] + lb, le - lb);
+    std::memcpy(w.twin[r].data() + lb, w.pub[r] + lb, le - lb);
+    present[line] = 1;
+  }
+}
+
+// Invalidation of another rank's copy: its stores in [b, e) written back, the lines dropped.
+void SimulatedDrop(Window& w, int r, std::uint64_t b, std::uint64_t e) {
+  SimulatedWriteBack(w, r, b, e);
+  for (std::uint64_t line = b / kLine; line * kLine < e; ++line) w.present[r][line] = 0;
+}
+
+// --- the real instructions -----------------------------------------------------------------
+
+std::vector<MemorySpan> Spans(const Window& w, int r, const RangeSet& ranges, std::uint64_t widen) {
+  std::vector<MemorySpan> spans;
+  spans.reserve(ranges.size());
+  for (const auto& [b, e] : ranges.ranges()) {
+    const std::uint64_t lo = Down(b, widen), hi = Up(e, widen, w.size[r]);
+    spans.push_back({w.base[r] + lo, static_cast<std::size_t>(hi - lo)});
+  }
+  return spans;
+}
+
+int Failed(Window& w, const char* what, int r, const Status& s) {
+  if (s.ok()) return MPI_SUCCESS;
+  Say(w.me, fmt::format("{} of rank {}'s window failed: {}", what, r, s.message()));
+  return Fail(w, Misuse::kCoherence, s.message());
+}
+
+bool Maintained(const Window& w, int r) {
+  return w.coherence != Coherence::kCoherent && w.size[r] != 0 && w.base[r] != nullptr;
 }
 
 }  // namespace
@@ -51,43 +118,119 @@ bool CoherenceFromEnvironment(Coherence& out, std::string& error) {
   return true;
 }
 
-void WriteBack(Window& w, int r) {
-  if (w.size[r] == 0 || w.base[r] == nullptr) return;
+int Touch(Window& w, int r, std::uint64_t offset, std::uint64_t len, bool store) {
+  if (!Maintained(w, r) || len == 0) return MPI_SUCCESS;
+  const std::uint64_t end = offset + len;
+  if (store) w.dirty[r].Add(offset, end);
+  // One's own window is the program's memory, kept current by the synchronisation calls.
+  if (r == w.me || !Kept(HookPoint::kAccessInvalidate)) return MPI_SUCCESS;
+  const std::uint64_t lo = Down(offset, kLine), hi = Up(end, kLine, w.size[r]);
   if (w.coherence == Coherence::kSimulated) {
-    SimulatedWriteBack(w, r);
-  } else if (w.coherence == Coherence::kNoncoherent) {
-    (void)tierflow::WriteBack(w.base[r], w.size[r]);
+    SimulatedDrop(w, r, lo, hi);  // what this process stored there is written back first
+    SimulatedFill(w, r, lo, hi);
+    return MPI_SUCCESS;
   }
+  if (!store) return Failed(w, "invalidating", r, tierflow::Invalidate(w.base[r] + lo, hi - lo));
+  // A put overwrites its whole lines; a partial line at either end merges with what the cache
+  // holds of it, which must be what memory holds.
+  std::vector<MemorySpan> edges;
+  if (offset != lo) edges.push_back({w.base[r] + lo, kLine});
+  if (end != hi && (edges.empty() || hi - kLine != lo))
+    edges.push_back({w.base[r] + hi - kLine, kLine});
+  if (edges.empty()) return MPI_SUCCESS;
+  return Failed(w, "invalidating", r, tierflow::Invalidate(edges));
 }
 
-void Invalidate(Window& w, int r) {
-  if (w.size[r] == 0 || w.base[r] == nullptr) return;
+int BeforeAccumulate(Window& w, int r, std::uint64_t offset, std::uint64_t len) {
+  if (!Maintained(w, r) || len == 0 || w.coherence != Coherence::kNoncoherent) return MPI_SUCCESS;
+  return Failed(w, "invalidating", r, tierflow::Invalidate(w.base[r] + offset, len));
+}
+
+int AfterAccumulate(Window& w, int r, std::uint64_t offset, std::uint64_t len) {
+  if (!Maintained(w, r) || len == 0) return MPI_SUCCESS;
+  const std::uint64_t lo = Down(offset, kLine), hi = Up(offset + len, kLine, w.size[r]);
+  // Noted as stored, so that the target learns of it from the ledger; written back as such,
+  // it sends nothing more (the copy did not change).
+  w.dirty[r].Add(lo, hi);
   if (w.coherence == Coherence::kSimulated) {
-    SimulatedInvalidate(w, r);
-  } else if (w.coherence == Coherence::kNoncoherent) {
-    (void)tierflow::Invalidate(w.base[r], w.size[r]);
+    if (r != w.me) SimulatedDrop(w, r, lo, hi);
+    return MPI_SUCCESS;
   }
+  return Failed(w, "writing back", r, tierflow::WriteBackInvalidate(w.base[r] + lo, hi - lo));
 }
 
-void WriteBackAll(Window& w) {
-  if (w.coherence == Coherence::kCoherent) return;
-  for (int r = 0; r < w.ranks; ++r) WriteBack(w, r);
+int WriteBackCopy(Window& w, int r) {
+  if (!Maintained(w, r) || w.dirty[r].empty()) return MPI_SUCCESS;
+  int rc = MPI_SUCCESS;
+  if (w.coherence == Coherence::kSimulated) {
+    for (const auto& [b, e] : w.dirty[r].ranges()) SimulatedWriteBack(w, r, b, e);
+  } else {
+    rc = Failed(w, "writing back", r, tierflow::WriteBack(Spans(w, r, w.dirty[r], kLine)));
+  }
+  w.dirty[r].Clear();
+  return rc;
 }
 
-void InvalidateAll(Window& w) {
-  if (w.coherence == Coherence::kCoherent) return;
-  for (int r = 0; r < w.ranks; ++r) Invalidate(w, r);
+int WriteBackOwn(Window& w) {
+  const int me = w.me;
+  if (!Maintained(w, me)) return MPI_SUCCESS;
+  w.dirty[me].Clear();  // contained in the whole
+  if (w.coherence == Coherence::kSimulated) {
+    SimulatedWriteBack(w, me, 0, w.size[me]);
+    return MPI_SUCCESS;
+  }
+  return Failed(w, "writing back", me, tierflow::WriteBack(w.base[me], w.size[me]));
+}
+
+int InvalidateOwn(Window& w) {
+  const int me = w.me;
+  if (!Maintained(w, me)) return MPI_SUCCESS;
+  w.dirty[me].Clear();
+  if (w.coherence == Coherence::kSimulated) {
+    SimulatedRefresh(w, me, 0, w.size[me]);
+    return MPI_SUCCESS;
+  }
+  return Failed(w, "invalidating", me, tierflow::Invalidate(w.base[me], w.size[me]));
+}
+
+int InvalidateOwnWritten(Window& w, int slot) {
+  const int me = w.me;
+  if (!Maintained(w, me)) return MPI_SUCCESS;
+  RangeSet written;
+  const bool complete = w.ledger.Collect(me, slot, written);
+  w.ledger.Reset(me, slot);
+  if (!complete) return InvalidateOwn(w);
+  if (written.empty()) return MPI_SUCCESS;
+  if (w.coherence == Coherence::kSimulated) {
+    for (const auto& [b, e] : written.ranges()) {
+      SimulatedRefresh(w, me, Down(b, kLine), Up(e, kLine, w.size[me]));
+    }
+    return MPI_SUCCESS;
+  }
+  return Failed(w, "invalidating", me, tierflow::Invalidate(Spans(w, me, written, kLine)));
+}
+
+void Publish(Window& w, int target, int slot) {
+  if (w.coherence == Coherence::kCoherent || !w.ledger.attached()) return;
+  w.ledger.Record(target, slot, w.dirty[target]);
+}
+
+void ResetLedger(Window& w, int slot) {
+  if (w.coherence == Coherence::kCoherent || !w.ledger.attached()) return;
+  w.ledger.Reset(w.me, slot);
 }
 
 void StartSimulation(Window& w, const std::vector<std::byte*>& pub) {
   w.pub = pub;
   w.cache.assign(w.ranks, {});
   w.twin.assign(w.ranks, {});
+  w.present.assign(w.ranks, {});
   for (int r = 0; r < w.ranks; ++r) {
     const std::byte* p = pub[r];
     w.twin[r].assign(p, p + w.size[r]);
-    if (r != w.me) {
-      w.cache[r] = w.twin[r];
+    if (r != w.me) {  // a cache with nothing in it yet: lines fill on first touch
+      w.cache[r].assign(w.size[r], std::byte{0});
+      w.present[r].assign((w.size[r] + kLine - 1) / kLine, 0);
       w.base[r] = w.cache[r].data();
     }
   }

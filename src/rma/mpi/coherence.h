@@ -17,12 +17,26 @@
 // copies, as the MPI standard's separate model says.
 //
 // Where the hooks are (HookPoint): post writes back the target's window before the origins
-// may read it; start invalidates the origin's copies of its targets; complete writes them
-// back before the targets' counters drop; wait (and a successful test) invalidates the
-// target's window; fence writes back everything before its barrier and invalidates after;
-// lock invalidates the copy of the target once the lock is held, unlock and flush write it
-// back. Accumulates act on the public copy under the accumulate lock, as atomics act at the
-// point of coherence.
+// may read it; complete writes back what the origin stored into its targets' windows before
+// their counters drop; wait (and a successful test) invalidates the target's window; fence
+// writes back everything before its barrier and invalidates after; unlock and flush write back
+// the copy of the target, and a lock of one's own window invalidates it. An origin invalidates
+// a target's lines when it accesses them (Christgau's selective invalidation for GETs, seed 002
+// §4.6.3): the lines a get reads, the partial lines at the ends of what a put stores; once the
+// target's post, the lock or the fence has been seen, memory holds what the target wrote, and a
+// line the origin cached earlier is dropped and read again. Accumulates act at the point of
+// coherence under the accumulate lock, as atomics do.
+//
+// Selectively (§4.6.2-4.6.3): a copy of another rank's window is written back only where this
+// process stored into it (Window::dirty); a rank's own window is invalidated at the end of a
+// GATS epoch or fence only where the origins stored into it, as they note in the window's
+// WriteLedger. What a program stores into its own window with plain stores is known to
+// nobody: the post and fence write that window back whole unless MPI_MODE_NOSTORE says there
+// were none, and a lock of one's own window and MPI_Win_sync maintain it whole. The simulation
+// keeps per line of each copy whether it is present (filled from the public copy on first
+// touch, as a cache fills a line on a miss); its byte-granular write-back cannot tell a store
+// of an unchanged byte into a stale line, so there a put refreshes every line it stores into,
+// where the hardware writes the whole dirty line back.
 #pragma once
 
 #include "rma/mpi/window.h"
@@ -33,7 +47,7 @@ namespace tierflow::rma {
 // and show that the tests then fail.
 enum class HookPoint : int {
   kPostWriteBack = 0,
-  kStartInvalidate,
+  kAccessInvalidate,
   kCompleteWriteBack,
   kWaitInvalidate,
   kFenceWriteBack,
@@ -52,12 +66,37 @@ constexpr bool Kept(HookPoint h) { return static_cast<int>(h) != TIERFLOW_RMA_MU
 // Reads TIERFLOW_RMA_COHERENCE; false with `error` set for a value it does not know.
 bool CoherenceFromEnvironment(Coherence& out, std::string& error);
 
-// `rank`'s window as this process sees it -> its public copy / the reverse (see above).
-void WriteBack(Window& w, int rank);
-void Invalidate(Window& w, int rank);
-// The same for every rank of the window.
-void WriteBackAll(Window& w);
-void InvalidateAll(Window& w);
+// Before this process accesses [offset, offset + len) of `rank`'s window through base[rank]
+// (`store`: a put): the invalidation of the lines it reads or partly stores (above), and the
+// bytes stored noted for the next write-back. MPI_SUCCESS or the error code.
+int Touch(Window& w, int rank, std::uint64_t offset, std::uint64_t len, bool store);
+// Around an accumulate on [offset, offset + len) of `rank`'s window, under its accumulate
+// lock: it acts at the point of coherence, as an atomic does. Before: in the noncoherent mode
+// the bytes are read fresh (invalidated). After: written back and dropped there; in the
+// simulation (which acted on the public copy) this process's copy of them is stale and dropped;
+// in both, noted as stored so that the target learns of them. MPI_SUCCESS or the error code.
+int BeforeAccumulate(Window& w, int rank, std::uint64_t offset, std::uint64_t len);
+int AfterAccumulate(Window& w, int rank, std::uint64_t offset, std::uint64_t len);
+
+// The hooks. Each returns MPI_SUCCESS or, when a cache-maintenance instruction failed, the
+// window's error handler's code (Misuse::kCoherence). In the coherent mode they do nothing.
+// The copy of `rank`'s window (rank may be this rank, for its RMA calls to itself): write back
+// what was stored into it.
+int WriteBackCopy(Window& w, int rank);
+// This rank's own window, whole.
+int WriteBackOwn(Window& w);
+int InvalidateOwn(Window& w);
+// This rank's own window where the origins of the epoch noted stores in `slot` of the ledger
+// (the whole window when the slot overflowed); the slot is cleared.
+int InvalidateOwnWritten(Window& w, int slot);
+// Notes in `target`'s ledger `slot` what this process stored into its window (before the
+// write-back that clears it, before the epoch's release).
+void Publish(Window& w, int target, int slot);
+void ResetLedger(Window& w, int slot);
+// The ledger slots: one for GATS epochs, two for fences (alternating, so that a fast rank's
+// notes for the next fence never land in a slot its target is still reading).
+constexpr int kGatsSlot = 2;
+inline int FenceSlot(const Window& w) { return w.fences % 2; }
 
 // kSimulated: the public copy of every rank mapped here, the private copies and twins made
 // from them (after the program's memory was copied to its public copy).

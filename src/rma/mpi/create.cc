@@ -237,12 +237,17 @@ std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_
   w->coherence = mode;
   PMPI_Comm_rank(comm, &w->me);
   PMPI_Comm_size(comm, &w->ranks);
-  Result<SharedSegment> control = MakeShared(comm, w->me, WindowSync::Bytes(w->ranks));
+  // The synchronisation words, then (non-coherent modes) the ledger of stores per rank.
+  const std::size_t words = (WindowSync::Bytes(w->ranks) + 63) / 64 * 64;
+  const std::size_t ledger = mode == Coherence::kCoherent ? 0 : WriteLedger::Bytes(w->ranks);
+  Result<SharedSegment> control = MakeShared(comm, w->me, words + ledger);
   if (!control.ok()) {
     PassThroughReason(comm, "window", control.status().message());
     return nullptr;
   }
   w->control = std::move(*control);
+  if (ledger != 0) w->ledger = WriteLedger(w->control.data() + words, w->ranks);
+  w->dirty.assign(w->ranks, {});
   const bool over = Oversubscribed(w->ranks);
   w->sync = std::make_unique<WindowSync>(w->control.data(), w->ranks, w->me, over ? 64 : 20000,
                                          over ? 1000 : 0);

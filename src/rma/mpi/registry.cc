@@ -71,6 +71,9 @@ const MisuseText kTexts[] = {
     {MPI_ERR_OP,
      "tierflow-rma: accumulates take a predefined operation (or MPI_REPLACE, MPI_NO_OP) on "
      "datatypes built from one predefined type, the same at origin and target"},
+    {MPI_ERR_OTHER,
+     "tierflow-rma: writing back or invalidating window memory failed (see the message on "
+     "stderr): use TIERFLOW_RMA_COHERENCE=coherent on a host whose caches are coherent"},
 };
 static_assert(sizeof(kTexts) / sizeof(kTexts[0]) == static_cast<int>(Misuse::kCount));
 

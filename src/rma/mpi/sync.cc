@@ -40,20 +40,33 @@ bool PassiveEpoch(const Window& w) { return w.locks_held > 0 || w.lock_all; }
 
 int PeerGone(Window& w, const Status& s) { return Fail(w, Misuse::kPeerGone, s.message()); }
 
-// A fence writes back this rank's copies of the others' windows (its puts) and, unless
-// MPI_MODE_NOSTORE says there were no local stores, its own window.
-void FenceWriteBack(Window& w, int asserts) {
-  for (int r = 0; r < w.ranks; ++r) {
-    if (r != w.me || !(asserts & MPI_MODE_NOSTORE)) WriteBack(w, r);
-  }
+// The end of an exposure epoch (wait, a successful test): the origins' puts, where they noted
+// them; MPI_MODE_NOPUT on the post said there would be none.
+int EndExposure(Window& w) {
+  if (!Kept(HookPoint::kWaitInvalidate) || (w.post_assert & MPI_MODE_NOPUT)) return MPI_SUCCESS;
+  return InvalidateOwnWritten(w, kGatsSlot);
 }
 
-// After the barrier: the copies of the others' windows, and its own unless the fence that
-// opened the closing epoch said MPI_MODE_NOPUT (nobody put into it since).
-void FenceInvalidate(Window& w, int opening_asserts) {
+// A fence notes in each rank's ledger what this rank stored into its window, writes back its
+// copies of the others' windows (its puts) and, unless MPI_MODE_NOSTORE says there were no
+// local stores, its own window.
+int FenceWriteBack(Window& w, int asserts) {
   for (int r = 0; r < w.ranks; ++r) {
-    if (r != w.me || !(opening_asserts & MPI_MODE_NOPUT)) Invalidate(w, r);
+    Publish(w, r, FenceSlot(w));
+    if (int rc = WriteBackCopy(w, r); rc != MPI_SUCCESS) return rc;
   }
+  return asserts & MPI_MODE_NOSTORE ? MPI_SUCCESS : WriteBackOwn(w);
+}
+
+// After the barrier: its own window where the others noted stores, unless the fence that
+// opened the closing epoch said MPI_MODE_NOPUT (nobody put into it since: the slot is only
+// cleared). The others' windows are invalidated where they are accessed.
+int FenceInvalidate(Window& w, int opening_asserts) {
+  if (opening_asserts & MPI_MODE_NOPUT) {
+    ResetLedger(w, FenceSlot(w));
+    return MPI_SUCCESS;
+  }
+  return InvalidateOwnWritten(w, FenceSlot(w));
 }
 
 }  // namespace
@@ -88,8 +101,12 @@ extern "C" int MPI_Win_complete(MPI_Win win) {
       return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_complete without MPI_Win_start");
     }
     w->started = false;
+    // The puts, noted for the targets and written back before their counters drop.
+    for (int t : w->start_group) Publish(*w, t, kGatsSlot);
     if (Kept(HookPoint::kCompleteWriteBack)) {
-      for (int t : w->start_group) WriteBack(*w, t);  // the puts, before the counters drop
+      for (int t : w->start_group) {
+        if (int rc = WriteBackCopy(*w, t); rc != MPI_SUCCESS) return rc;
+      }
     }
     if (Status s = w->sync->Complete(w->start_group); !s.ok()) return PeerGone(*w, s);
     return MPI_SUCCESS;
@@ -104,7 +121,10 @@ extern "C" int MPI_Win_post(MPI_Group group, int asserts, MPI_Win win) {
     if (int rc = Translate(*w, group, w->post_group, "MPI_Win_post"); rc != MPI_SUCCESS) return rc;
     std::atomic_thread_fence(std::memory_order_seq_cst);  // local stores before the origins look
     // MPI_MODE_NOSTORE: no local stores since the last synchronisation, nothing to write back.
-    if (Kept(HookPoint::kPostWriteBack) && !(asserts & MPI_MODE_NOSTORE)) WriteBack(*w, w->me);
+    if (Kept(HookPoint::kPostWriteBack) && !(asserts & MPI_MODE_NOSTORE)) {
+      if (int rc = WriteBackOwn(*w); rc != MPI_SUCCESS) return rc;
+    }
+    ResetLedger(*w, kGatsSlot);  // before any origin of this epoch can see the post
     w->post_assert = asserts;
     w->sync->Post(w->post_group);
     w->posted = true;
@@ -119,12 +139,8 @@ extern "C" int MPI_Win_wait(MPI_Win win) {
     if (w == nullptr) return PMPI_Win_wait(win);
     if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_wait without MPI_Win_post");
     if (Status s = w->sync->AwaitCompletion(); !s.ok()) return PeerGone(*w, s);
-    // The origins' puts; MPI_MODE_NOPUT on the post said there would be none.
-    if (Kept(HookPoint::kWaitInvalidate) && !(w->post_assert & MPI_MODE_NOPUT)) {
-      Invalidate(*w, w->me);
-    }
     w->posted = false;
-    return MPI_SUCCESS;
+    return EndExposure(*w);
   });
 }
 
@@ -134,13 +150,9 @@ extern "C" int MPI_Win_test(MPI_Win win, int* flag) {
     if (w == nullptr) return PMPI_Win_test(win, flag);
     if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_test without MPI_Win_post");
     *flag = w->sync->Completed() ? 1 : 0;
-    if (*flag) {
-      if (Kept(HookPoint::kWaitInvalidate) && !(w->post_assert & MPI_MODE_NOPUT)) {
-        Invalidate(*w, w->me);
-      }
-      w->posted = false;
-    }
-    return MPI_SUCCESS;
+    if (!*flag) return MPI_SUCCESS;
+    w->posted = false;
+    return EndExposure(*w);
   });
 }
 
@@ -155,9 +167,14 @@ extern "C" int MPI_Win_fence(int asserts, MPI_Win win) {
     // Neither an epoch before nor one after: nothing to order with the other ranks.
     const bool alone = (asserts & MPI_MODE_NOPRECEDE) && (asserts & MPI_MODE_NOSUCCEED);
     if (!alone) {
-      if (Kept(HookPoint::kFenceWriteBack)) FenceWriteBack(*w, asserts);
+      if (Kept(HookPoint::kFenceWriteBack)) {
+        if (int rc = FenceWriteBack(*w, asserts); rc != MPI_SUCCESS) return rc;
+      }
       if (Status s = w->sync->Barrier(); !s.ok()) return PeerGone(*w, s);
-      if (Kept(HookPoint::kFenceInvalidate)) FenceInvalidate(*w, w->fence_assert);
+      if (Kept(HookPoint::kFenceInvalidate)) {
+        if (int rc = FenceInvalidate(*w, w->fence_assert); rc != MPI_SUCCESS) return rc;
+      }
+      ++w->fences;
     }
     w->fence_epoch = (asserts & MPI_MODE_NOSUCCEED) == 0;
     w->fence_assert = asserts;
@@ -178,23 +195,30 @@ int CheckLockTarget(Window& w, int rank, const char* call) {
 int Acquire(Window& w, int type, int rank, int asserts) {
   if (asserts & MPI_MODE_NOCHECK) {
     w.lock[rank] = kNoCheck;
-    if (Kept(HookPoint::kLockInvalidate)) Invalidate(w, rank);
-    return MPI_SUCCESS;
+  } else {
+    const bool exclusive = type == MPI_LOCK_EXCLUSIVE;
+    Status s = exclusive ? w.sync->LockExclusive(rank) : w.sync->LockShared(rank);
+    if (!s.ok()) return PeerGone(w, s);
+    w.lock[rank] = exclusive ? kExclusive : kShared;
   }
-  const bool exclusive = type == MPI_LOCK_EXCLUSIVE;
-  Status s = exclusive ? w.sync->LockExclusive(rank) : w.sync->LockShared(rank);
-  if (!s.ok()) return PeerGone(w, s);
-  w.lock[rank] = exclusive ? kExclusive : kShared;
-  if (Kept(HookPoint::kLockInvalidate)) Invalidate(w, rank);
-  return MPI_SUCCESS;
+  // What the last holder wrote into one's own window, which nobody noted: the whole of it.
+  // Another rank's lines are invalidated when they are accessed.
+  if (!Kept(HookPoint::kLockInvalidate) || rank != w.me) return MPI_SUCCESS;
+  return InvalidateOwn(w);
 }
 
-void Release(Window& w, int rank) {
-  if (Kept(HookPoint::kUnlockWriteBack)) WriteBack(w, rank);
+// The write-back of what was stored under the lock (of one's own window: the whole, the
+// program's local stores included), then the lock word.
+int Release(Window& w, int rank) {
+  int rc = MPI_SUCCESS;
+  if (Kept(HookPoint::kUnlockWriteBack)) {
+    rc = rank == w.me ? WriteBackOwn(w) : WriteBackCopy(w, rank);
+  }
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (w.lock[rank] == kShared) w.sync->UnlockShared(rank);
   if (w.lock[rank] == kExclusive) w.sync->UnlockExclusive(rank);
   w.lock[rank] = kUnlocked;
+  return rc;
 }
 
 }  // namespace
@@ -230,9 +254,9 @@ extern "C" int MPI_Win_unlock(int rank, MPI_Win win) {
       return Fail(*w, Misuse::kNoMatchingSync,
                   fmt::format("MPI_Win_unlock of rank {} without MPI_Win_lock of it", rank));
     }
-    Release(*w, rank);
+    const int rc = Release(*w, rank);
     --w->locks_held;
-    return MPI_SUCCESS;
+    return rc;
   });
 }
 
@@ -245,7 +269,7 @@ extern "C" int MPI_Win_lock_all(int asserts, MPI_Win win) {
     }
     for (int r = 0; r < w->ranks; ++r) {
       if (int rc = Acquire(*w, MPI_LOCK_SHARED, r, asserts); rc != MPI_SUCCESS) {
-        for (int q = 0; q < r; ++q) Release(*w, q);
+        for (int q = 0; q < r; ++q) (void)Release(*w, q);  // the first error is reported
         return rc;
       }
     }
@@ -261,9 +285,13 @@ extern "C" int MPI_Win_unlock_all(MPI_Win win) {
     if (!w->lock_all) {
       return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_unlock_all without MPI_Win_lock_all");
     }
-    for (int r = 0; r < w->ranks; ++r) Release(*w, r);
+    int rc = MPI_SUCCESS;
+    for (int r = 0; r < w->ranks; ++r) {
+      const int released = Release(*w, r);
+      if (rc == MPI_SUCCESS) rc = released;  // every lock is released; the first error reported
+    }
     w->lock_all = false;
-    return MPI_SUCCESS;
+    return rc;
   });
 }
 
@@ -279,9 +307,10 @@ int Flush(MPI_Win win, int rank, const char* call, int (*pass)(int, MPI_Win)) {
     return Fail(*w, Misuse::kNoMatchingSync,
                 fmt::format("{} of rank {} outside a passive-target epoch to it", call, rank));
   }
-  if (Kept(HookPoint::kFlushWriteBack)) WriteBack(*w, rank);
+  int rc = MPI_SUCCESS;
+  if (Kept(HookPoint::kFlushWriteBack)) rc = WriteBackCopy(*w, rank);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  return MPI_SUCCESS;
+  return rc;
 }
 
 int FlushAll(MPI_Win win, const char* call, int (*pass)(MPI_Win)) {
@@ -291,9 +320,12 @@ int FlushAll(MPI_Win win, const char* call, int (*pass)(MPI_Win)) {
     return Fail(*w, Misuse::kNoMatchingSync,
                 fmt::format("{} outside a passive-target epoch", call));
   }
-  if (Kept(HookPoint::kFlushWriteBack)) WriteBackAll(*w);
+  int rc = MPI_SUCCESS;
+  for (int r = 0; r < w->ranks && rc == MPI_SUCCESS; ++r) {
+    if (Kept(HookPoint::kFlushWriteBack)) rc = WriteBackCopy(*w, r);
+  }
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  return MPI_SUCCESS;
+  return rc;
 }
 
 }  // namespace
@@ -322,9 +354,9 @@ extern "C" int MPI_Win_sync(MPI_Win win) {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_sync(win);
     // The separate model's private and public copies of this rank's window meet.
-    WriteBack(*w, w->me);
-    Invalidate(*w, w->me);
+    int rc = WriteBackOwn(*w);
+    if (rc == MPI_SUCCESS) rc = InvalidateOwn(*w);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return MPI_SUCCESS;
+    return rc;
   });
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "rma/mpi/access.h"
+#include "rma/mpi/coherence.h"
 #include "rma/mpi/datatype.h"
 #include "rma/mpi/window.h"
 
@@ -18,15 +19,18 @@ constexpr std::size_t kSmallCopy = 4096;
 
 // Both sides contiguous, the target mapped here, a small copy: the latency path, without
 // packing or TargetView.
+// Sets `rc` (MPI_SUCCESS or the coherence hook's error) when it returns true.
 bool SmallCopy(Window& w, const Side& origin, const Side& target, int rank, MPI_Aint disp,
-               std::size_t n, bool put) {
+               std::size_t n, bool put, int& rc) {
   if (w.base[rank] == nullptr || n >= kSmallCopy || !origin.info.Contiguous(origin.count) ||
       !target.info.Contiguous(target.count)) {
     return false;
   }
   auto* o = static_cast<std::byte*>(const_cast<void*>(origin.addr)) + origin.info.true_lb;
-  std::byte* t =
-      w.base[rank] + disp * static_cast<MPI_Aint>(w.disp_unit[rank]) + target.info.true_lb;
+  const MPI_Aint offset = disp * static_cast<MPI_Aint>(w.disp_unit[rank]) + target.info.true_lb;
+  rc = Touch(w, rank, static_cast<std::uint64_t>(offset), n, put);
+  if (rc != MPI_SUCCESS) return true;
+  std::byte* t = w.base[rank] + offset;
   CopyBytes(put ? t : o, put ? o : t, n);
   return true;
 }
@@ -44,7 +48,13 @@ int Transfer(Window* w, Side& origin, int target_rank, MPI_Aint disp, Side& targ
     return rc;
   }
   const auto n = static_cast<std::size_t>(origin.count * origin.info.size);
-  if (n == 0 || SmallCopy(*w, origin, target, target_rank, disp, n, put)) return MPI_SUCCESS;
+  if (n == 0) return MPI_SUCCESS;
+  if (int rc = MPI_SUCCESS; SmallCopy(*w, origin, target, target_rank, disp, n, put, rc)) return rc;
+  if (int rc = Touch(*w, target_rank, static_cast<std::uint64_t>(first),
+                     static_cast<std::uint64_t>(target.info.Span(target.count)), put);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
   TargetView view(*w, target_rank, disp, first, target, false);
   std::vector<std::byte> tmp;
   const std::byte* bytes = nullptr;

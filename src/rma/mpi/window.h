@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "rma/range_set.h"
 #include "rma/shared_segment.h"
 #include "rma/window_sync.h"
+#include "rma/write_ledger.h"
 
 namespace tierflow::rma {
 
@@ -45,6 +47,13 @@ struct Window {
   std::vector<std::byte*> pub;
   std::vector<std::vector<std::byte>> cache, twin;
   std::vector<std::byte> local;  // the program's memory of a simulated MPI_Win_allocate window
+  std::vector<std::vector<std::uint8_t>> present;  // per rank != me, per line of its copy
+
+  // The non-coherent modes (rma/mpi/coherence.h): per rank, the bytes of its window this
+  // process stored into since the last write-back of them.
+  std::vector<RangeSet> dirty;
+  WriteLedger ledger;  // in the control segment, after the WindowSync words
+  int fences = 0;      // fences with a barrier so far: which ledger slot a fence uses
 
   // Epochs of this rank.
   bool fence_epoch = false;                  // opened by a fence without MPI_MODE_NOSUCCEED
@@ -81,6 +90,7 @@ enum class Misuse : int {
   kPeerGone,        // a rank of the window exited while this one waited
   kLockType,        // neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE
   kOp,              // not a predefined operation, or origin and target of other elements
+  kCoherence,       // a cache-maintenance instruction failed on window memory
   kCount
 };
 // Calls the window's error handler with the code for `what` and returns the code. With
