@@ -12,7 +12,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,15 +49,10 @@ std::optional<long long> Number(const char* text, long long low, long long high)
 }
 
 std::string ParseVariants(const std::string& list, std::vector<ca::Variant>& out) {
-  for (std::size_t b = 0; b <= list.size();) {
-    const std::size_t e = std::min(list.find(',', b), list.size());
-    const std::string name = list.substr(b, e - b);
-    if (std::optional<ca::Variant> v = ca::ParseVariant(name)) {
-      out.push_back(*v);
-    } else {
-      return "--variant '" + name + "' is not an exchange: use two-sided or gats";
-    }
-    b = e + 1;
+  for (const std::string& name : mpiapp::SplitList(list)) {
+    std::optional<ca::Variant> v = ca::ParseVariant(name);
+    if (!v) return "--variant '" + name + "' is not an exchange: use two-sided or gats";
+    out.push_back(*v);
   }
   return "";
 }
@@ -150,33 +144,31 @@ void Print(const Options& o, ca::Variant v, const Result& r, const mpiapp::PerRa
   mpiapp::PrintBreakdown(p);
 }
 
+// Every variant in turn; rank 0 reports. 1 when a checked hash did not match.
+int Run(const Options& o, int rank, int ranks) {
+  int status = 0;
+  std::optional<std::uint64_t> reference;
+  if (o.verify && rank == 0) reference = ca::SerialHash(o.shape, o.iterations);
+  for (ca::Variant v : o.variants) {
+    const Result r = RunSteps(o, v, rank, ranks);
+    const mpiapp::PerRank p = mpiapp::PerRank::Gather(r.times, r.total, ranks);
+    if (rank != 0) continue;
+    const bool ok = !reference || *reference == r.hash;
+    if (!ok) status = 1;
+    Print(o, v, r, p, !reference ? "null" : ok ? "true" : "false");
+    std::fflush(stdout);
+  }
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, ranks = 1, status = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  if (std::optional<Options> o = Parse(argc, argv, rank, ranks, status)) {
-    try {
-      std::optional<std::uint64_t> reference;
-      if (o->verify && rank == 0) reference = ca::SerialHash(o->shape, o->iterations);
-      for (ca::Variant v : o->variants) {
-        const Result r = RunSteps(*o, v, rank, ranks);
-        const mpiapp::PerRank p = mpiapp::PerRank::Gather(r.times, r.total, ranks);
-        if (rank != 0) continue;
-        const bool ok = !reference || *reference == r.hash;
-        if (!ok) status = 1;
-        Print(*o, v, r, p, !reference ? "null" : ok ? "true" : "false");
-        std::fflush(stdout);
-      }
-    } catch (const std::bad_alloc&) {
-      std::fprintf(stderr,
-                   "tierflow-ca: rank %d is out of memory for the grid: use a smaller one\n", rank);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  }
-  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return status;
+  return mpiapp::RunProgram(argc, argv,
+                            "tierflow-ca: out of memory for the grid: use a smaller one",
+                            [&](int rank, int ranks) {
+                              int status = 0;
+                              std::optional<Options> o = Parse(argc, argv, rank, ranks, status);
+                              return o ? Run(*o, rank, ranks) : status;
+                            });
 }

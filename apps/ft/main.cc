@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,15 +60,13 @@ std::optional<Options> Parse(int argc, char** argv, int rank, int ranks, int& st
       error = "--class " + cls + " is not a problem class: use S, W, A or B";
     }
   }
-  for (std::size_t b = 0; error.empty() && b <= variants.size();) {
-    const std::size_t e = std::min(variants.find(',', b), variants.size());
-    const std::string name = variants.substr(b, e - b);
+  for (const std::string& name : mpiapp::SplitList(variants)) {
+    if (!error.empty()) break;
     if (std::optional<ft::Variant> v = ft::ParseVariant(name)) {
       o.variants.push_back(*v);
     } else {
       error = "--variant '" + name + "' is not a transpose: use 2sc, osc or scosco";
     }
-    b = e + 1;
   }
   if (error.empty() && (o.problem.nz % ranks != 0 || o.problem.ny % ranks != 0)) {
     error = "class " + cls + " (" + std::to_string(o.problem.nz) + " planes, " +
@@ -153,27 +150,18 @@ bool RunVariant(const Options& o, ft::Variant v, int rank, int ranks) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, ranks = 1, status = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  if (std::optional<Options> o = Parse(argc, argv, rank, ranks, status)) {
-    try {
-      for (ft::Variant v : o->variants) {
-        if (!RunVariant(*o, v, rank, ranks)) status = 1;
-      }
-    } catch (const std::bad_alloc&) {
-      std::fprintf(
-          stderr,
-          "tierflow-ft: rank %d is out of memory for class %c: it needs about %zu MiB "
-          "per rank; use more ranks or a smaller class\n",
-          rank, o->problem.name,
-          static_cast<std::size_t>(o->problem.nx) * o->problem.ny * o->problem.nz / ranks * 72 >>
-              20);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  }
-  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return status;
+  return mpiapp::RunProgram(
+      argc, argv,
+      "tierflow-ft: out of memory: a class needs about 72 bytes per grid point, "
+      "spread over the ranks (B: 1.2 GiB per rank at 2 ranks); use more ranks or a "
+      "smaller class",
+      [&](int rank, int ranks) {
+        int status = 0;
+        std::optional<Options> o = Parse(argc, argv, rank, ranks, status);
+        if (!o) return status;
+        for (ft::Variant v : o->variants) {
+          if (!RunVariant(*o, v, rank, ranks)) status = 1;
+        }
+        return status;
+      });
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 
 namespace mpiapp {
 
@@ -65,5 +66,32 @@ void PrintBreakdown(const PerRank& p) {
 }
 
 bool Oversubscribed(int ranks) { return ranks > sysconf(_SC_NPROCESSORS_ONLN); }
+
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  for (std::size_t b = 0; b <= list.size();) {
+    const std::size_t e = std::min(list.find(',', b), list.size());
+    out.push_back(list.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+int RunProgram(int argc, char** argv, const char* out_of_memory,
+               const std::function<int(int rank, int ranks)>& body) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, ranks = 1, status = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  try {
+    status = body(rank, ranks);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, out_of_memory);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return status;
+}
 
 }  // namespace mpiapp

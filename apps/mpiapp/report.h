@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,14 @@ void PrintBreakdown(const PerRank& p);
 
 // More ranks in MPI_COMM_WORLD than CPUs online.
 bool Oversubscribed(int ranks);
+
+// The items of a comma-separated list ("a,b" -> a, b; "a," -> a and an empty item).
+std::vector<std::string> SplitList(const std::string& list);
+
+// An MPI program's frame: MPI_Init, `body(rank, ranks)`, then rank 0's exit status given to
+// every rank and MPI_Finalize. A std::bad_alloc from `body` prints `out_of_memory` (with the
+// rank) and aborts the job, since the other ranks would wait for this one forever.
+int RunProgram(int argc, char** argv, const char* out_of_memory,
+               const std::function<int(int rank, int ranks)>& body);
 
 }  // namespace mpiapp
