@@ -12,12 +12,14 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "common/cpu_relax.h"
+#include "tierflow/coherence.h"
 
 namespace tierflow::rma {
 
@@ -47,6 +49,9 @@ struct alignas(64) WindowSync::Header {
 namespace {
 
 constexpr std::uint32_t kExclusive = 1u << 31;
+// Wake-up timeouts (100 ms each) a word may be read stale in the simulation before that is an
+// error: long enough for any update on its way, short for a test that leaves a hook out.
+constexpr int kStaleTicks = 20;
 
 std::size_t MatchBytes(int ranks) {
   const std::size_t bytes = (static_cast<std::size_t>(ranks) + 63) / 64 * 8;
@@ -95,8 +100,68 @@ std::size_t WindowSync::Bytes(int ranks) {
   return sizeof(Header) + sizeof(Header) + n * sizeof(Slot) + n * MatchBytes(ranks);
 }
 
-WindowSync::WindowSync(std::byte* area, int ranks, int me, int spin, int yields)
-    : area_(area), n_(ranks), me_(me), spin_(spin), yields_(yields) {}
+WindowSync::WindowSync(std::byte* area, int ranks, int me, int spin, int yields,
+                       WordCoherence words, WordHooks hooks)
+    : area_(area), n_(ranks), me_(me), spin_(spin), yields_(yields), words_(words), hooks_(hooks) {
+  if (words_ == WordCoherence::kSimulated) mine_.assign(area, area + Bytes(ranks));
+}
+
+Status WindowSync::CheckInstructions() const {
+  if (words_ != WordCoherence::kNoncoherent) return Status::Ok();
+  if (Status s = tierflow::WriteBack(area_, 64); !s.ok()) return s;
+  return tierflow::Invalidate(area_, 64);
+}
+
+template <typename T>
+T* WindowSync::Mine(const std::atomic<T>& word) const {
+  const auto offset = static_cast<std::size_t>(reinterpret_cast<const std::byte*>(&word) - area_);
+  return reinterpret_cast<T*>(mine_.data() + offset);
+}
+
+// The instructions cannot fail here: CheckInstructions tried them on this area, and every word
+// lies inside it.
+template <typename T>
+T WindowSync::Read(const std::atomic<T>& word) const {
+  if (words_ == WordCoherence::kCoherent) return word.load();
+  if (words_ == WordCoherence::kNoncoherent) {
+    if (hooks_.invalidate_before_read) (void)tierflow::Invalidate(&word, sizeof(T));
+    return word.load();
+  }
+  T* mine = Mine(word);
+  if (hooks_.invalidate_before_read) *mine = word.load();
+  last_read_ = static_cast<std::size_t>(reinterpret_cast<const std::byte*>(&word) - area_);
+  last_size_ = sizeof(T);
+  return *mine;
+}
+
+template <typename T>
+void WindowSync::Write(std::atomic<T>& word, T value) {
+  if (words_ == WordCoherence::kSimulated) {
+    *Mine(word) = value;
+    if (hooks_.write_back_after_update) word.store(value);
+    return;
+  }
+  word.store(value);
+  if (words_ == WordCoherence::kNoncoherent) Updated(&word);
+}
+
+void WindowSync::Updated(const void* word) const {
+  if (words_ == WordCoherence::kNoncoherent && hooks_.write_back_after_update) {
+    (void)tierflow::WriteBack(word, 8);
+  }
+}
+
+Status WindowSync::Stale() const {
+  if (words_ != WordCoherence::kSimulated || last_size_ == 0) return Status::Ok();
+  const bool differs = std::memcmp(mine_.data() + last_read_, area_ + last_read_, last_size_) != 0;
+  stale_ticks_ = differs ? stale_ticks_ + 1 : 0;
+  if (stale_ticks_ < kStaleTicks) return Status::Ok();
+  return Status(StatusCode::kFailed,
+                fmt::format("the synchronisation word at byte {} of the window's control segment "
+                            "was read stale for {} s in the simulated non-coherent memory: the "
+                            "invalidation before reading it is missing",
+                            last_read_, kStaleTicks / 10));
+}
 
 // Layout: the barrier's header, its wake word, the slots, the match vectors.
 WindowSync::Header& WindowSync::header() const { return *reinterpret_cast<Header*>(area_); }
@@ -149,6 +214,7 @@ Status WindowSync::Await(Wake& wake, Ready ready, int peer) {
     if (ready()) return Status::Ok();
     if (r != 0 && errno == ETIMEDOUT) {
       if (Status s = DeadPeer(peer); !s.ok()) return s;
+      if (Status s = Stale(); !s.ok()) return s;
     }
   }
 }
@@ -159,16 +225,18 @@ void WindowSync::Signal(Wake& wake) {
 }
 
 void WindowSync::Post(std::span<const int> origins) {
-  slot(me_).cc.store(static_cast<std::uint32_t>(origins.size()));
+  Write(slot(me_).cc, static_cast<std::uint32_t>(origins.size()));
   const std::uint64_t bit = 1ull << (me_ % 64);
   for (int o : origins) {
-    Match(o)[me_ / 64].fetch_or(bit);
+    std::atomic<std::uint64_t>& word = Match(o)[me_ / 64];
+    word.fetch_or(bit);
+    Updated(&word);
     Signal(slot(o).notify);
   }
 }
 
 bool WindowSync::Posted(int target) const {
-  return (Match(me_)[target / 64].load() >> (target % 64)) & 1;
+  return (Read(Match(me_)[target / 64]) >> (target % 64)) & 1;
 }
 
 Status WindowSync::AwaitPosted(int target) {
@@ -180,15 +248,26 @@ Status WindowSync::AwaitPosted(int target) {
 Status WindowSync::Complete(std::span<const int> targets) {
   for (int t : targets) {
     if (Status s = AwaitPosted(t); !s.ok()) return s;
-    Match(me_)[t / 64].fetch_and(~(1ull << (t % 64)));
+    std::atomic<std::uint64_t>& word = Match(me_)[t / 64];
+    word.fetch_and(~(1ull << (t % 64)));
+    Updated(&word);
   }
   for (int t : targets) {
-    if (slot(t).cc.fetch_sub(1) == 1) Signal(slot(t).notify);
+    const std::uint32_t before = slot(t).cc.fetch_sub(1);
+    Updated(&slot(t).cc);
+    if (before == 0) {
+      return Status(StatusCode::kFailed,
+                    fmt::format("rank {}'s completion counter was 0 when this origin completed: "
+                                "the counter its post set never reached the shared memory (a "
+                                "write-back after the store is missing)",
+                                t));
+    }
+    if (before == 1) Signal(slot(t).notify);
   }
   return Status::Ok();
 }
 
-bool WindowSync::Completed() const { return slot(me_).cc.load() == 0; }
+bool WindowSync::Completed() const { return Read(slot(me_).cc) == 0; }
 
 Status WindowSync::AwaitCompletion() {
   return Await(
@@ -197,15 +276,25 @@ Status WindowSync::AwaitCompletion() {
 
 Status WindowSync::Barrier() {
   Header& h = header();
-  const std::uint32_t g = h.generation.load();
-  if (h.arrived.fetch_add(1) + 1 == static_cast<std::uint32_t>(n_)) {
-    h.arrived.store(0);
+  const std::uint32_t g = Read(h.generation);
+  const std::uint32_t arrived = h.arrived.fetch_add(1);
+  Updated(&h.arrived);
+  if (arrived >= static_cast<std::uint32_t>(n_)) {
+    return Status(StatusCode::kFailed,
+                  fmt::format("the fence's barrier counted {} arrivals of {} ranks: its reset "
+                              "never reached the shared memory (a write-back after the store is "
+                              "missing)",
+                              arrived + 1, n_));
+  }
+  if (arrived + 1 == static_cast<std::uint32_t>(n_)) {
+    Write(h.arrived, std::uint32_t{0});
     h.generation.fetch_add(1);
+    Updated(&h.generation);
     Signal(barrier_wake());
     return Status::Ok();
   }
   return Await(
-      barrier_wake(), [&] { return h.generation.load() != g; }, -1);
+      barrier_wake(), [&] { return Read(h.generation) != g; }, -1);
 }
 
 Status WindowSync::LockShared(int target) {
@@ -213,8 +302,10 @@ Status WindowSync::LockShared(int target) {
   return Await(
       s.lock_wake,
       [&] {
-        std::uint32_t v = s.lock.load();
-        return (v & kExclusive) == 0 && s.lock.compare_exchange_strong(v, v + 1);
+        std::uint32_t v = Read(s.lock);
+        if ((v & kExclusive) != 0 || !s.lock.compare_exchange_strong(v, v + 1)) return false;
+        Updated(&s.lock);
+        return true;
       },
       target);
 }
@@ -226,7 +317,9 @@ Status WindowSync::LockExclusive(int target) {
 
 void WindowSync::UnlockShared(int target) {
   Slot& s = slot(target);
-  if (s.lock.fetch_sub(1) == 1) Signal(s.lock_wake);
+  const std::uint32_t before = s.lock.fetch_sub(1);
+  Updated(&s.lock);
+  if (before == 1) Signal(s.lock_wake);
 }
 
 void WindowSync::UnlockExclusive(int target) {
@@ -244,18 +337,22 @@ void WindowSync::UnlockAccumulate(int target) {
   Give(s.accumulate, s.accumulate_wake);
 }
 
+// Lock words change only by read-modify-writes, at the point of coherence.
 Status WindowSync::Take(std::atomic<std::uint32_t>& word, Wake& wake, std::uint32_t held) {
   return Await(
       wake,
       [&] {
         std::uint32_t v = 0;
-        return word.compare_exchange_strong(v, held);
+        if (!word.compare_exchange_strong(v, held)) return false;
+        Updated(&word);
+        return true;
       },
       -1);
 }
 
 void WindowSync::Give(std::atomic<std::uint32_t>& word, Wake& wake) {
-  word.store(0);
+  word.exchange(0);
+  Updated(&word);
   Signal(wake);
 }
 

@@ -21,6 +21,17 @@
 // 100 ms to check that the ranks it waits for are alive: a dead rank ends the wait with an error
 // instead of a hang.
 //
+// Memory that is not coherent (WordCoherence): the words get the maintenance a non-coherent
+// agent needs (seed 002 §3.4.7-3.4.9, where they were uncached): every read of a word another
+// rank updates (match vector, counter, barrier generation) is preceded by an invalidation of
+// its line, every plain store (the counter's initialisation at a post, the barrier's reset) and
+// every read-modify-write is followed by a write-back. Read-modify-writes (setting and clearing
+// match bits, decrements, locks) act at the point of coherence, as the thesis' locked uncached
+// updates did. In the simulated mode each process reads and writes a private copy of the words,
+// which those two hooks move to and from the shared one: leaving one out shows as a word read
+// stale for two seconds, or a counter that underflows, both reported as errors (kFailed) rather
+// than as a hang. The futex words that put waiters to sleep are a doorbell, outside the model.
+//
 // Thread-safety: the words are shared by processes; one WindowSync per process and window,
 // used by one thread at a time.
 #pragma once
@@ -30,10 +41,19 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "tierflow/status.h"
 
 namespace tierflow::rma {
+
+enum class WordCoherence : std::uint8_t { kCoherent, kNoncoherent, kSimulated };
+
+// Which maintenance of the words is done (all of it, but for a test that leaves one out).
+struct WordHooks {
+  bool invalidate_before_read = true;
+  bool write_back_after_update = true;
+};
 
 class WindowSync {
  public:
@@ -41,7 +61,11 @@ class WindowSync {
   static std::size_t Bytes(int ranks);
   // `area` holds Bytes(ranks) bytes that every rank maps (any address). `spin`: rounds of
   // busy waiting, then `yields` sched_yield rounds, before sleeping.
-  WindowSync(std::byte* area, int ranks, int me, int spin, int yields = 0);
+  WindowSync(std::byte* area, int ranks, int me, int spin, int yields = 0,
+             WordCoherence words = WordCoherence::kCoherent, WordHooks hooks = {});
+  // kNoncoherent: the write-back and invalidate instructions work on this CPU and on `area`
+  // (kUnsupported naming what is missing, else Ok); the calls that use them assume it.
+  Status CheckInstructions() const;
 
   int ranks() const { return n_; }
   int me() const { return me_; }
@@ -85,8 +109,24 @@ class WindowSync {
   std::atomic<std::uint64_t>* Match(int origin) const;
   Status DeadPeer(int peer) const;
 
+  // The words as this process sees them (see above).
+  template <typename T>
+  T Read(const std::atomic<T>& word) const;
+  template <typename T>
+  void Write(std::atomic<T>& word, T value);
+  void Updated(const void* word) const;  // after a read-modify-write
+  template <typename T>
+  T* Mine(const std::atomic<T>& word) const;
+  Status Stale() const;  // kSimulated: the last word read is stale for too long
+
   std::byte* area_;
   int n_, me_, spin_, yields_;
+  WordCoherence words_;
+  WordHooks hooks_;
+  mutable std::vector<std::byte> mine_;  // kSimulated: this process's copy of the words
+  mutable std::size_t last_read_ = 0;    // ... the offset and size of the last word read,
+  mutable std::size_t last_size_ = 0;    // and how many wake-up timeouts it has differed
+  mutable int stale_ticks_ = 0;          // since
 };
 
 // Whether a /proc/PID/stat line says the process is a zombie or dead ('Z', 'X'): the state

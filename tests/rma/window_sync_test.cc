@@ -171,6 +171,60 @@ TEST(WindowSync, GatsEpochsInQuickSuccessionNeverMix) {
   EXPECT_EQ(failures, 0);
 }
 
+// GATS epochs and barriers with the words in memory that is not coherent: real write-backs and
+// invalidations, and the simulation of private copies.
+TEST(WindowSync, WordsOnNonCoherentMemoryCarryTheProtocols) {
+  constexpr int kRanks = 3, kEpochs = 200;
+  for (WordCoherence words : {WordCoherence::kNoncoherent, WordCoherence::kSimulated}) {
+    Shared m(kRanks);
+    const int failures = RunRanks(kRanks, [&](int rank) {
+      WindowSync sync(m.sync_area, kRanks, rank, 64, 0, words);
+      if (!sync.CheckInstructions().ok()) return false;
+      sync.SetPid(rank, getpid());
+      const int origins[] = {1, 2}, target[] = {0};
+      for (int e = 1; e <= kEpochs; ++e) {
+        if (rank == 0) {
+          sync.Post(origins);
+          if (!sync.AwaitCompletion().ok()) return false;
+        } else if (!sync.AwaitPosted(0).ok() || !sync.Complete(target).ok()) {
+          return false;
+        }
+        if (e % 10 == 0 && !sync.Barrier().ok()) return false;
+      }
+      return true;
+    });
+    EXPECT_EQ(failures, 0) << "word coherence " << static_cast<int>(words);
+  }
+}
+
+// Each maintenance of the words left out in the simulation: an error, not a hang.
+TEST(WindowSync, SimulatedWordsWithoutTheirMaintenanceFail) {
+  for (bool invalidate : {false, true}) {
+    Shared m(2);
+    std::atomic<int>* code = reinterpret_cast<std::atomic<int>*>(m.data + 8);
+    std::atomic<int>* made = reinterpret_cast<std::atomic<int>*>(m.data + 9);
+    const WordHooks hooks{invalidate, !invalidate};
+    RunRanks(2, [&](int rank) {
+      WindowSync sync(m.sync_area, 2, rank, 64, 0, WordCoherence::kSimulated, hooks);
+      sync.SetPid(rank, getpid());
+      const int origin[] = {1}, target[] = {0};
+      if (rank == 0) {
+        // As window creation is collective: the origin took its copy before the post.
+        while (made->load() == 0) std::this_thread::yield();
+        sync.Post(origin);
+        return !sync.AwaitCompletion().ok();  // ends when the origin has exited
+      }
+      made->store(1);
+      Status s = sync.AwaitPosted(0);
+      if (s.ok()) s = sync.Complete(target);
+      code->store(static_cast<int>(s.code()));
+      return true;
+    });
+    EXPECT_EQ(code->load(), static_cast<int>(StatusCode::kFailed))
+        << (invalidate ? "without the write-back" : "without the invalidation");
+  }
+}
+
 TEST(WindowSync, CompleteNotifiesTargetsItSentNothingTo) {
   constexpr int kRanks = 3;
   Shared m(kRanks);

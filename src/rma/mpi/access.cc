@@ -47,7 +47,7 @@ int CheckAccess(Window& w, int target, const char* call) {
           fmt::format("{}: target {} is not in the group given to MPI_Win_start", call, target));
     }
     if (Status s = w.sync->AwaitPosted(target); !s.ok()) {
-      return Fail(w, Misuse::kPeerGone, s.message());
+      return SyncFailed(w, s);
     }
     w.seen[target] = 2;
     return MPI_SUCCESS;

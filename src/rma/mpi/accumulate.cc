@@ -172,7 +172,7 @@ int Accumulate(Window* w, Accumulation& a, int target, MPI_Aint disp, const char
   }
   if (a.basic == MPI_DATATYPE_NULL) return MPI_SUCCESS;  // no bytes
   AccumulateLock lock(*w, target);
-  if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
+  if (!lock.status().ok()) return SyncFailed(*w, lock.status());
   const auto at = static_cast<std::uint64_t>(first);
   const auto span = static_cast<std::uint64_t>(a.target.info.Span(a.target.count));
   if (int rc = BeforeAccumulate(*w, target, at, span); rc != MPI_SUCCESS) return rc;
@@ -209,7 +209,7 @@ int CompareAndSwapCall(Window* w, const void* origin, const void* compare, void*
   MPI_Aint first = 0;
   if (int rc = CheckRange(*w, target, disp, 1, t.info, first, call); rc != MPI_SUCCESS) return rc;
   AccumulateLock lock(*w, target);
-  if (!lock.status().ok()) return Fail(*w, Misuse::kPeerGone, lock.status().message());
+  if (!lock.status().ok()) return SyncFailed(*w, lock.status());
   const auto n = static_cast<std::size_t>(t.info.size);
   const auto offset = static_cast<std::uint64_t>(first);
   if (int rc = BeforeAccumulate(*w, target, offset, n); rc != MPI_SUCCESS) return rc;

@@ -101,6 +101,22 @@ bool Maintained(const Window& w, int r) {
 
 }  // namespace
 
+WordCoherence WordsIn(Coherence mode) {
+  switch (mode) {
+    case Coherence::kCoherent:
+      return WordCoherence::kCoherent;
+    case Coherence::kNoncoherent:
+      return WordCoherence::kNoncoherent;
+    case Coherence::kSimulated:
+      return WordCoherence::kSimulated;
+  }
+  return WordCoherence::kCoherent;
+}
+
+WordHooks KeptWordHooks() {
+  return {Kept(HookPoint::kSyncInvalidate), Kept(HookPoint::kSyncWriteBack)};
+}
+
 bool CoherenceFromEnvironment(Coherence& out, std::string& error) {
   const char* v = std::getenv("TIERFLOW_RMA_COHERENCE");
   const std::string s = v == nullptr ? "" : v;

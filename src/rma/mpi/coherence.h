@@ -55,6 +55,8 @@ enum class HookPoint : int {
   kLockInvalidate,
   kUnlockWriteBack,
   kFlushWriteBack,
+  kSyncInvalidate,  // of a synchronisation word before reading it (rma/window_sync.h)
+  kSyncWriteBack,   // of a synchronisation word after updating it
   kCount
 };
 
@@ -62,6 +64,10 @@ enum class HookPoint : int {
 #define TIERFLOW_RMA_MUTANT -1
 #endif
 constexpr bool Kept(HookPoint h) { return static_cast<int>(h) != TIERFLOW_RMA_MUTANT; }
+
+// The maintenance of the synchronisation words in `mode` (all of it, but in a mutant).
+WordCoherence WordsIn(Coherence mode);
+WordHooks KeptWordHooks();
 
 // Reads TIERFLOW_RMA_COHERENCE; false with `error` set for a value it does not know.
 bool CoherenceFromEnvironment(Coherence& out, std::string& error);

@@ -250,7 +250,7 @@ std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_
   w->dirty.assign(w->ranks, {});
   const bool over = Oversubscribed(w->ranks);
   w->sync = std::make_unique<WindowSync>(w->control.data(), w->ranks, w->me, over ? 64 : 20000,
-                                         over ? 1000 : 0);
+                                         over ? 1000 : 0, WordsIn(mode), KeptWordHooks());
   PMPI_Comm_dup(comm, &w->comm);
   PMPI_Comm_group(comm, &w->group);
   w->flavor = flavor;
@@ -309,7 +309,17 @@ std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint
   Coherence mode;
   rc = Agree(comm, size >= 0 && disp_unit > 0, accelerate, mode);
   if (!accelerate) return nullptr;
-  return NewWindow(comm, flavor, disp_unit, size, mode);
+  std::unique_ptr<Window> w = NewWindow(comm, flavor, disp_unit, size, mode);
+  if (w == nullptr) return nullptr;
+  // The same CPU on every rank of a node: every rank fails alike.
+  if (Status s = w->sync->CheckInstructions(); !s.ok()) {
+    Say(w->me, "TIERFLOW_RMA_COHERENCE=noncoherent cannot work on this CPU: " + s.message());
+    DropWindow(std::move(w));
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+    rc = MPI_ERR_OTHER;
+    return nullptr;
+  }
+  return w;
 }
 
 // The window the MPI holds underneath serves names, attributes, error handlers and info (every

@@ -155,6 +155,16 @@ int Fail(const Window& w, Misuse what, const std::string& detail) {
   return code;
 }
 
+int SyncFailed(const Window& w, const Status& s) {
+  if (s.code() != StatusCode::kFailed) return Fail(w, Misuse::kPeerGone, s.message());
+  // A synchronisation word that broke the protocol leaves every rank of the window waiting for
+  // something that will not come: after the error handler, the job ends rather than hangs.
+  Say(w.me, s.message() + "; ending the job");
+  const int code = Fail(w, Misuse::kCoherence, s.message());
+  PMPI_Abort(w.comm, code);
+  return code;
+}
+
 bool Verbose() {
   static const bool verbose = [] {
     const char* v = std::getenv("TIERFLOW_RMA_VERBOSE");

@@ -38,7 +38,7 @@ int Translate(Window& w, MPI_Group group, std::vector<int>& out, const char* cal
 
 bool PassiveEpoch(const Window& w) { return w.locks_held > 0 || w.lock_all; }
 
-int PeerGone(Window& w, const Status& s) { return Fail(w, Misuse::kPeerGone, s.message()); }
+int PeerGone(Window& w, const Status& s) { return SyncFailed(w, s); }
 
 // The end of an exposure epoch (wait, a successful test): the origins' puts, where they noted
 // them; MPI_MODE_NOPUT on the post said there would be none.

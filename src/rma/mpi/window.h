@@ -96,6 +96,10 @@ enum class Misuse : int {
 // Calls the window's error handler with the code for `what` and returns the code. With
 // TIERFLOW_RMA_VERBOSE=1, `detail` is printed on stderr first.
 int Fail(const Window& w, Misuse what, const std::string& detail);
+// A wait on the synchronisation words that failed: a rank that died (kPeerGone), or a word that
+// broke the protocol in a non-coherent mode (kCoherence, the reason always on stderr; the job
+// is then aborted, since the other ranks would wait for this one forever).
+int SyncFailed(const Window& w, const Status& s);
 
 // Runs the body of a C entry point: what it throws becomes an error code, since no C++
 // exception may cross the C API (out of memory: MPI_ERR_NO_MEM; anything else
