@@ -192,7 +192,7 @@ def rma_tables(d):
 
 
 def rma_apps_tables(d):
-    targets = table(["MPI", "application", "ratio (2 ranks)", "value", "target", "met",
+    targets = table(["MPI", "application", "comparison (2 ranks)", "ratio", "target", "met",
                      "computation alone"],
                     [[t["mpi"], t["app"] + (" class " + t["class"] if "class" in t else ""),
                       t["what"], f"{t['ratio']:.2f}×", f"≤ {t['limit']:.2f}",
