@@ -79,11 +79,12 @@ void SimulatedDrop(Window& w, int r, std::uint64_t b, std::uint64_t e) {
 
 // --- the real instructions -----------------------------------------------------------------
 
-std::vector<MemorySpan> Spans(const Window& w, int r, const RangeSet& ranges, std::uint64_t widen) {
+// The ranges of rank r's window as this process maps them, in whole lines.
+std::vector<MemorySpan> Spans(const Window& w, int r, const RangeSet& ranges) {
   std::vector<MemorySpan> spans;
   spans.reserve(ranges.size());
   for (const auto& [b, e] : ranges.ranges()) {
-    const std::uint64_t lo = Down(b, widen), hi = Up(e, widen, w.size[r]);
+    const std::uint64_t lo = Down(b, kLine), hi = Up(e, kLine, w.size[r]);
     spans.push_back({w.base[r] + lo, static_cast<std::size_t>(hi - lo)});
   }
   return spans;
@@ -181,7 +182,7 @@ int WriteBackCopy(Window& w, int r) {
   if (w.coherence == Coherence::kSimulated) {
     for (const auto& [b, e] : w.dirty[r].ranges()) SimulatedWriteBack(w, r, b, e);
   } else {
-    rc = Failed(w, "writing back", r, tierflow::WriteBack(Spans(w, r, w.dirty[r], kLine)));
+    rc = Failed(w, "writing back", r, tierflow::WriteBack(Spans(w, r, w.dirty[r])));
   }
   w.dirty[r].Clear();
   return rc;
@@ -223,7 +224,7 @@ int InvalidateOwnWritten(Window& w, int slot) {
     }
     return MPI_SUCCESS;
   }
-  return Failed(w, "invalidating", me, tierflow::Invalidate(Spans(w, me, written, kLine)));
+  return Failed(w, "invalidating", me, tierflow::Invalidate(Spans(w, me, written)));
 }
 
 void Publish(Window& w, int target, int slot) {
