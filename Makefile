@@ -55,10 +55,11 @@ test-format:
 test-unit:
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
 
-# Everything under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Everything under AddressSanitizer + UndefinedBehaviorSanitizer, but the MPI applications
+# (programs of their own on the library's interface, run by the plain build).
 test-asan:
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTIERFLOW_BUILD_TOOLS=OFF \
-	  -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_WERROR=ON
+	  -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_WERROR=ON -DTIERFLOW_BUILD_RMA_APPS=OFF
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j $(JOBS) --output-on-failure -LE cli
 
@@ -71,11 +72,11 @@ test-tsan:
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j $(JOBS) --output-on-failure -L tsan
 
 # The library and its unit tests built with Clang too (Debian's Clang 14), so that the tree
-# keeps building with a second compiler.
+# keeps building with a second compiler (the MPI applications are the plain build's).
 test-clang:
 	cmake -S . -B $(BUILD)-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIERFLOW_BUILD_TOOLS=OFF \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTIERFLOW_WERROR=ON \
-	  -DTIERFLOW_RMA_MUTANTS=OFF
+	  -DTIERFLOW_RMA_MUTANTS=OFF -DTIERFLOW_BUILD_RMA_APPS=OFF
 	cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest -j $(JOBS) --output-on-failure -LE cli
 

@@ -75,13 +75,14 @@ function(tierflow_mpi_target target mpi)
   target_link_libraries(${target} PRIVATE ${${mpi}_LIBS})
 endfunction()
 
-# tierflow_rma_library(NAME MPI [MUTANT N]): the library against that MPI.
+# tierflow_rma_library(NAME MPI [MUTANTS]): the library against that MPI. MUTANTS: the test
+# build's library that leaves out the coherence hook TIERFLOW_RMA_LEAVE_OUT names.
 function(tierflow_rma_library name mpi)
-  cmake_parse_arguments(L "" "MUTANT" "" ${ARGN})
-  # A mutant links objects of its own, without link-time optimisation: nine LTO links of the
-  # same code would cost minutes of every test run and test nothing more.
+  cmake_parse_arguments(L "MUTANTS" "" "" ${ARGN})
+  # The mutants' library links objects of its own, without link-time optimisation: an LTO link
+  # of the same code would cost a minute of every test run and test nothing more.
   set(objects tierflow_rma_${mpi}_objects)
-  if(DEFINED L_MUTANT)
+  if(L_MUTANTS)
     set(objects tierflow_rma_${mpi}_mutant_objects)
     if(NOT TARGET ${objects})
       tierflow_rma_objects(${objects} ${mpi})
@@ -90,8 +91,8 @@ function(tierflow_rma_library name mpi)
   add_library(${name} SHARED $<TARGET_OBJECTS:${objects}> ${TIERFLOW_RMA_HOOK_SOURCES})
   tierflow_mpi_target(${name} ${mpi})
   target_link_libraries(${name} PRIVATE tierflow_rma_core fmt::fmt)
-  if(DEFINED L_MUTANT)
-    target_compile_definitions(${name} PRIVATE TIERFLOW_RMA_MUTANT=${L_MUTANT})
+  if(L_MUTANTS)
+    target_compile_definitions(${name} PRIVATE TIERFLOW_RMA_MUTANTS=1)
   elseif(NOT TIERFLOW_SANITIZE)
     # Link-time optimisation inlines the checks of access.cc into every put and get: they are
     # most of a small put's cost.
@@ -126,6 +127,7 @@ endforeach()
 # The applications of the thesis (apps/ft, apps/ca): MPI programs built against each MPI like
 # the libraries, run with and without them by `tierflow bench rma --apps`. FT's 1-D transforms
 # are FFTW3's (Debian libfftw3-dev, which `make setup` installs).
+option(TIERFLOW_BUILD_RMA_APPS "Build the MPI applications (NAS FT, the cellular automaton)" ON)
 pkg_check_modules(FFTW3 QUIET IMPORTED_TARGET fftw3)
 if(TIERFLOW_RMA_MPIS AND NOT FFTW3_FOUND)
   message(STATUS "tierflow-ft: FFTW3 not found (libfftw3-dev): NAS FT is not built")
@@ -141,6 +143,9 @@ function(tierflow_rma_app name mpi)
   set(TIERFLOW_RMA_APPS ${TIERFLOW_RMA_APPS} ${target} PARENT_SCOPE)
 endfunction()
 foreach(mpi ${TIERFLOW_RMA_MPIS})
+  if(NOT TIERFLOW_BUILD_RMA_APPS)
+    break()
+  endif()
   if(FFTW3_FOUND)
     tierflow_rma_app(ft ${mpi} apps/ft/main.cc apps/ft/solver.cc apps/ft/transpose.cc
                      apps/ft/npb.cc)

@@ -31,7 +31,8 @@ class WriteLedger {
   // Bytes of shared, zero-filled memory for a window of `ranks` ranks.
   static std::size_t Bytes(int ranks);
   WriteLedger() = default;
-  WriteLedger(std::byte* area, int ranks) : area_(area), ranks_(ranks) {}
+  // `area` holds Bytes(ranks) bytes that every rank maps.
+  explicit WriteLedger(std::byte* area) : area_(area) {}
   bool attached() const { return area_ != nullptr; }
 
   // Appends `ranges` (of `target`'s window) to its slot.
@@ -52,7 +53,6 @@ class WriteLedger {
   Slot& slot(int owner, int slot) const;
 
   std::byte* area_ = nullptr;
-  int ranks_ = 0;
 };
 
 }  // namespace tierflow::rma

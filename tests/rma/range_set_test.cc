@@ -70,7 +70,7 @@ TEST(WriteLedger, OwnersCollectWhatOthersNoted) {
   const std::size_t bytes = WriteLedger::Bytes(3);
   void* area = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(area, MAP_FAILED);
-  WriteLedger ledger(static_cast<std::byte*>(area), 3);
+  WriteLedger ledger(static_cast<std::byte*>(area));
   RangeSet mine;
   mine.Add(0, 64);
   mine.Add(4096, 8192);
@@ -78,7 +78,7 @@ TEST(WriteLedger, OwnersCollectWhatOthersNoted) {
   if (child == 0) {
     RangeSet theirs;
     theirs.Add(100, 200);
-    WriteLedger(static_cast<std::byte*>(area), 3).Record(2, 1, theirs);
+    WriteLedger(static_cast<std::byte*>(area)).Record(2, 1, theirs);
     _exit(0);
   }
   ledger.Record(2, 1, mine);
@@ -100,7 +100,7 @@ TEST(WriteLedger, OwnersCollectWhatOthersNoted) {
 
 TEST(WriteLedger, ASlotThatOverflowsSaysSo) {
   std::vector<std::byte> area(WriteLedger::Bytes(1));
-  WriteLedger ledger(area.data(), 1);
+  WriteLedger ledger(area.data());
   RangeSet many;
   for (std::uint64_t i = 0; i < WriteLedger::kRangesPerSlot; ++i) many.Add(i * 10, i * 10 + 1);
   ledger.Record(0, 0, many);  // exactly full

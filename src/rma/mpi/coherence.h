@@ -43,8 +43,8 @@
 
 namespace tierflow::rma {
 
-// Each hook by name, so that a test build can leave one out (TIERFLOW_RMA_MUTANT=<index>)
-// and show that the tests then fail.
+// Each hook by name, so that the test build's library can leave one out and show that the tests
+// then fail (TIERFLOW_RMA_LEAVE_OUT=post_writeback ..., read by that library alone).
 enum class HookPoint : int {
   kPostWriteBack = 0,
   kAccessInvalidate,
@@ -60,10 +60,11 @@ enum class HookPoint : int {
   kCount
 };
 
-#ifndef TIERFLOW_RMA_MUTANT
-#define TIERFLOW_RMA_MUTANT -1
+#ifdef TIERFLOW_RMA_MUTANTS
+bool Kept(HookPoint h);  // false for the hook TIERFLOW_RMA_LEAVE_OUT names
+#else
+constexpr bool Kept(HookPoint) { return true; }
 #endif
-constexpr bool Kept(HookPoint h) { return static_cast<int>(h) != TIERFLOW_RMA_MUTANT; }
 
 // The maintenance of the synchronisation words in `mode` (all of it, but in a mutant).
 WordCoherence WordsIn(Coherence mode);

@@ -246,7 +246,7 @@ std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_
     return nullptr;
   }
   w->control = std::move(*control);
-  if (ledger != 0) w->ledger = WriteLedger(w->control.data() + words, w->ranks);
+  if (ledger != 0) w->ledger = WriteLedger(w->control.data() + words);
   w->dirty.assign(w->ranks, {});
   const bool over = Oversubscribed(w->ranks);
   w->sync = std::make_unique<WindowSync>(w->control.data(), w->ranks, w->me, over ? 64 : 20000,
