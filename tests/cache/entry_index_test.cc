@@ -6,6 +6,7 @@
 #include "cache/entry_index.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -29,17 +30,14 @@ const Entry* ModelContaining(const std::vector<Entry*>& live, std::uintptr_t p, 
     if (Start(e) == p && (at == nullptr || e->size > at->size)) at = e;
   }
   if (at != nullptr && at->size >= n) return at;
-  for (int c = 0; c < 64; ++c) {
-    const Entry* best = nullptr;
-    for (const Entry* e : live) {
-      if (63 - __builtin_clzll(e->size) != c || Start(e) > p || Start(e) + e->size < p + n)
-        continue;
-      if (best == nullptr || Start(e) > Start(best) ||
-          (Start(e) == Start(best) && e->size > best->size)) {
-        best = e;
-      }
-    }
-    if (best != nullptr) return best;
+  std::array<const Entry*, 64> best{};  // per size class, in one scan of the live entries
+  for (const Entry* e : live) {
+    if (Start(e) > p || Start(e) + e->size < p + n) continue;
+    const Entry*& b = best[static_cast<std::size_t>(63 - __builtin_clzll(e->size))];
+    if (b == nullptr || Start(e) > Start(b) || (Start(e) == Start(b) && e->size > b->size)) b = e;
+  }
+  for (const Entry* b : best) {
+    if (b != nullptr) return b;
   }
   return nullptr;
 }

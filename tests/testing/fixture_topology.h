@@ -9,7 +9,11 @@
 namespace tierflow::testkit {
 
 inline std::string FixturePath(const std::string& name) {
-  return std::string(TIERFLOW_FIXTURES) + "/" + name;
+  // Appended in place: GCC 12 reports a false -Warray-bounds on string + "/" once inlined.
+  std::string path = TIERFLOW_FIXTURES;
+  path += '/';
+  path += name;
+  return path;
 }
 
 // e.g. FixtureTopology("xeon-max-9468-snc4-flat.xml")
