@@ -16,6 +16,8 @@ except ImportError:
 
 def label(r):
     lib = r["coherence"] if r["with_library"] else "MPI alone"
+    if r.get("offload", "off") != "off":
+        lib += "\n+" + r["offload"]
     return f'{r["variant"]}\n{lib}'
 
 
@@ -28,7 +30,7 @@ def main():
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0), squeeze=False)
     for ax, (app, mpi) in zip(axes[0], panels):
         rows = [r for r in runs if r["app"] == app and r["mpi"] == mpi]
-        rows.sort(key=lambda r: (r["variant"], r["with_library"], r["coherence"]))
+        rows.sort(key=lambda r: (r["variant"], r["with_library"], r["coherence"], r.get("offload", "")))
         x = range(len(rows))
         bottom = [0.0] * len(rows)
         for key, colour in (("compute_s", "#8da0cb"), ("comm_s", "#fc8d62"), ("sync_s", "#66c2a5")):

@@ -21,8 +21,9 @@ namespace {
 
 using nlohmann::json;
 
-// app, mpi, variant, ranks, with the library, coherence mode
-using RunKey = std::tuple<std::string, std::string, std::string, int, bool, std::string>;
+// app, mpi, variant, ranks, with the library, coherence mode, offload mode
+using RunKey =
+    std::tuple<std::string, std::string, std::string, int, bool, std::string, std::string>;
 using Runs = std::map<RunKey, std::vector<json>>;
 
 struct App {
@@ -56,10 +57,17 @@ std::string Rotated(const std::vector<std::string>& list, int by) {
   return s;
 }
 
-// Without the library, then with it in each mode; rotated by the repetition.
-std::vector<std::pair<bool, std::string>> Modes(const RmaBenchConfig& c, int rep) {
-  std::vector<std::pair<bool, std::string>> m{{false, "coherent"}};
-  for (const std::string& mode : c.coherence) m.emplace_back(true, mode);
+struct Mode {
+  bool with;
+  std::string coherence, offload;
+};
+
+// Without the library, then with it in each coherence mode (offload off), then coherent with
+// each offload mode; rotated by the repetition.
+std::vector<Mode> Modes(const RmaBenchConfig& c, int rep) {
+  std::vector<Mode> m{{false, "coherent", "off"}};
+  for (const std::string& mode : c.coherence) m.push_back({true, mode, "off"});
+  for (const std::string& offload : c.offload) m.push_back({true, "coherent", offload});
   std::rotate(m.begin(), m.begin() + rep % m.size(), m.end());
   return m;
 }
@@ -74,14 +82,17 @@ Status CollectApp(const RmaBenchConfig& c, const Mpi& m, const App& app, Runs& r
     for (int ranks : app.ranks) {
       ticker.Set(fmt::format("{} {}, {} ranks, alternation {} of {}", m.name, app.name, ranks,
                              rep + 1, c.reps));
-      for (const auto& [with, mode] : Modes(c, rep)) {
+      for (const auto& [with, mode, offload] : Modes(c, rep)) {
         LaunchSpec spec{ranks, with, {}, app.args + " --variant " + Rotated(app.variants, rep)};
-        if (with) spec.env.emplace_back("TIERFLOW_RMA_COHERENCE", mode);
+        if (with) {
+          spec.env.emplace_back("TIERFLOW_RMA_COHERENCE", mode);
+          spec.env.emplace_back("TIERFLOW_RMA_OFFLOAD", offload);
+        }
         // Exit status 1 is the program's word that a result did not verify: reported per run.
         Result<std::vector<json>> got = LaunchJson(LaunchCommand(m, prog, lib, spec), 1);
         if (!got.ok()) return got.status();
         for (const json& j : *got) {
-          runs[{app.name, m.name, j["variant"], ranks, with, mode}].push_back(j);
+          runs[{app.name, m.name, j["variant"], ranks, with, mode, offload}].push_back(j);
         }
       }
     }
@@ -131,7 +142,7 @@ bool Verified(const std::vector<json>& runs, const std::string& reference) {
 }
 
 json Summarise(const RunKey& k, const std::vector<json>& runs, const std::string& reference) {
-  const auto& [app, mpi, variant, ranks, with, mode] = k;
+  const auto& [app, mpi, variant, ranks, with, mode, offload] = k;
   std::vector<double> totals, comm_sync;
   for (const json& j : runs) {
     totals.push_back(Field(j, "total_s"));
@@ -149,6 +160,7 @@ json Summarise(const RunKey& k, const std::vector<json>& runs, const std::string
          {"mpi", mpi},
          {"with_library", with},
          {"coherence", mode},
+         {"offload", offload},
          {"verified", Verified(runs, reference)},
          {"total_s", t.median},
          {"total_s_min", t.min},
@@ -171,7 +183,7 @@ const json* Find(const json& apps, const std::string& app, const std::string& mp
                  const std::string& variant, bool with, const std::string& mode) {
   for (const json& r : apps) {
     if (r["app"] == app && r["mpi"] == mpi && r["variant"] == variant && r["ranks"] == 2 &&
-        r["with_library"] == with && r["coherence"] == mode) {
+        r["with_library"] == with && r["coherence"] == mode && r["offload"] == "off") {
       return &r;
     }
   }
@@ -232,7 +244,9 @@ json Evaluate(const json& apps, const std::vector<std::string>& mpis) {
 }
 
 std::string Library(const json& r) {
-  return r["with_library"].get<bool>() ? r["coherence"].get<std::string>() : "MPI alone";
+  if (!r["with_library"].get<bool>()) return "MPI alone";
+  const std::string offload = r["offload"].get<std::string>();
+  return r["coherence"].get<std::string>() + (offload == "off" ? "" : "+" + offload);
 }
 
 void PrintApp(const json& apps, const std::string& app, const std::string& title,
@@ -241,7 +255,7 @@ void PrintApp(const json& apps, const std::string& app, const std::string& title
     return;
   }
   out << "\n" << title << "\n";
-  out << fmt::format("{:<8} {:>5} {:<10} {:<12} {:>9} {:>9} {:>9} {:>9} {:>10} {:>16}  {}\n", "mpi",
+  out << fmt::format("{:<8} {:>5} {:<10} {:<18} {:>9} {:>9} {:>9} {:>9} {:>10} {:>16}  {}\n", "mpi",
                      "ranks", "variant", "library", "total s", "compute", "comm", "sync",
                      "comm+sync", app == "ft" ? "MFLOPS" : "hash", "result");
   for (const json& r : apps) {
@@ -249,7 +263,7 @@ void PrintApp(const json& apps, const std::string& app, const std::string& title
     const std::string extra = app == "ft" ? fmt::format("{:.0f}", r["mflops"].get<double>())
                                           : r.value("hash", std::string());
     out << fmt::format(
-        "{:<8} {:>5}{} {:<10} {:<12} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>10.4f} "
+        "{:<8} {:>5}{} {:<10} {:<18} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>10.4f} "
         "{:>16}  {}\n",
         r["mpi"].get<std::string>(), r["ranks"].get<int>(),
         r["oversubscribed"].get<bool>() ? "*" : " ", r["variant"].get<std::string>(), Library(r),

@@ -26,6 +26,7 @@ using Fields = std::map<std::string, std::vector<double>>;
 
 struct Row {
   Fields with, without;
+  std::map<std::string, Fields> offload;  // with the library, large puts on an engine, per mode
   std::vector<double> copy;  // glibc memcpy of the row's bytes in the origin, every launch
   bool checked = true;
 };
@@ -53,6 +54,36 @@ std::vector<std::pair<int, std::string>> Launches(const RmaBenchConfig& c) {
   return out;
 }
 
+// The launches of one launch line in a repetition: without and with the library (which goes
+// first alternates), offload off; then, for the put rows, with each offload mode asked for.
+std::vector<LaunchSpec> Specs(const RmaBenchConfig& c, int rep, int ranks,
+                              const std::string& args) {
+  std::vector<LaunchSpec> out;
+  for (int k = 0; k < 2; ++k) {
+    const bool with = (rep + k) % 2 == 1;
+    out.push_back({ranks, with, {}, args});
+    if (with) out.back().env.emplace_back("TIERFLOW_RMA_OFFLOAD", "off");
+  }
+  if (args.find("--ops put") == std::string::npos) return out;
+  for (const std::string& mode : c.offload) {
+    out.push_back({ranks, true, {{"TIERFLOW_RMA_OFFLOAD", mode}}, args});
+  }
+  return out;
+}
+
+void Record(const std::string& mpi, const LaunchSpec& spec, const nlohmann::json& j,
+            std::map<Key, Row>& rows) {
+  Row& r = rows[KeyOf(mpi, j)];
+  const std::string mode = spec.with_library ? spec.env.front().second : "off";
+  Fields& f = mode != "off" ? r.offload[mode] : spec.with_library ? r.with : r.without;
+  f["us"].push_back(j["us"].get<double>());
+  for (const char* field : kCallFields) {
+    if (j.contains(field)) f[field].push_back(j[field].get<double>());
+  }
+  if (j.contains("memcpy_us")) r.copy.push_back(j["memcpy_us"].get<double>());
+  r.checked = r.checked && j["data_checked"].get<bool>();
+}
+
 Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows, Ticker& ticker) {
   Result<std::pair<std::string, std::string>> files = RmaFiles("rma_latency_" + m.name, m.name);
   if (!files.ok()) return files.status();
@@ -60,21 +91,10 @@ Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows, 
   for (int rep = 0; rep < c.reps; ++rep) {
     ticker.Set(fmt::format("{}, alternation {} of {}", m.name, rep + 1, c.reps));
     for (const auto& [ranks, args] : Launches(c)) {
-      for (int k = 0; k < 2; ++k) {
-        const bool with = (rep + k) % 2 == 1;  // alternate which goes first
-        const LaunchSpec spec{ranks, with, {}, args};
+      for (const LaunchSpec& spec : Specs(c, rep, ranks, args)) {
         Result<std::vector<nlohmann::json>> got = LaunchJson(LaunchCommand(m, prog, lib, spec));
         if (!got.ok()) return got.status();
-        for (const nlohmann::json& j : *got) {
-          Row& r = rows[KeyOf(m.name, j)];
-          Fields& f = with ? r.with : r.without;
-          f["us"].push_back(j["us"].get<double>());
-          for (const char* field : kCallFields) {
-            if (j.contains(field)) f[field].push_back(j[field].get<double>());
-          }
-          if (j.contains("memcpy_us")) r.copy.push_back(j["memcpy_us"].get<double>());
-          r.checked = r.checked && j["data_checked"].get<bool>();
-        }
+        for (const nlohmann::json& j : *got) Record(m.name, spec, j, rows);
       }
     }
   }
@@ -117,6 +137,11 @@ nlohmann::json RowJson(const Key& k, const Row& r) {
     j["with_gbps"] = with > 0 ? n / with / 1e3 : 0;
     j["without_gbps"] = without > 0 ? n / without / 1e3 : 0;
   }
+  for (const auto& [mode, f] : r.offload) {  // mode -> us (and GB/s for bandwidth)
+    const double us = MedianOf(f, "us");
+    j["offload"][mode]["us"] = us;
+    if (op == "put_bw") j["offload"][mode]["gbps"] = us > 0 ? n / us / 1e3 : 0;
+  }
   if (op == "gats_calls") {  // per call: the origin's start and complete, the targets' post, wait
     for (const char* field : kCallFields) {
       const std::string name = std::string(field).substr(0, std::string(field).size() - 3);
@@ -157,10 +182,17 @@ void PrintSection(const std::string& title, const nlohmann::json& rows, std::ost
     const std::string sync = Cell(j, "sync");
     const std::string copy =
         j.contains("memcpy_us") ? fmt::format("{:.3f}", j["memcpy_us"].get<double>()) : "";
-    out << fmt::format("{:<8} {:<9} {:<9} {:<8} {:>9} {:>12.3f} {:>12.3f} {:>7.2f} {:>10}  {}\n",
+    std::string offload;
+    if (j.contains("offload")) {
+      for (const auto& [mode, f] : j["offload"].items()) {
+        offload += fmt::format("  offload {} {:.3f} us", mode, f["us"].get<double>());
+      }
+    }
+    out << fmt::format("{:<8} {:<9} {:<9} {:<8} {:>9} {:>12.3f} {:>12.3f} {:>7.2f} {:>10}  {}{}\n",
                        Cell(j, "mpi"), Cell(j, "window"), sync, Cell(j, "op"), n,
                        j["with_us"].get<double>(), j["without_us"].get<double>(),
-                       j["ratio"].get<double>(), copy, j["data_checked"] ? "checked" : "WRONG");
+                       j["ratio"].get<double>(), copy, j["data_checked"] ? "checked" : "WRONG",
+                       offload);
   }
 }
 

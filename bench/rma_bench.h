@@ -16,6 +16,10 @@
 // split per run, the targets of the comparison, and the verification of every run (FT: NPB's
 // checksums; the automaton: the hash of a one-rank run). A run that computed a wrong result
 // fails the command.
+//
+// `offload` adds runs with the library whose large puts and gets go to an engine: for the
+// microbenchmarks more launches of the put rows (per row "offload": {mode: {us, gbps}}), for the
+// applications runs of their own (offload: the mode; "off" in the others).
 #pragma once
 
 #include <ostream>
@@ -42,6 +46,9 @@ struct RmaBenchConfig {
   std::vector<int> ca_ranks{1, 2, 3, 4};
   int ca_rows = 2400, ca_cells = 8190, ca_iterations = 100;
   std::vector<std::string> coherence{"coherent"};  // modes of the runs with the library
+  // TIERFLOW_RMA_OFFLOAD modes (src/rma/mpi/offload.h) of extra runs with the library
+  // (coherent): empty, none. Every other run with the library has offload off.
+  std::vector<std::string> offload;
 };
 
 Status RunRmaApps(const RmaBenchConfig& config, std::ostream& out);

@@ -20,7 +20,7 @@ target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
 # The files that hold the coherence hooks (rma/mpi/coherence.h) apart from the rest: the test
 # build compiles them again once per hook left out (the mutants).
 set(TIERFLOW_RMA_MPI_SOURCES)
-foreach(f registry create transfer datatype accumulate)
+foreach(f registry create transfer datatype accumulate offload)
   list(APPEND TIERFLOW_RMA_MPI_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/${f}.cc)
 endforeach()
 set(TIERFLOW_RMA_HOOK_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/sync.cc
@@ -90,7 +90,10 @@ function(tierflow_rma_library name mpi)
   endif()
   add_library(${name} SHARED $<TARGET_OBJECTS:${objects}> ${TIERFLOW_RMA_HOOK_SOURCES})
   tierflow_mpi_target(${name} ${mpi})
-  target_link_libraries(${name} PRIVATE tierflow_rma_core fmt::fmt)
+  # libtierflow: the engines that large puts and gets are offloaded to (rma/mpi/offload.h),
+  # found beside the library once installed.
+  target_link_libraries(${name} PRIVATE tierflow_rma_core tierflow fmt::fmt)
+  set_target_properties(${name} PROPERTIES INSTALL_RPATH "\$ORIGIN")
   if(L_MUTANTS)
     target_compile_definitions(${name} PRIVATE TIERFLOW_RMA_MUTANTS=1)
   elseif(NOT TIERFLOW_SANITIZE)
@@ -107,7 +110,7 @@ endfunction()
 function(tierflow_rma_objects name mpi)
   add_library(${name} OBJECT ${TIERFLOW_RMA_MPI_SOURCES})
   tierflow_mpi_target(${name} ${mpi})
-  target_link_libraries(${name} PRIVATE tierflow_rma_core fmt::fmt)
+  target_link_libraries(${name} PRIVATE tierflow_rma_core tierflow fmt::fmt)
 endfunction()
 
 foreach(mpi ${TIERFLOW_RMA_MPIS})

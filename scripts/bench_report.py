@@ -26,14 +26,14 @@ JOBS = {
              ["sort", "--generate", "64MiB", "--memory", "64MiB", "--json"]),
     "copy": (["bench", "copy", "--sizes", "4KiB,256KiB,1MiB,64MiB,1GiB", "--reps", "10", "--json"],
              ["bench", "copy", "--sizes", "4KiB,1MiB", "--reps", "3", "--json"]),
-    "rma": (["bench", "rma", "--json"],
+    "rma": (["bench", "rma", "--offload", "cpu,dsa-model", "--json"],
             ["bench", "rma", "--reps", "1", "--iters", "100", "--sizes", "8,4KiB",
              "--gats-ranks", "2", "--mpi", "openmpi", "--json"]),
     "rma_apps": (["bench", "rma", "--apps", "ft,ca", "--coherence", "coherent,noncoherent,simulated",
-                  "--json"],
+                  "--offload", "cpu,dsa-model", "--json"],
                  ["bench", "rma", "--apps", "ft,ca", "--ft-class", "S", "--ft-ranks", "2",
                   "--ca-ranks", "2", "--ca-rows", "240", "--ca-cells", "1022", "--ca-iterations",
-                  "10", "--reps", "1", "--mpi", "openmpi", "--json"]),
+                  "10", "--reps", "1", "--mpi", "openmpi", "--offload", "cpu", "--json"]),
     "coherence": (["bench", "coherence", "--json"],
                   ["bench", "coherence", "--orders", "0,4", "--samples", "5", "--json"]),
     "submit": (["bench", "submit", "--json"], ["bench", "submit", "--samples", "5", "--json"]),
@@ -154,12 +154,14 @@ def copy_tables(d):
 
 def rma_row(r, key):
     n = r.get("bytes", r.get("targets", ""))
+    offload = ", ".join(f"{mode} {f['us']:.3f}" for mode, f in r.get("offload", {}).items())
     return [r["mpi"], r["window"], r.get("sync", r.get("exchange", "")), r.get("op", ""), n,
-            f"{r['with_us']:.3f}", f"{r['without_us']:.3f}", f"{r['ratio']:.2f}",
+            f"{r['with_us']:.3f}", f"{r['without_us']:.3f}", f"{r['ratio']:.2f}", offload,
             "checked" if r["data_checked"] else "WRONG"]
 
 
-RMA_HEADER = ["MPI", "window", "sync", "op", "bytes", "with µs", "without µs", "ratio", "data"]
+RMA_HEADER = ["MPI", "window", "sync", "op", "bytes", "with µs", "without µs", "ratio",
+              "offloaded µs", "data"]
 
 
 def gats_calls_table(rows):
@@ -201,6 +203,8 @@ def rma_apps_tables(d):
     runs = []
     for r in d["apps"]:
         lib = r["coherence"] if r["with_library"] else "MPI alone"
+        if r["with_library"] and r.get("offload", "off") != "off":
+            lib += " + offload " + r["offload"]
         runs.append([r["app"] + (" " + r["class"] if "class" in r else ""), r["mpi"],
                      r["ranks"], r["variant"], lib, f"{r['total_s']:.4f}",
                      f"{r['compute_s']:.4f}", f"{r['comm_s']:.4f}", f"{r['sync_s']:.4f}",

@@ -309,6 +309,12 @@ void AddRmaAppOptions(CLI::App* cmd, bench::RmaBenchConfig& cfg) {
                   "also noncoherent, simulated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"coherent", "noncoherent", "simulated"}));
+  cmd->add_option("--offload", cfg.offload,
+                  "Also run with the library's large puts and gets offloaded to an engine: "
+                  "auto, cpu, dsa or dsa-model (TIERFLOW_RMA_OFFLOAD), comma-separated "
+                  "(default: none)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"auto", "cpu", "dsa", "dsa-model"}));
 }
 
 void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {

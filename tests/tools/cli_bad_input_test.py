@@ -155,6 +155,7 @@ CASES = {
         "--ca-cells": INT_BAD + ["0", "1048577"],
         "--ca-iterations": INT_BAD + ["0"],
         "--coherence": WORD_BAD + ["cxl", "coherent,"],
+        "--offload": WORD_BAD + ["gpu", "off", "cpu,gpu"],
         "--plot": PLOT_BAD,
     },
     ("pipes", "calibrate"): {

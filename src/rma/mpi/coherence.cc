@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "rma/mpi/offload.h"
 #include "tierflow/coherence.h"
 
 namespace tierflow::rma {
@@ -165,6 +166,7 @@ int Touch(Window& w, int r, std::uint64_t offset, std::uint64_t len, bool store)
   // One's own window is the program's memory, kept current by the synchronisation calls.
   if (r == w.me || !Kept(HookPoint::kAccessInvalidate)) return MPI_SUCCESS;
   const std::uint64_t lo = Down(offset, kLine), hi = Up(end, kLine, w.size[r]);
+  if (int rc = DrainOverlapping(w, r, lo, hi); rc != MPI_SUCCESS) return rc;
   if (w.coherence == Coherence::kSimulated) {
     SimulatedDrop(w, r, lo, hi);  // what this process stored there is written back first
     SimulatedFill(w, r, lo, hi);
@@ -183,12 +185,14 @@ int Touch(Window& w, int r, std::uint64_t offset, std::uint64_t len, bool store)
 
 int BeforeAccumulate(Window& w, int r, std::uint64_t offset, std::uint64_t len) {
   if (!Maintained(w, r) || len == 0 || w.coherence != Coherence::kNoncoherent) return MPI_SUCCESS;
+  if (int rc = DrainOverlapping(w, r, offset, offset + len); rc != MPI_SUCCESS) return rc;
   return Failed(w, "invalidating", r, tierflow::Invalidate(w.base[r] + offset, len));
 }
 
 int AfterAccumulate(Window& w, int r, std::uint64_t offset, std::uint64_t len) {
   if (!Maintained(w, r) || len == 0) return MPI_SUCCESS;
   const std::uint64_t lo = Down(offset, kLine), hi = Up(offset + len, kLine, w.size[r]);
+  if (int rc = DrainOverlapping(w, r, lo, hi); rc != MPI_SUCCESS) return rc;
   // Noted as stored, so that the target learns of it from the ledger; written back as such,
   // it sends nothing more (the copy did not change).
   w.dirty[r].Add(lo, hi);

@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "rma/mpi/coherence.h"
+#include "rma/mpi/offload.h"
 #include "rma/mpi/window.h"
 #include "tierflow/cpu_isa.h"
 
@@ -80,6 +81,7 @@ struct Offer {
   std::uint64_t address = 0;  // in its own process
   std::int32_t pid = 0;
   std::uint32_t disp_unit = 1;
+  std::uint64_t offload_min = 0;  // its offload threshold; 0: it has no engine
 };
 
 void PassThroughReason(MPI_Comm comm, const char* call, const std::string& why);
@@ -209,6 +211,10 @@ int Agree(MPI_Comm comm, bool valid, bool& accelerate, Coherence& mode) {
     error = isa.status().message();
     mine = -1;
   }
+  if (Status s = CheckOffloadEnvironment(); !s.ok() && error.empty()) {
+    error = s.message();
+    mine = -1;
+  }
   // OnThisNode first: it may be collective, so every rank calls it, even one whose arguments
   // are wrong.
   const bool here = OnThisNode(comm);
@@ -267,34 +273,45 @@ void DropWindow(std::unique_ptr<Window> w) {
   if (w->comm != MPI_COMM_NULL) PMPI_Comm_free(&w->comm);
 }
 
-// The sizes, displacement units, processes and addresses of every rank.
-std::vector<Offer> Exchange(const Window& w, const Offer& mine) {
+// The sizes, displacement units, processes, addresses and offload thresholds of every rank.
+std::vector<Offer> Exchange(const Window& w, Offer mine) {
+  mine.offload_min = OffloadThreshold();
   std::vector<Offer> all(w.ranks);
   PMPI_Allgather(&mine, sizeof(Offer), MPI_BYTE, all.data(), sizeof(Offer), MPI_BYTE, w.comm);
   return all;
 }
 
-// Keeps what every rank offered: sizes, displacement units, processes, addresses.
+// Keeps what every rank offered: sizes, displacement units, processes, addresses; the ranks'
+// largest offload threshold, so that they all offload the same transfers.
 void Record(Window& w, const std::vector<Offer>& all) {
   for (const Offer& o : all) {
     w.size.push_back(o.size);
     w.disp_unit.push_back(o.disp_unit);
     w.pid.push_back(o.pid);
     w.address.push_back(o.address);
+    w.offload_min = std::max(w.offload_min, o.offload_min);
   }
+  if (OffloadThreshold() == 0) w.offload_min = 0;  // no engine here
 }
 
 // What TIERFLOW_RMA_VERBOSE=1 prints about an accelerated window.
 std::string Describe(const Window& w) {
   int remote = 0;
   for (int r = 0; r < w.ranks; ++r) remote += w.base[r] == nullptr && w.size[r] > 0;
+  const std::string offload =
+      w.offload_min == 0 ? ""
+                         : fmt::format(
+                               "; puts and gets of {} bytes and more offloaded (the ranks' largest "
+                               "threshold)",
+                               w.offload_min);
   return fmt::format(
-      "{} window of {} ranks accelerated: {}",
+      "{} window of {} ranks accelerated: {}{}",
       w.flavor == MPI_WIN_FLAVOR_ALLOCATE ? "MPI_Win_allocate" : "MPI_Win_create", w.ranks,
       remote == 0 ? std::string("every rank's memory mapped here")
                   : fmt::format("{} rank(s) reached with process_vm copies (their memory is "
                                 "neither from MPI_Alloc_mem nor whole pages of private memory)",
-                                remote));
+                                remote),
+      offload);
 }
 
 // What both creations start with: nullptr and MPI_SUCCESS in `rc` when the window stays with
@@ -319,6 +336,7 @@ std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint
     rc = MPI_ERR_OTHER;
     return nullptr;
   }
+  PrepareOffload(w->me, w->ranks);  // before the ranks exchange their thresholds
   return w;
 }
 
@@ -663,12 +681,18 @@ extern "C" int MPI_Win_free(MPI_Win* win) {
                   open ? "MPI_Win_free with an epoch open (start, post, lock or lock_all)"
                        : "MPI_Win_free while another rank has an epoch open on the window");
     }
-    // Nobody may touch this rank's memory or words once it unmaps them.
+    // Nobody may touch this rank's memory or words once it unmaps them, this rank's engine
+    // included.
+    const int drained = DrainOffloaded(*w, "MPI_Win_free");
+    if (Verbose() && w->offloaded_copies != 0) {
+      Say(w->me, fmt::format("window freed: {} puts and gets offloaded ({} bytes)",
+                             w->offloaded_copies, w->offloaded_bytes));
+    }
     PMPI_Barrier(w->comm);
     RemoveWindow(*win);
     const int rc = PMPI_Win_free(win);
     DropWindow(std::unique_ptr<Window>(w));
-    return rc;
+    return drained != MPI_SUCCESS ? drained : rc;
   });
 }
 

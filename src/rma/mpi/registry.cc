@@ -74,6 +74,9 @@ const MisuseText kTexts[] = {
     {MPI_ERR_OTHER,
      "tierflow-rma: writing back or invalidating window memory failed (see the message on "
      "stderr): use TIERFLOW_RMA_COHERENCE=coherent on a host whose caches are coherent"},
+    {MPI_ERR_OTHER,
+     "tierflow-rma: a put or get offloaded to an engine failed (see the message on stderr): check "
+     "the origin buffer, or use TIERFLOW_RMA_OFFLOAD=off to copy on the calling thread"},
 };
 static_assert(sizeof(kTexts) / sizeof(kTexts[0]) == static_cast<int>(Misuse::kCount));
 

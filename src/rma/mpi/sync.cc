@@ -8,11 +8,22 @@
 #include <fmt/format.h>
 
 #include "rma/mpi/coherence.h"
+#include "rma/mpi/offload.h"
 #include "rma/mpi/window.h"
 
 namespace tierflow::rma {
 
 namespace {
+
+// Every synchronisation call first waits for the window's offloaded copies; their error (the
+// first) is the call's, but the call still does its work (a target waits for this complete, a
+// lock is released), so that the error costs no hang.
+template <typename Body>
+int Drained(Window& w, const char* call, Body body) {
+  const int drained = DrainOffloaded(w, call);
+  const int rc = body();
+  return drained != MPI_SUCCESS ? drained : rc;
+}
 
 constexpr std::uint8_t kUnlocked = 0, kShared = 1, kExclusive = 2, kNoCheck = 3;
 
@@ -80,16 +91,18 @@ extern "C" int MPI_Win_start(MPI_Group group, int asserts, MPI_Win win) {
   return Guarded("MPI_Win_start", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_start(group, asserts, win);
-    if (w->started || PassiveEpoch(*w)) {
-      return Fail(*w, Misuse::kEpochOpen, "MPI_Win_start while an access epoch is open");
-    }
-    if (int rc = Translate(*w, group, w->start_group, "MPI_Win_start"); rc != MPI_SUCCESS)
-      return rc;
-    std::fill(w->seen.begin(), w->seen.end(), 0);
-    for (int t : w->start_group) w->seen[t] = 1;
-    w->started = true;
-    w->fence_epoch = false;
-    return MPI_SUCCESS;
+    return Drained(*w, "MPI_Win_start", [&]() -> int {
+      if (w->started || PassiveEpoch(*w)) {
+        return Fail(*w, Misuse::kEpochOpen, "MPI_Win_start while an access epoch is open");
+      }
+      if (int rc = Translate(*w, group, w->start_group, "MPI_Win_start"); rc != MPI_SUCCESS)
+        return rc;
+      std::fill(w->seen.begin(), w->seen.end(), 0);
+      for (int t : w->start_group) w->seen[t] = 1;
+      w->started = true;
+      w->fence_epoch = false;
+      return MPI_SUCCESS;
+    });
   });
 }
 
@@ -97,19 +110,21 @@ extern "C" int MPI_Win_complete(MPI_Win win) {
   return Guarded("MPI_Win_complete", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_complete(win);
-    if (!w->started) {
-      return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_complete without MPI_Win_start");
-    }
-    w->started = false;
-    // The puts, noted for the targets and written back before their counters drop.
-    for (int t : w->start_group) Publish(*w, t, kGatsSlot);
-    if (Kept(HookPoint::kCompleteWriteBack)) {
-      for (int t : w->start_group) {
-        if (int rc = WriteBackCopy(*w, t); rc != MPI_SUCCESS) return rc;
+    return Drained(*w, "MPI_Win_complete", [&]() -> int {
+      if (!w->started) {
+        return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_complete without MPI_Win_start");
       }
-    }
-    if (Status s = w->sync->Complete(w->start_group); !s.ok()) return PeerGone(*w, s);
-    return MPI_SUCCESS;
+      w->started = false;
+      // The puts, noted for the targets and written back before their counters drop.
+      for (int t : w->start_group) Publish(*w, t, kGatsSlot);
+      if (Kept(HookPoint::kCompleteWriteBack)) {
+        for (int t : w->start_group) {
+          if (int rc = WriteBackCopy(*w, t); rc != MPI_SUCCESS) return rc;
+        }
+      }
+      if (Status s = w->sync->Complete(w->start_group); !s.ok()) return PeerGone(*w, s);
+      return MPI_SUCCESS;
+    });
   });
 }
 
@@ -117,19 +132,22 @@ extern "C" int MPI_Win_post(MPI_Group group, int asserts, MPI_Win win) {
   return Guarded("MPI_Win_post", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_post(group, asserts, win);
-    if (w->posted) return Fail(*w, Misuse::kEpochOpen, "MPI_Win_post while a post is open");
-    if (int rc = Translate(*w, group, w->post_group, "MPI_Win_post"); rc != MPI_SUCCESS) return rc;
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // local stores before the origins look
-    // MPI_MODE_NOSTORE: no local stores since the last synchronisation, nothing to write back.
-    if (Kept(HookPoint::kPostWriteBack) && !(asserts & MPI_MODE_NOSTORE)) {
-      if (int rc = WriteBackOwn(*w); rc != MPI_SUCCESS) return rc;
-    }
-    ResetLedger(*w, kGatsSlot);  // before any origin of this epoch can see the post
-    w->post_assert = asserts;
-    w->sync->Post(w->post_group);
-    w->posted = true;
-    w->fence_epoch = false;
-    return MPI_SUCCESS;
+    return Drained(*w, "MPI_Win_post", [&]() -> int {
+      if (w->posted) return Fail(*w, Misuse::kEpochOpen, "MPI_Win_post while a post is open");
+      if (int rc = Translate(*w, group, w->post_group, "MPI_Win_post"); rc != MPI_SUCCESS)
+        return rc;
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // local stores before the origins look
+      // MPI_MODE_NOSTORE: no local stores since the last synchronisation, nothing to write back.
+      if (Kept(HookPoint::kPostWriteBack) && !(asserts & MPI_MODE_NOSTORE)) {
+        if (int rc = WriteBackOwn(*w); rc != MPI_SUCCESS) return rc;
+      }
+      ResetLedger(*w, kGatsSlot);  // before any origin of this epoch can see the post
+      w->post_assert = asserts;
+      w->sync->Post(w->post_group);
+      w->posted = true;
+      w->fence_epoch = false;
+      return MPI_SUCCESS;
+    });
   });
 }
 
@@ -137,10 +155,12 @@ extern "C" int MPI_Win_wait(MPI_Win win) {
   return Guarded("MPI_Win_wait", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_wait(win);
-    if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_wait without MPI_Win_post");
-    if (Status s = w->sync->AwaitCompletion(); !s.ok()) return PeerGone(*w, s);
-    w->posted = false;
-    return EndExposure(*w);
+    return Drained(*w, "MPI_Win_wait", [&]() -> int {
+      if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_wait without MPI_Win_post");
+      if (Status s = w->sync->AwaitCompletion(); !s.ok()) return PeerGone(*w, s);
+      w->posted = false;
+      return EndExposure(*w);
+    });
   });
 }
 
@@ -148,11 +168,13 @@ extern "C" int MPI_Win_test(MPI_Win win, int* flag) {
   return Guarded("MPI_Win_test", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_test(win, flag);
-    if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_test without MPI_Win_post");
-    *flag = w->sync->Completed() ? 1 : 0;
-    if (!*flag) return MPI_SUCCESS;
-    w->posted = false;
-    return EndExposure(*w);
+    return Drained(*w, "MPI_Win_test", [&]() -> int {
+      if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_test without MPI_Win_post");
+      *flag = w->sync->Completed() ? 1 : 0;
+      if (!*flag) return MPI_SUCCESS;
+      w->posted = false;
+      return EndExposure(*w);
+    });
   });
 }
 
@@ -160,25 +182,27 @@ extern "C" int MPI_Win_fence(int asserts, MPI_Win win) {
   return Guarded("MPI_Win_fence", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_fence(asserts, win);
-    if (w->started || w->posted || PassiveEpoch(*w)) {
-      return Fail(*w, Misuse::kEpochOpen,
-                  "MPI_Win_fence inside a GATS or passive-target epoch of this window");
-    }
-    // Neither an epoch before nor one after: nothing to order with the other ranks.
-    const bool alone = (asserts & MPI_MODE_NOPRECEDE) && (asserts & MPI_MODE_NOSUCCEED);
-    if (!alone) {
-      if (Kept(HookPoint::kFenceWriteBack)) {
-        if (int rc = FenceWriteBack(*w, asserts); rc != MPI_SUCCESS) return rc;
+    return Drained(*w, "MPI_Win_fence", [&]() -> int {
+      if (w->started || w->posted || PassiveEpoch(*w)) {
+        return Fail(*w, Misuse::kEpochOpen,
+                    "MPI_Win_fence inside a GATS or passive-target epoch of this window");
       }
-      if (Status s = w->sync->Barrier(); !s.ok()) return PeerGone(*w, s);
-      if (Kept(HookPoint::kFenceInvalidate)) {
-        if (int rc = FenceInvalidate(*w, w->fence_assert); rc != MPI_SUCCESS) return rc;
+      // Neither an epoch before nor one after: nothing to order with the other ranks.
+      const bool alone = (asserts & MPI_MODE_NOPRECEDE) && (asserts & MPI_MODE_NOSUCCEED);
+      if (!alone) {
+        if (Kept(HookPoint::kFenceWriteBack)) {
+          if (int rc = FenceWriteBack(*w, asserts); rc != MPI_SUCCESS) return rc;
+        }
+        if (Status s = w->sync->Barrier(); !s.ok()) return PeerGone(*w, s);
+        if (Kept(HookPoint::kFenceInvalidate)) {
+          if (int rc = FenceInvalidate(*w, w->fence_assert); rc != MPI_SUCCESS) return rc;
+        }
+        ++w->fences;
       }
-      ++w->fences;
-    }
-    w->fence_epoch = (asserts & MPI_MODE_NOSUCCEED) == 0;
-    w->fence_assert = asserts;
-    return MPI_SUCCESS;
+      w->fence_epoch = (asserts & MPI_MODE_NOSUCCEED) == 0;
+      w->fence_assert = asserts;
+      return MPI_SUCCESS;
+    });
   });
 }
 
@@ -227,20 +251,23 @@ extern "C" int MPI_Win_lock(int type, int rank, int asserts, MPI_Win win) {
   return Guarded("MPI_Win_lock", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_lock(type, rank, asserts, win);
-    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;  // a valid target with no effect, as in MPI 3.1
-    if (int rc = CheckLockTarget(*w, rank, "MPI_Win_lock"); rc != MPI_SUCCESS) return rc;
-    if (w->lock[rank] != kUnlocked || w->lock_all || w->started) {
-      return Fail(*w, Misuse::kEpochOpen,
-                  fmt::format("MPI_Win_lock of rank {}: this rank already has an access epoch "
-                              "to it (lock, lock_all or start)",
-                              rank));
-    }
-    if (type != MPI_LOCK_SHARED && type != MPI_LOCK_EXCLUSIVE) {
-      return Fail(*w, Misuse::kLockType, fmt::format("MPI_Win_lock: lock type {}", type));
-    }
-    if (int rc = Acquire(*w, type, rank, asserts); rc != MPI_SUCCESS) return rc;
-    ++w->locks_held;
-    return MPI_SUCCESS;
+    return Drained(*w, "MPI_Win_lock", [&]() -> int {
+      if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;  // a valid target with no effect, as in MPI 3.1
+      if (int rc = CheckLockTarget(*w, rank, "MPI_Win_lock"); rc != MPI_SUCCESS) return rc;
+      if (w->lock[rank] != kUnlocked || w->lock_all || w->started) {
+        return Fail(*w, Misuse::kEpochOpen,
+                    fmt::format("MPI_Win_lock of rank {}: this rank already has an access epoch "
+                                "to it (lock, lock_all or start)",
+                                rank));
+      }
+      if (type != MPI_LOCK_SHARED && type != MPI_LOCK_EXCLUSIVE) {
+        return Fail(*w, Misuse::kLockType, fmt::format("MPI_Win_lock: lock type {}", type));
+      }
+      if (int rc = Acquire(*w, type, rank, asserts); rc != MPI_SUCCESS) return rc;
+      ++w->locks_held;
+      return MPI_SUCCESS;
+    });
   });
 }
 
@@ -248,15 +275,17 @@ extern "C" int MPI_Win_unlock(int rank, MPI_Win win) {
   return Guarded("MPI_Win_unlock", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_unlock(rank, win);
-    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
-    if (int rc = CheckLockTarget(*w, rank, "MPI_Win_unlock"); rc != MPI_SUCCESS) return rc;
-    if (w->lock[rank] == kUnlocked || w->lock_all) {
-      return Fail(*w, Misuse::kNoMatchingSync,
-                  fmt::format("MPI_Win_unlock of rank {} without MPI_Win_lock of it", rank));
-    }
-    const int rc = Release(*w, rank);
-    --w->locks_held;
-    return rc;
+    return Drained(*w, "MPI_Win_unlock", [&]() -> int {
+      if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
+      if (int rc = CheckLockTarget(*w, rank, "MPI_Win_unlock"); rc != MPI_SUCCESS) return rc;
+      if (w->lock[rank] == kUnlocked || w->lock_all) {
+        return Fail(*w, Misuse::kNoMatchingSync,
+                    fmt::format("MPI_Win_unlock of rank {} without MPI_Win_lock of it", rank));
+      }
+      const int rc = Release(*w, rank);
+      --w->locks_held;
+      return rc;
+    });
   });
 }
 
@@ -264,17 +293,19 @@ extern "C" int MPI_Win_lock_all(int asserts, MPI_Win win) {
   return Guarded("MPI_Win_lock_all", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_lock_all(asserts, win);
-    if (PassiveEpoch(*w) || w->started) {
-      return Fail(*w, Misuse::kEpochOpen, "MPI_Win_lock_all while an access epoch is open");
-    }
-    for (int r = 0; r < w->ranks; ++r) {
-      if (int rc = Acquire(*w, MPI_LOCK_SHARED, r, asserts); rc != MPI_SUCCESS) {
-        for (int q = 0; q < r; ++q) (void)Release(*w, q);  // the first error is reported
-        return rc;
+    return Drained(*w, "MPI_Win_lock_all", [&]() -> int {
+      if (PassiveEpoch(*w) || w->started) {
+        return Fail(*w, Misuse::kEpochOpen, "MPI_Win_lock_all while an access epoch is open");
       }
-    }
-    w->lock_all = true;
-    return MPI_SUCCESS;
+      for (int r = 0; r < w->ranks; ++r) {
+        if (int rc = Acquire(*w, MPI_LOCK_SHARED, r, asserts); rc != MPI_SUCCESS) {
+          for (int q = 0; q < r; ++q) (void)Release(*w, q);  // the first error is reported
+          return rc;
+        }
+      }
+      w->lock_all = true;
+      return MPI_SUCCESS;
+    });
   });
 }
 
@@ -282,16 +313,18 @@ extern "C" int MPI_Win_unlock_all(MPI_Win win) {
   return Guarded("MPI_Win_unlock_all", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_unlock_all(win);
-    if (!w->lock_all) {
-      return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_unlock_all without MPI_Win_lock_all");
-    }
-    int rc = MPI_SUCCESS;
-    for (int r = 0; r < w->ranks; ++r) {
-      const int released = Release(*w, r);
-      if (rc == MPI_SUCCESS) rc = released;  // every lock is released; the first error reported
-    }
-    w->lock_all = false;
-    return rc;
+    return Drained(*w, "MPI_Win_unlock_all", [&]() -> int {
+      if (!w->lock_all) {
+        return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_unlock_all without MPI_Win_lock_all");
+      }
+      int rc = MPI_SUCCESS;
+      for (int r = 0; r < w->ranks; ++r) {
+        const int released = Release(*w, r);
+        if (rc == MPI_SUCCESS) rc = released;  // every lock is released; the first error reported
+      }
+      w->lock_all = false;
+      return rc;
+    });
   });
 }
 
@@ -301,31 +334,35 @@ namespace {
 int Flush(MPI_Win win, int rank, const char* call, int (*pass)(int, MPI_Win)) {
   Window* w = FindWindow(win);
   if (w == nullptr) return pass(rank, win);
-  if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
-  if (int rc = CheckLockTarget(*w, rank, call); rc != MPI_SUCCESS) return rc;
-  if (w->lock[rank] == kUnlocked && !w->lock_all) {
-    return Fail(*w, Misuse::kNoMatchingSync,
-                fmt::format("{} of rank {} outside a passive-target epoch to it", call, rank));
-  }
-  int rc = MPI_SUCCESS;
-  if (Kept(HookPoint::kFlushWriteBack)) rc = WriteBackCopy(*w, rank);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  return rc;
+  return Drained(*w, call, [&]() -> int {
+    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
+    if (int rc = CheckLockTarget(*w, rank, call); rc != MPI_SUCCESS) return rc;
+    if (w->lock[rank] == kUnlocked && !w->lock_all) {
+      return Fail(*w, Misuse::kNoMatchingSync,
+                  fmt::format("{} of rank {} outside a passive-target epoch to it", call, rank));
+    }
+    int rc = MPI_SUCCESS;
+    if (Kept(HookPoint::kFlushWriteBack)) rc = WriteBackCopy(*w, rank);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return rc;
+  });
 }
 
 int FlushAll(MPI_Win win, const char* call, int (*pass)(MPI_Win)) {
   Window* w = FindWindow(win);
   if (w == nullptr) return pass(win);
-  if (!PassiveEpoch(*w)) {
-    return Fail(*w, Misuse::kNoMatchingSync,
-                fmt::format("{} outside a passive-target epoch", call));
-  }
-  int rc = MPI_SUCCESS;
-  for (int r = 0; r < w->ranks && rc == MPI_SUCCESS; ++r) {
-    if (Kept(HookPoint::kFlushWriteBack)) rc = WriteBackCopy(*w, r);
-  }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  return rc;
+  return Drained(*w, call, [&]() -> int {
+    if (!PassiveEpoch(*w)) {
+      return Fail(*w, Misuse::kNoMatchingSync,
+                  fmt::format("{} outside a passive-target epoch", call));
+    }
+    int rc = MPI_SUCCESS;
+    for (int r = 0; r < w->ranks && rc == MPI_SUCCESS; ++r) {
+      if (Kept(HookPoint::kFlushWriteBack)) rc = WriteBackCopy(*w, r);
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return rc;
+  });
 }
 
 }  // namespace
@@ -353,10 +390,12 @@ extern "C" int MPI_Win_sync(MPI_Win win) {
   return Guarded("MPI_Win_sync", [&]() -> int {
     Window* w = FindWindow(win);
     if (w == nullptr) return PMPI_Win_sync(win);
-    // The separate model's private and public copies of this rank's window meet.
-    int rc = WriteBackOwn(*w);
-    if (rc == MPI_SUCCESS) rc = InvalidateOwn(*w);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    return rc;
+    return Drained(*w, "MPI_Win_sync", [&]() -> int {
+      // The separate model's private and public copies of this rank's window meet.
+      int rc = WriteBackOwn(*w);
+      if (rc == MPI_SUCCESS) rc = InvalidateOwn(*w);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      return rc;
+    });
   });
 }

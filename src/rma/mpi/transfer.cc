@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communication: MPI_Put, MPI_Get and their request-based forms. A transfer is complete when
-// its call returns: the bytes are in the target's window (mapped memory: memcpy or the MPI's
-// own unpacking into it) or copied with process_vm_readv/writev.
+// its call returns — the bytes are in the target's window (mapped memory: memcpy or the MPI's
+// own unpacking into it) or copied with process_vm_readv/writev — except a large contiguous
+// one offloaded to an engine (rma/mpi/offload.h), complete when its epoch's end returns.
 #include <vector>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "rma/mpi/access.h"
 #include "rma/mpi/coherence.h"
 #include "rma/mpi/datatype.h"
+#include "rma/mpi/offload.h"
 #include "rma/mpi/window.h"
 
 namespace tierflow::rma {
@@ -35,10 +37,25 @@ bool SmallCopy(Window& w, const Side& origin, const Side& target, int rank, MPI_
   return true;
 }
 
+// Both sides contiguous, the target mapped here, at least the offload threshold: the copy goes
+// to the engine and completes by the epoch's end. The caller has checked and touched the range.
+bool OffloadedCopy(Window& w, const Side& origin, const Side& target, int rank, MPI_Aint disp,
+                   std::size_t n, bool put, bool request) {
+  if (request || w.base[rank] == nullptr || !origin.info.Contiguous(origin.count) ||
+      !target.info.Contiguous(target.count)) {
+    return false;
+  }
+  auto* o = static_cast<std::byte*>(const_cast<void*>(origin.addr)) + origin.info.true_lb;
+  const MPI_Aint offset = disp * static_cast<MPI_Aint>(w.disp_unit[rank]) + target.info.true_lb;
+  std::byte* t = w.base[rank] + offset;
+  return Offloaded(w, rank, static_cast<std::uint64_t>(offset), put ? t : o, put ? o : t, n);
+}
+
 // The sides by reference: passed by value, their copies onto the stack stalled the loads
 // that followed (store forwarding), a sixth of a small put's time.
+// `request`: a request-based call, whose request is complete when it returns.
 int Transfer(Window* w, Side& origin, int target_rank, MPI_Aint disp, Side& target, bool put,
-             const char* call) {
+             const char* call, bool request) {
   if (target_rank == MPI_PROC_NULL) return MPI_SUCCESS;
   if (int rc = CheckAccess(*w, target_rank, call); rc != MPI_SUCCESS) return rc;
   if (int rc = CheckTypes(*w, origin, target, call); rc != MPI_SUCCESS) return rc;
@@ -55,6 +72,7 @@ int Transfer(Window* w, Side& origin, int target_rank, MPI_Aint disp, Side& targ
       rc != MPI_SUCCESS) {
     return rc;
   }
+  if (OffloadedCopy(*w, origin, target, target_rank, disp, n, put, request)) return MPI_SUCCESS;
   TargetView view(*w, target_rank, disp, first, target, false);
   std::vector<std::byte> tmp;
   const std::byte* bytes = nullptr;
@@ -73,18 +91,18 @@ int Transfer(Window* w, Side& origin, int target_rank, MPI_Aint disp, Side& targ
 
 template <typename Count>
 int Put(const void* oaddr, Count ocount, MPI_Datatype otype, int target, MPI_Aint disp,
-        Count tcount, MPI_Datatype ttype, Window* w, const char* call) {
+        Count tcount, MPI_Datatype ttype, Window* w, const char* call, bool request = false) {
   Side o{oaddr, static_cast<MPI_Aint>(ocount), otype, {}};
   Side t{nullptr, static_cast<MPI_Aint>(tcount), ttype, {}};
-  return Transfer(w, o, target, disp, t, true, call);
+  return Transfer(w, o, target, disp, t, true, call, request);
 }
 
 template <typename Count>
 int Get(void* oaddr, Count ocount, MPI_Datatype otype, int target, MPI_Aint disp, Count tcount,
-        MPI_Datatype ttype, Window* w, const char* call) {
+        MPI_Datatype ttype, Window* w, const char* call, bool request = false) {
   Side o{oaddr, static_cast<MPI_Aint>(ocount), otype, {}};
   Side t{nullptr, static_cast<MPI_Aint>(tcount), ttype, {}};
-  return Transfer(w, o, target, disp, t, false, call);
+  return Transfer(w, o, target, disp, t, false, call, request);
 }
 
 }  // namespace
@@ -121,7 +139,7 @@ extern "C" int MPI_Rput(const void* oaddr, int ocount, MPI_Datatype otype, int t
       return PMPI_Rput(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
     }
     return AsRequest(w, target, "MPI_Rput", request, [&] {
-      return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput");
+      return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput", true);
     });
   });
 }
@@ -134,7 +152,7 @@ extern "C" int MPI_Rget(void* oaddr, int ocount, MPI_Datatype otype, int target,
       return PMPI_Rget(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
     }
     return AsRequest(w, target, "MPI_Rget", request, [&] {
-      return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget");
+      return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget", true);
     });
   });
 }
@@ -158,7 +176,7 @@ extern "C" int MPI_Rput_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otyp
       return PMPI_Rput_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
     }
     return AsRequest(w, target, "MPI_Rput_c", request, [&] {
-      return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput_c");
+      return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rput_c", true);
     });
   });
 }
@@ -172,7 +190,7 @@ extern "C" int MPI_Rget_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int
       return PMPI_Rget_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
     }
     return AsRequest(w, target, "MPI_Rget_c", request, [&] {
-      return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget_c");
+      return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Rget_c", true);
     });
   });
 }

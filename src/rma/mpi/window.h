@@ -20,6 +20,7 @@
 #include "rma/shared_segment.h"
 #include "rma/window_sync.h"
 #include "rma/write_ledger.h"
+#include "tierflow/handle.h"
 
 namespace tierflow::rma {
 
@@ -67,6 +68,16 @@ struct Window {
   bool lock_all = false;
 
   const std::byte* last_large_copy = nullptr;  // where the last large put went (access.cc)
+  // Copies on the offload engine (rma/mpi/offload.h) until the next synchronisation call: the
+  // rank whose window they touch and the bytes of it, [begin, end).
+  struct PendingCopy {
+    Handle handle;
+    int rank;
+    std::uint64_t begin, end;
+  };
+  std::vector<PendingCopy> offloaded;
+  std::uint64_t offload_min = 0;  // the ranks' largest offload threshold; 0: no engine here
+  std::uint64_t offloaded_copies = 0, offloaded_bytes = 0;  // so far, for TIERFLOW_RMA_VERBOSE
 
   // Attributes reported for the window (the MPI underneath saw a created window).
   MPI_Aint attr_size = 0;
@@ -91,6 +102,7 @@ enum class Misuse : int {
   kLockType,        // neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE
   kOp,              // not a predefined operation, or origin and target of other elements
   kCoherence,       // a cache-maintenance instruction failed on window memory
+  kTransfer,        // an offloaded put or get failed in its engine (rma/mpi/offload.h)
   kCount
 };
 // Calls the window's error handler with the code for `what` and returns the code. With
