@@ -35,7 +35,7 @@ bench:
 	python3 scripts/bench_report.py $(BUILD)/tierflow --json-dir $(BUILD)/bench
 
 test: build
-	$(MAKE) --no-print-directory test-format test-unit test-asan test-tsan test-clang test-arm64 test-install
+	$(MAKE) --no-print-directory test-format test-unit test-asan test-tsan test-arm64 test-install
 
 # MPICH's RMA test suite under both MPIs with libtierflow_rma preloaded (docs/rma.md): not part
 # of `make test`, it fetches Debian's mpich source and runs for tens of minutes.
@@ -56,9 +56,12 @@ test-unit:
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
 
 # Everything under AddressSanitizer + UndefinedBehaviorSanitizer, but the MPI applications
-# (programs of their own on the library's interface, run by the plain build).
+# (programs of their own on the library's interface, run by the plain build), built with Clang
+# (Debian's Clang 14): the tree keeps building with a second compiler, and with its sanitizers,
+# in one build (GCC builds the plain and the TSan trees). test-clang: a Release Clang build.
 test-asan:
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTIERFLOW_BUILD_TOOLS=OFF \
+	  -DCMAKE_CXX_COMPILER=clang++ \
 	  -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_WERROR=ON -DTIERFLOW_BUILD_RMA_APPS=OFF
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j $(JOBS) --output-on-failure -LE cli
@@ -71,8 +74,8 @@ test-tsan:
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tsan_tests
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j $(JOBS) --output-on-failure -L tsan
 
-# The library and its unit tests built with Clang too (Debian's Clang 14), so that the tree
-# keeps building with a second compiler (the MPI applications are the plain build's).
+# The library and its unit tests in a Release build with Clang (not part of `make test`, whose
+# sanitizer build is Clang's; the MPI applications are the plain build's).
 test-clang:
 	cmake -S . -B $(BUILD)-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIERFLOW_BUILD_TOOLS=OFF \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTIERFLOW_WERROR=ON \

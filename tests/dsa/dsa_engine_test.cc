@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/fixture_topology.h"
 #include "testing/random_bytes.h"
 
 #include "common/crc32c.h"
@@ -757,8 +758,8 @@ TEST(DsaEngine, ManyThreadsOneEngine) {
 
 TEST(DsaEngine, CreateOnHardwareExplainsWhyNot) {
   DsaDiscoveryOptions o;
-  o.sysfs_root = std::string(TIERFLOW_FIXTURES) + "/dsa/unusable/sys";
-  o.dev_root = std::string(TIERFLOW_FIXTURES) + "/dsa/unusable/dev";
+  o.sysfs_root = testkit::FixturePath("dsa/unusable/sys");
+  o.dev_root = testkit::FixturePath("dsa/unusable/dev");
   Result<DsaInventory> inv = DsaInventory::Discover(o);
   ASSERT_TRUE(inv.ok());
   Result<std::unique_ptr<DsaEngine>> e = DsaEngine::Create(*inv);
@@ -766,8 +767,8 @@ TEST(DsaEngine, CreateOnHardwareExplainsWhyNot) {
   EXPECT_NE(e.status().message().find("dsa2/wq2.0: wq2.0 has type 'kernel'"), std::string::npos)
       << e.status().message();
 
-  o.sysfs_root = std::string(TIERFLOW_FIXTURES) + "/dsa/xeon-max-8swq/sys";
-  o.dev_root = std::string(TIERFLOW_FIXTURES) + "/dsa/xeon-max-8swq/dev";
+  o.sysfs_root = testkit::FixturePath("dsa/xeon-max-8swq/sys");
+  o.dev_root = testkit::FixturePath("dsa/xeon-max-8swq/dev");
   inv = DsaInventory::Discover(o);
   ASSERT_TRUE(inv.ok());
   DsaEngineOptions eo;

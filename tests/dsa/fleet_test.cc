@@ -19,8 +19,8 @@ using tierflow::testkit::RandomBytes;
 
 DsaDiscoveryOptions Fixture(const std::string& name) {
   DsaDiscoveryOptions o;
-  o.sysfs_root = std::string(TIERFLOW_FIXTURES) + "/dsa/" + name + "/sys";
-  o.dev_root = std::string(TIERFLOW_FIXTURES) + "/dsa/" + name + "/dev";
+  o.sysfs_root = testkit::FixturePath("dsa/" + name + "/sys");
+  o.dev_root = testkit::FixturePath("dsa/" + name + "/dev");
   o.cpu.enqcmd = o.cpu.movdir64b = true;
   return o;
 }

@@ -3,13 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/fixture_topology.h"
+
 namespace tierflow {
 namespace {
 
 DsaDiscoveryOptions Fixture(const std::string& name, DsaCpuFeatures cpu) {
   DsaDiscoveryOptions o;
-  o.sysfs_root = std::string(TIERFLOW_FIXTURES) + "/dsa/" + name + "/sys";
-  o.dev_root = std::string(TIERFLOW_FIXTURES) + "/dsa/" + name + "/dev";
+  o.sysfs_root = testkit::FixturePath("dsa/" + name + "/sys");
+  o.dev_root = testkit::FixturePath("dsa/" + name + "/dev");
   o.cpu = cpu;
   return o;
 }
@@ -107,7 +109,7 @@ TEST(DsaInventory, EveryUnusableWqSaysWhyAndHowToFix) {
 
 TEST(DsaInventory, NoDriverIsAnEmptyInventoryWithANote) {
   DsaDiscoveryOptions o;
-  o.sysfs_root = std::string(TIERFLOW_FIXTURES) + "/does-not-exist";
+  o.sysfs_root = testkit::FixturePath("does-not-exist");
   Result<DsaInventory> inv = DsaInventory::Discover(o);
   ASSERT_TRUE(inv.ok());
   EXPECT_TRUE(inv->devices().empty());

@@ -176,7 +176,15 @@ TEST(DsaModelFaults, UnreadableSourcePageFaultsAsTheDeviceWould) {
 // A fault that is not in an operation's buffers is not tierflow's to handle: with the handler
 // installed, the process still ends with SIGSEGV, and a handler the program installed before
 // tierflow's still gets the faults that are not tierflow's.
+// GCC says __SANITIZE_*__, Clang __has_feature.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TIERFLOW_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TIERFLOW_TEST_SANITIZED 1
+#endif
+#endif
+#ifdef TIERFLOW_TEST_SANITIZED
 constexpr bool kSanitized = true;  // the sanitizer's own handler reports other faults
 #else
 constexpr bool kSanitized = false;

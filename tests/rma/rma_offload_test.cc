@@ -2,7 +2,7 @@
 // Large puts and gets offloaded to an engine (src/rma/mpi/offload.h), run with
 // TIERFLOW_RMA_OFFLOAD set and a threshold low enough that most transfers go to the engine. In
 // every kind of epoch (fence, GATS, lock, lock_all with flushes) each rank puts blocks of
-// 4 KiB .. 1 MiB at odd offsets, a few bytes apart (blocks share cache lines), into its right
+// 4 KiB .. 512 KiB at odd offsets, a few bytes apart (blocks share cache lines), into its right
 // neighbour's window, overwrites its origin buffer as soon as the completing call returns, and
 // checks what its left neighbour put into its own window after a barrier; then gets the blocks
 // back from the right neighbour and compares them. With TIERFLOW_OFFLOAD_TEST_FAULT=1, a put
@@ -32,7 +32,7 @@ int g_rank = 0, g_size = 1, g_failures = 0;
     }                                         \
   } while (0)
 
-constexpr std::size_t kWindow = (std::size_t{6} << 20) + 1000;
+constexpr std::size_t kWindow = (std::size_t{3} << 20) + 1000;
 
 struct Block {
   std::size_t offset, bytes;
@@ -45,7 +45,7 @@ std::vector<Block> Layout(int origin, int round) {
   std::vector<Block> blocks;
   std::size_t at = rng() % 61;
   for (;;) {
-    const std::size_t bytes = (std::size_t{4096} << (rng() % 9)) + rng() % 777;
+    const std::size_t bytes = (std::size_t{4096} << (rng() % 8)) + rng() % 777;
     if (at + bytes > kWindow) break;
     blocks.push_back({at, bytes});
     at += bytes + rng() % 3 * 24;  // 0, 24 or 48 bytes apart: neighbours share lines
