@@ -45,6 +45,9 @@ struct CalibrationOptions {
   // Where file figures are measured: on the storage you plan for. Empty: TMPDIR.
   std::string file_dir;
   int repeats = 3;  // the best of these is kept (more: steadier, slower)
+  // Default empty: every memory node of the system, each pair of them. Else only the pairs of
+  // these nodes (one node: its own figure), for a caller that needs few figures quickly.
+  std::vector<int> nodes;
 };
 
 class TIERFLOW_EXPORT Calibration {
@@ -65,10 +68,11 @@ class TIERFLOW_EXPORT Calibration {
   bool empty() const { return entries_.empty(); }
 
   // Measures each memory engine by its EngineKind — a kCpu engine's figures as Mechanism::kCpu,
-  // a kOffload engine's as Mechanism::kDsa — between the memory nodes of the running system,
-  // and, when `storage` is given, its io_uring reads, writes and copy_file_range in
-  // options.file_dir. `repeats` moves of `bytes` each per figure. Errors: the directory cannot
-  // be written, an engine fails, a kStorage engine among `engines` (give it as `storage`).
+  // a kOffload engine's as Mechanism::kDsa — between the memory nodes of the running system
+  // (or options.nodes), and, when `storage` is given, its io_uring reads, writes and
+  // copy_file_range in options.file_dir. `repeats` moves of `bytes` each per figure. Errors:
+  // the directory cannot be written, an engine fails, a kStorage engine among `engines` (give
+  // it as `storage`), a node in options.nodes that is not a memory node of this system.
   static Result<Calibration> Measure(const std::vector<Engine*>& engines, IoUringEngine* storage,
                                      const CalibrationOptions& options = {});
   // Reads a file written by Save. `any_machine`: accept figures of another machine (fixtures

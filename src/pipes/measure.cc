@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <functional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/own_file.h"
 #include "tierflow/buffer.h"
@@ -58,8 +60,9 @@ Result<CalibrationEntry> Figure(Engine& e, Mechanism m, std::string from, std::s
 }
 
 Status MeasureMemory(Engine& e, Mechanism m, const CalibrationOptions& o, Calibration& c) {
-  for (int a : SystemMemoryNodes()) {
-    for (int b : SystemMemoryNodes()) {
+  const std::vector<int> nodes = o.nodes.empty() ? SystemMemoryNodes() : o.nodes;
+  for (int a : nodes) {
+    for (int b : nodes) {
       Result<Buffer> src = Buffer::OnNode(a, o.bytes);
       Result<Buffer> dst = Buffer::OnNode(b, o.bytes);
       if (!src.ok()) return src.status();
@@ -164,6 +167,14 @@ Result<Calibration> Calibration::Measure(const std::vector<Engine*>& engines,
   if (options.bytes < (1u << 20) || options.bytes % 4096 != 0) {
     return Status::InvalidArgument(
         "calibration needs at least 1 MiB per figure, a multiple of 4 KiB");
+  }
+  const std::vector<int> system = SystemMemoryNodes();
+  for (int n : options.nodes) {
+    if (std::find(system.begin(), system.end(), n) == system.end()) {
+      return Status::InvalidArgument(
+          fmt::format("calibration of node {}: not a memory node of this system (it has {})", n,
+                      fmt::join(system, ", ")));
+    }
   }
   Calibration c;
   c.machine_ = ThisMachine();

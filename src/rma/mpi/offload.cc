@@ -166,6 +166,7 @@ Result<CalibrationEntry> Figure(Engine& e, std::string& source) {
   }
   CalibrationOptions opt;
   opt.bytes = std::size_t{4} << 20;
+  opt.nodes = {std::max(0, e.capabilities().node)};  // its own figure: every rank measures
   Result<Calibration> c = Calibration::Measure({&e}, nullptr, opt);
   if (!c.ok()) return c.status();
   auto f = c->Find(m, here, here);
