@@ -18,19 +18,11 @@
 #include <random>
 #include <vector>
 
+#include "mpi_check.h"
+
 namespace {
 
 int g_rank = 0, g_size = 1, g_failures = 0;
-
-#define CHECK(cond, ...)                      \
-  do {                                        \
-    if (!(cond)) {                            \
-      std::printf("rank %d: FAIL: ", g_rank); \
-      std::printf(__VA_ARGS__);               \
-      std::printf("\n");                      \
-      ++g_failures;                           \
-    }                                         \
-  } while (0)
 
 constexpr std::size_t kWindow = (std::size_t{3} << 20) + 1000;
 

@@ -155,7 +155,8 @@ Result<Engine*> MakeEngine(Offloader& o, Mode mode, int ranks, std::string& why)
 // else measured now (not saved: `tierflow pipes calibrate` keeps figures).
 Result<CalibrationEntry> Figure(Engine& e, std::string& source) {
   const Mechanism m = e.capabilities().kind == EngineKind::kCpu ? Mechanism::kCpu : Mechanism::kDsa;
-  const std::string here = CalibrationEndpoint(TierKind::kDram, std::max(0, e.capabilities().node));
+  const int node = std::max(0, e.capabilities().node);
+  const std::string here = CalibrationEndpoint(TierKind::kDram, node);
   if (const std::string path = Calibration::DefaultPath(); !path.empty()) {
     if (Result<Calibration> c = Calibration::Load(path); c.ok()) {
       if (auto f = c->Find(m, here, here); f.has_value()) {
@@ -166,7 +167,7 @@ Result<CalibrationEntry> Figure(Engine& e, std::string& source) {
   }
   CalibrationOptions opt;
   opt.bytes = std::size_t{4} << 20;
-  opt.nodes = {std::max(0, e.capabilities().node)};  // its own figure: every rank measures
+  opt.nodes = {node};  // its own figure only: every rank of the node measures
   Result<Calibration> c = Calibration::Measure({&e}, nullptr, opt);
   if (!c.ok()) return c.status();
   auto f = c->Find(m, here, here);
