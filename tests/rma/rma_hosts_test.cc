@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+// A job across the hosts of the test bed (scripts/hosts.sh): what the MPI sees as a node is one
+// host, the hosts' shared memory is their own, and one-sided communication between ranks on
+// different hosts (fence, lock/flush, accumulates, PSCW) gives the MPI's results, with or
+// without libtierflow_rma between the program and the MPI.
+//
+//   rma_hosts_test RANKS_PER_HOST
+#include <fcntl.h>
+#include <mpi.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mpi_check.h"
+
+namespace {
+
+int g_rank = 0, g_size = 0, g_failures = 0;
+
+// The host of every rank, as its UTS namespace names it.
+std::vector<std::string> HostNames() {
+  char mine[64] = {};
+  gethostname(mine, sizeof(mine) - 1);
+  std::vector<char> all(64 * static_cast<std::size_t>(g_size));
+  MPI_Allgather(mine, 64, MPI_CHAR, all.data(), 64, MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> names;
+  for (int r = 0; r < g_size; ++r) names.emplace_back(&all[64 * static_cast<std::size_t>(r)]);
+  return names;
+}
+
+// MPI_COMM_TYPE_SHARED groups exactly the ranks of one host.
+void Nodes(int per_host, const std::vector<std::string>& names) {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  CHECK(node_size == per_host, "the MPI's node has %d ranks, the test bed's host %d", node_size,
+        per_host);
+  int same = 0;
+  for (const std::string& n : names) same += n == names[g_rank];
+  CHECK(same == per_host, "%d ranks on host %s, expected %d", same, names[g_rank].c_str(),
+        per_host);
+  MPI_Comm_free(&node);
+}
+
+// A POSIX shared-memory object made on one host is seen by its ranks only.
+void PrivateShm(const std::vector<std::string>& names) {
+  const std::string name = "/tierflow-hosts-test-" + std::to_string(getppid());
+  const bool maker = g_rank == 0;
+  int fd = -1;
+  if (maker) fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  CHECK(!maker || fd >= 0, "shm_open(%s) failed", name.c_str());
+  MPI_Barrier(MPI_COMM_WORLD);
+  const int seen = access(("/dev/shm" + name).c_str(), F_OK) == 0;
+  const bool same_host = names[g_rank] == names[0];
+  CHECK(seen == same_host, "rank %d on %s %s rank 0's /dev/shm", g_rank, names[g_rank].c_str(),
+        seen ? "sees" : "does not see");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (maker) {
+    close(fd);
+    shm_unlink(name.c_str());
+  }
+}
+
+constexpr int kInts = 1024;
+
+struct Win {
+  long* base = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  Win() {
+    MPI_Win_allocate(kInts * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base,
+                     &win);
+    for (int i = 0; i < kInts; ++i) base[i] = -1;
+  }
+  ~Win() { MPI_Win_free(&win); }
+};
+
+// Every rank puts into the rank half the job away (another host) and gets from it.
+void Fence(Win& w) {
+  const int peer = (g_rank + g_size / 2) % g_size;
+  std::vector<long> out(kInts), in(kInts, 0);
+  for (int i = 0; i < kInts; ++i) out[i] = g_rank * 100000L + i;
+  MPI_Win_fence(0, w.win);
+  MPI_Put(out.data(), kInts, MPI_LONG, peer, 0, kInts, MPI_LONG, w.win);
+  MPI_Win_fence(0, w.win);
+  MPI_Get(in.data(), kInts, MPI_LONG, peer, 0, kInts, MPI_LONG, w.win);
+  MPI_Win_fence(0, w.win);
+  const int from = (peer + g_size / 2) % g_size;  // who put into the peer
+  int bad = 0;
+  for (int i = 0; i < kInts; ++i)
+    bad += w.base[i] != peer * 100000L + i || in[i] != from * 100000L + i;
+  CHECK(bad == 0, "fence: %d of %d elements wrong", bad, kInts);
+}
+
+// Every rank adds to every rank's counter under lock_all, flushing each: the sums are exact.
+void Accumulates(Win& w) {
+  MPI_Win_fence(0, w.win);
+  w.base[0] = 0;
+  MPI_Win_fence(0, w.win);
+  MPI_Win_lock_all(0, w.win);
+  const long one = 1;
+  for (int k = 0; k < 50; ++k) {
+    for (int r = 0; r < g_size; ++r) {
+      MPI_Accumulate(&one, 1, MPI_LONG, r, 0, 1, MPI_LONG, MPI_SUM, w.win);
+    }
+    MPI_Win_flush_all(w.win);
+  }
+  long fetched = 0;
+  MPI_Fetch_and_op(&one, &fetched, MPI_LONG, (g_rank + 1) % g_size, 1, MPI_NO_OP, w.win);
+  MPI_Win_unlock_all(w.win);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_lock(MPI_LOCK_SHARED, g_rank, 0, w.win);
+  const long mine = w.base[0];
+  MPI_Win_unlock(g_rank, w.win);
+  CHECK(mine == 50L * g_size, "accumulates: counter %ld, expected %ld", mine, 50L * g_size);
+}
+
+// Exclusive locks serialise read-modify-write by get and put across hosts.
+void ExclusiveLocks(Win& w) {
+  MPI_Win_fence(0, w.win);
+  w.base[2] = 0;
+  MPI_Win_fence(0, w.win);
+  for (int k = 0; k < 20; ++k) {
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win);
+    long v = 0;
+    MPI_Get(&v, 1, MPI_LONG, 0, 2, 1, MPI_LONG, w.win);
+    MPI_Win_flush(0, w.win);
+    ++v;
+    MPI_Put(&v, 1, MPI_LONG, 0, 2, 1, MPI_LONG, w.win);
+    MPI_Win_unlock(0, w.win);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win);
+    CHECK(w.base[2] == 20L * g_size, "exclusive locks: %ld, expected %ld", w.base[2], 20L * g_size);
+    MPI_Win_unlock(0, w.win);
+  }
+}
+
+// Post/start/complete/wait with the next rank (on another host for the last of a host).
+void Pscw(Win& w) {
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  MPI_Group world, to, from;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_incl(world, 1, &next, &to);
+  MPI_Group_incl(world, 1, &prev, &from);
+  const long v = 7000 + g_rank;
+  MPI_Win_post(from, 0, w.win);
+  MPI_Win_start(to, 0, w.win);
+  MPI_Put(&v, 1, MPI_LONG, next, 3, 1, MPI_LONG, w.win);
+  MPI_Win_complete(w.win);
+  MPI_Win_wait(w.win);
+  CHECK(w.base[3] == 7000 + prev, "pscw: %ld from rank %d, expected %d", w.base[3], prev,
+        7000 + prev);
+  MPI_Group_free(&to);
+  MPI_Group_free(&from);
+  MPI_Group_free(&world);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  const int per_host = argc > 1 ? std::atoi(argv[1]) : 0;
+  CHECK(per_host > 0 && g_size % per_host == 0 && g_size / per_host >= 2,
+        "usage: rma_hosts_test RANKS_PER_HOST, on two hosts or more (%d ranks)", g_size);
+  if (g_failures == 0) {
+    const std::vector<std::string> names = HostNames();
+    Nodes(per_host, names);
+    PrivateShm(names);
+    Win w;
+    Fence(w);
+    Accumulates(w);
+    ExclusiveLocks(w);
+    Pscw(w);
+  }
+  int total = 0;
+  MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (g_rank == 0) std::printf("%s: %d failures\n", total == 0 ? "PASS" : "FAIL", total);
+  MPI_Finalize();
+  return total == 0 ? 0 : 1;
+}
