@@ -193,8 +193,10 @@ def serve_one(hosts, conn):
         # cd to the client's directory where the host sees it (shared), else to /.
         cmd = ["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "--", "sh", "-c",
                'cd "$0" 2>/dev/null || cd /; exec "$@"', req["cwd"], *req["argv"]]
+        # `run` keeps the caller's environment, as a local command would; the agent gets the
+        # daemon's, as ssh gives a login environment rather than the caller's.
         child = subprocess.Popen(cmd, stdin=fds[0], stdout=fds[1], stderr=fds[2],
-                                 start_new_session=True)
+                                 env=req.get("env"), start_new_session=True)
         for fd in fds:
             os.close(fd)
         fds = []
@@ -301,7 +303,9 @@ def client(state, op, args):
     except OSError as e:
         sys.exit(f"hosts: the test bed in {state} is not running ({e.strerror}): "
                  "start it with `scripts/hosts.sh up N`")
-    body = json.dumps({"op": op, "host": host, "argv": argv, "cwd": os.getcwd()}).encode()
+    env = dict(os.environ) if op == "run" else None
+    body = json.dumps({"op": op, "host": host, "argv": argv, "cwd": os.getcwd(),
+                       "env": env}).encode()
     socket.send_fds(conn, [struct.pack("!I", len(body))], [0, 1, 2])
     conn.sendall(body)
     data = b""

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A job across the hosts of the test bed (scripts/hosts.sh): what the MPI sees as a node is one
 // host, the hosts' shared memory is their own, and one-sided communication between ranks on
-// different hosts (fence, lock/flush, accumulates, PSCW) gives the MPI's results, with or
-// without libtierflow_rma between the program and the MPI.
+// different hosts (fence, lock/flush, accumulates, PSCW, epochs whose targets are on this host
+// and on others) gives the MPI's results, with or without libtierflow_rma between the program
+// and the MPI (which splits such windows: rma/mpi/hybrid.h).
 //
 //   rma_hosts_test RANKS_PER_HOST
 #include <fcntl.h>
@@ -162,6 +163,59 @@ void Pscw(Win& w) {
   MPI_Group_free(&world);
 }
 
+// One epoch with targets on this host and on others: every rank writes its slot of every rank's
+// window (a strided target datatype) in a fence epoch, reads them back with request-based gets
+// under lock_all, and exchanges with all others by post/start/complete and MPI_Win_test.
+void Mixed(Win& w) {
+  constexpr int kSlot = 8, kBase = 16;  // rank r's slot: elements kBase + r*kSlot, every other
+  MPI_Datatype strided;
+  MPI_Type_vector(kSlot / 2, 1, 2, MPI_LONG, &strided);
+  MPI_Type_commit(&strided);
+  std::vector<long> mine(kSlot / 2);
+  for (int i = 0; i < kSlot / 2; ++i) mine[i] = g_rank * 1000L + i;
+  MPI_Win_fence(0, w.win);
+  for (int t = 0; t < g_size; ++t) {
+    MPI_Put(mine.data(), kSlot / 2, MPI_LONG, t, kBase + g_rank * kSlot, 1, strided, w.win);
+  }
+  MPI_Win_fence(0, w.win);
+  int bad = 0;
+  for (int r = 0; r < g_size; ++r) {
+    for (int i = 0; i < kSlot / 2; ++i) bad += w.base[kBase + r * kSlot + 2 * i] != r * 1000L + i;
+  }
+  CHECK(bad == 0, "mixed fence: %d elements wrong", bad);
+  std::vector<long> back(static_cast<std::size_t>(g_size) * (kSlot / 2), -1);
+  std::vector<MPI_Request> req(g_size);
+  MPI_Win_lock_all(0, w.win);
+  for (int t = 0; t < g_size; ++t) {
+    MPI_Rget(&back[static_cast<std::size_t>(t) * (kSlot / 2)], kSlot / 2, MPI_LONG, t,
+             kBase + g_rank * kSlot, 1, strided, w.win, &req[t]);
+  }
+  MPI_Waitall(g_size, req.data(), MPI_STATUSES_IGNORE);
+  MPI_Win_unlock_all(w.win);
+  bad = 0;
+  for (std::size_t i = 0; i < back.size(); ++i) bad += back[i] != mine[i % (kSlot / 2)];
+  CHECK(bad == 0, "mixed rget: %d elements wrong", bad);
+  MPI_Type_free(&strided);
+  // Post/start with every other rank at once; the exposure epoch ends through MPI_Win_test.
+  MPI_Group world, others;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_excl(world, 1, &g_rank, &others);
+  MPI_Win_post(others, 0, w.win);
+  MPI_Win_start(others, 0, w.win);
+  const long v = 500 + g_rank;
+  for (int t = 0; t < g_size; ++t) {
+    if (t != g_rank) MPI_Put(&v, 1, MPI_LONG, t, 4 + g_rank % 8, 1, MPI_LONG, w.win);
+  }
+  MPI_Win_complete(w.win);
+  int flag = 0;
+  while (!flag) MPI_Win_test(w.win, &flag);
+  bad = 0;
+  for (int r = 0; r < g_size && r < 8; ++r) bad += r != g_rank && w.base[4 + r] != 500 + r;
+  CHECK(bad == 0, "mixed pscw: %d values wrong", bad);
+  MPI_Group_free(&others);
+  MPI_Group_free(&world);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +234,7 @@ int main(int argc, char** argv) {
     Accumulates(w);
     ExclusiveLocks(w);
     Pscw(w);
+    Mixed(w);
   }
   int total = 0;
   MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "rma/mpi/coherence.h"
+#include "rma/mpi/hybrid.h"
 #include "rma/mpi/offload.h"
 #include "rma/mpi/window.h"
 #include "tierflow/cpu_isa.h"
@@ -203,7 +204,7 @@ int TooLarge(std::unique_ptr<Window> w, MPI_Comm comm, const std::vector<Offer>&
 // rank's arguments are wrong, so they all go the same way (the MPI underneath then reports
 // it). A mode nobody knows or ranks that disagree are MPI_ERR_ARG through the
 // communicator's error handler.
-int Agree(MPI_Comm comm, bool valid, bool& accelerate, Coherence& mode) {
+int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mode) {
   std::string error;
   int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
   // The copies' kernels: a TIERFLOW_ISA this CPU lacks is refused, as a mode nobody knows.
@@ -218,11 +219,17 @@ int Agree(MPI_Comm comm, bool valid, bool& accelerate, Coherence& mode) {
   // OnThisNode first: it may be collective, so every rank calls it, even one whose arguments
   // are wrong.
   const bool here = OnThisNode(comm);
-  const int in[3] = {valid && here ? 1 : 0, mine, -mine};
-  int out[3] = {};
-  PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MIN, comm);
+  const int in[4] = {valid && here ? 1 : 0, mine, -mine, valid ? 1 : 0};
+  int out[4] = {};
+  PMPI_Allreduce(in, out, 4, MPI_INT, MPI_MIN, comm);
   accelerate = out[0] != 0;
-  if (!accelerate || (out[1] == -out[2] && out[1] >= 0)) return MPI_SUCCESS;
+  const bool agreed = out[1] == -out[2] && out[1] >= 0;
+  // `here` is the same on every rank: all split the window across hosts, or none.
+  span = !here && out[3] != 0 && agreed && out[1] == static_cast<int>(Coherence::kCoherent);
+  if (!here && out[3] != 0 && agreed && !span) {
+    PassThroughReason(comm, "window", "its ranks span hosts, which only the coherent mode splits");
+  }
+  if (!accelerate || agreed) return MPI_SUCCESS;
   accelerate = false;
   int me = 0;
   PMPI_Comm_rank(comm, &me);
@@ -315,16 +322,19 @@ std::string Describe(const Window& w) {
 }
 
 // What both creations start with: nullptr and MPI_SUCCESS in `rc` when the window stays with
-// the MPI underneath (ranks on several nodes, arguments it will refuse itself, no shared
-// memory); an error in `rc`, already reported, for a coherence mode the ranks do not agree on.
-std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size, int& rc) {
+// the MPI underneath (arguments it will refuse itself, no shared memory), or, with `span`, is
+// split across hosts (rma/mpi/hybrid.h); an error in `rc`, already reported, for a coherence
+// mode the ranks do not agree on.
+std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size, int& rc,
+                              bool& span) {
+  span = false;
   if (comm == MPI_COMM_NULL) return nullptr;
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   if (inter) return nullptr;  // the same on every rank: no collective needed to agree
   bool accelerate = false;
   Coherence mode;
-  rc = Agree(comm, size >= 0 && disp_unit > 0, accelerate, mode);
+  rc = Agree(comm, size >= 0 && disp_unit > 0, accelerate, span, mode);
   if (!accelerate) return nullptr;
   std::unique_ptr<Window> w = NewWindow(comm, flavor, disp_unit, size, mode);
   if (w == nullptr) return nullptr;
@@ -406,8 +416,10 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
                                 void* baseptr, MPI_Win* win) {
   return Guarded("MPI_Win_allocate", [&]() -> int {
     int rc = MPI_SUCCESS;
-    std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, rc);
+    bool span = false;
+    std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, rc, span);
     if (rc != MPI_SUCCESS) return rc;
+    if (span) return HybridAllocate(size, disp_unit, info, comm, baseptr, win);
     if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
     const Coherence mode = w->coherence;
     Offer mine;
@@ -537,8 +549,10 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
                               MPI_Comm comm, MPI_Win* win) {
   return Guarded("MPI_Win_create", [&]() -> int {
     int rc = MPI_SUCCESS;
-    std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, rc);
+    bool span = false;
+    std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, rc, span);
     if (rc != MPI_SUCCESS) return rc;
+    if (span) return HybridCreate(base, size, disp_unit, info, comm, win);
     if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
     const Coherence mode = w->coherence;
     Offer mine;
@@ -672,7 +686,10 @@ extern "C" int MPI_Free_mem(void* base) {
 extern "C" int MPI_Win_free(MPI_Win* win) {
   return Guarded("MPI_Win_free", [&]() -> int {
     Window* w = win != nullptr ? FindWindow(*win) : nullptr;
-    if (w == nullptr) return PMPI_Win_free(win);
+    if (w == nullptr) {
+      if (win != nullptr && FindHybrid(*win) != nullptr) return HybridFree(win);
+      return PMPI_Win_free(win);
+    }
     // Collective like the free itself: every rank fails when one has an epoch open, instead of
     // the others waiting for it forever.
     const bool open = w->started || w->posted || w->locks_held > 0 || w->lock_all;
@@ -699,7 +716,10 @@ extern "C" int MPI_Win_free(MPI_Win* win) {
 extern "C" int MPI_Win_get_attr(MPI_Win win, int keyval, void* value, int* flag) {
   return Guarded("MPI_Win_get_attr", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_get_attr(win, keyval, value, flag);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridAttr(*h, keyval, value, flag);
+      return PMPI_Win_get_attr(win, keyval, value, flag);
+    }
     void* out = nullptr;
     if (keyval == MPI_WIN_BASE) {
       out = w->base[w->me];  // the address the program was given (its private copy when simulated)

@@ -154,7 +154,7 @@ int Fail(const Window& w, Misuse what, const std::string& detail) {
   std::call_once(g_codes_once, MakeCodes);
   if (Verbose()) Say(w.me, detail);
   const int code = g_codes[static_cast<int>(what)];
-  PMPI_Win_call_errhandler(w.win, code);
+  PMPI_Win_call_errhandler(w.report != MPI_WIN_NULL ? w.report : w.win, code);
   return code;
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "rma/mpi/coherence.h"
+#include "rma/mpi/hybrid.h"
 #include "rma/mpi/offload.h"
 #include "rma/mpi/window.h"
 
@@ -90,7 +91,10 @@ using namespace tierflow::rma;
 extern "C" int MPI_Win_start(MPI_Group group, int asserts, MPI_Win win) {
   return Guarded("MPI_Win_start", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_start(group, asserts, win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridStart(*h, group, asserts);
+      return PMPI_Win_start(group, asserts, win);
+    }
     return Drained(*w, "MPI_Win_start", [&]() -> int {
       if (w->started || PassiveEpoch(*w)) {
         return Fail(*w, Misuse::kEpochOpen, "MPI_Win_start while an access epoch is open");
@@ -109,7 +113,10 @@ extern "C" int MPI_Win_start(MPI_Group group, int asserts, MPI_Win win) {
 extern "C" int MPI_Win_complete(MPI_Win win) {
   return Guarded("MPI_Win_complete", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_complete(win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridComplete(*h);
+      return PMPI_Win_complete(win);
+    }
     return Drained(*w, "MPI_Win_complete", [&]() -> int {
       if (!w->started) {
         return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_complete without MPI_Win_start");
@@ -131,7 +138,10 @@ extern "C" int MPI_Win_complete(MPI_Win win) {
 extern "C" int MPI_Win_post(MPI_Group group, int asserts, MPI_Win win) {
   return Guarded("MPI_Win_post", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_post(group, asserts, win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridPost(*h, group, asserts);
+      return PMPI_Win_post(group, asserts, win);
+    }
     return Drained(*w, "MPI_Win_post", [&]() -> int {
       if (w->posted) return Fail(*w, Misuse::kEpochOpen, "MPI_Win_post while a post is open");
       if (int rc = Translate(*w, group, w->post_group, "MPI_Win_post"); rc != MPI_SUCCESS)
@@ -154,7 +164,10 @@ extern "C" int MPI_Win_post(MPI_Group group, int asserts, MPI_Win win) {
 extern "C" int MPI_Win_wait(MPI_Win win) {
   return Guarded("MPI_Win_wait", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_wait(win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridWait(*h);
+      return PMPI_Win_wait(win);
+    }
     return Drained(*w, "MPI_Win_wait", [&]() -> int {
       if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_wait without MPI_Win_post");
       if (Status s = w->sync->AwaitCompletion(); !s.ok()) return PeerGone(*w, s);
@@ -167,7 +180,10 @@ extern "C" int MPI_Win_wait(MPI_Win win) {
 extern "C" int MPI_Win_test(MPI_Win win, int* flag) {
   return Guarded("MPI_Win_test", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_test(win, flag);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridTest(*h, flag);
+      return PMPI_Win_test(win, flag);
+    }
     return Drained(*w, "MPI_Win_test", [&]() -> int {
       if (!w->posted) return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_test without MPI_Win_post");
       *flag = w->sync->Completed() ? 1 : 0;
@@ -181,7 +197,10 @@ extern "C" int MPI_Win_test(MPI_Win win, int* flag) {
 extern "C" int MPI_Win_fence(int asserts, MPI_Win win) {
   return Guarded("MPI_Win_fence", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_fence(asserts, win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridFence(*h, asserts);
+      return PMPI_Win_fence(asserts, win);
+    }
     return Drained(*w, "MPI_Win_fence", [&]() -> int {
       if (w->started || w->posted || PassiveEpoch(*w)) {
         return Fail(*w, Misuse::kEpochOpen,
@@ -250,7 +269,10 @@ int Release(Window& w, int rank) {
 extern "C" int MPI_Win_lock(int type, int rank, int asserts, MPI_Win win) {
   return Guarded("MPI_Win_lock", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_lock(type, rank, asserts, win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridLock(*h, type, rank, asserts);
+      return PMPI_Win_lock(type, rank, asserts, win);
+    }
     return Drained(*w, "MPI_Win_lock", [&]() -> int {
       if (rank == MPI_PROC_NULL)
         return MPI_SUCCESS;  // a valid target with no effect, as in MPI 3.1
@@ -274,7 +296,10 @@ extern "C" int MPI_Win_lock(int type, int rank, int asserts, MPI_Win win) {
 extern "C" int MPI_Win_unlock(int rank, MPI_Win win) {
   return Guarded("MPI_Win_unlock", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_unlock(rank, win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridUnlock(*h, rank);
+      return PMPI_Win_unlock(rank, win);
+    }
     return Drained(*w, "MPI_Win_unlock", [&]() -> int {
       if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
       if (int rc = CheckLockTarget(*w, rank, "MPI_Win_unlock"); rc != MPI_SUCCESS) return rc;
@@ -292,7 +317,10 @@ extern "C" int MPI_Win_unlock(int rank, MPI_Win win) {
 extern "C" int MPI_Win_lock_all(int asserts, MPI_Win win) {
   return Guarded("MPI_Win_lock_all", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_lock_all(asserts, win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridLockAll(*h, asserts);
+      return PMPI_Win_lock_all(asserts, win);
+    }
     return Drained(*w, "MPI_Win_lock_all", [&]() -> int {
       if (PassiveEpoch(*w) || w->started) {
         return Fail(*w, Misuse::kEpochOpen, "MPI_Win_lock_all while an access epoch is open");
@@ -312,7 +340,10 @@ extern "C" int MPI_Win_lock_all(int asserts, MPI_Win win) {
 extern "C" int MPI_Win_unlock_all(MPI_Win win) {
   return Guarded("MPI_Win_unlock_all", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_unlock_all(win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridUnlockAll(*h);
+      return PMPI_Win_unlock_all(win);
+    }
     return Drained(*w, "MPI_Win_unlock_all", [&]() -> int {
       if (!w->lock_all) {
         return Fail(*w, Misuse::kNoMatchingSync, "MPI_Win_unlock_all without MPI_Win_lock_all");
@@ -333,7 +364,12 @@ namespace {
 // Every transfer has completed when its call returned: a flush orders and checks the epoch.
 int Flush(MPI_Win win, int rank, const char* call, int (*pass)(int, MPI_Win)) {
   Window* w = FindWindow(win);
-  if (w == nullptr) return pass(rank, win);
+  if (w == nullptr) {
+    if (Hybrid* h = FindHybrid(win)) {
+      return HybridFlush(*h, rank, pass == PMPI_Win_flush_local);
+    }
+    return pass(rank, win);
+  }
   return Drained(*w, call, [&]() -> int {
     if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
     if (int rc = CheckLockTarget(*w, rank, call); rc != MPI_SUCCESS) return rc;
@@ -350,7 +386,10 @@ int Flush(MPI_Win win, int rank, const char* call, int (*pass)(int, MPI_Win)) {
 
 int FlushAll(MPI_Win win, const char* call, int (*pass)(MPI_Win)) {
   Window* w = FindWindow(win);
-  if (w == nullptr) return pass(win);
+  if (w == nullptr) {
+    if (Hybrid* h = FindHybrid(win)) return HybridFlush(*h, -1, pass == PMPI_Win_flush_local_all);
+    return pass(win);
+  }
   return Drained(*w, call, [&]() -> int {
     if (!PassiveEpoch(*w)) {
       return Fail(*w, Misuse::kNoMatchingSync,
@@ -389,7 +428,10 @@ extern "C" int MPI_Win_flush_local_all(MPI_Win win) {
 extern "C" int MPI_Win_sync(MPI_Win win) {
   return Guarded("MPI_Win_sync", [&]() -> int {
     Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Win_sync(win);
+    if (w == nullptr) {
+      if (Hybrid* h = FindHybrid(win)) return HybridSync(*h);
+      return PMPI_Win_sync(win);
+    }
     return Drained(*w, "MPI_Win_sync", [&]() -> int {
       // The separate model's private and public copies of this rank's window meet.
       int rc = WriteBackOwn(*w);

@@ -10,6 +10,7 @@
 #include "rma/mpi/access.h"
 #include "rma/mpi/coherence.h"
 #include "rma/mpi/datatype.h"
+#include "rma/mpi/hybrid.h"
 #include "rma/mpi/offload.h"
 #include "rma/mpi/window.h"
 
@@ -115,7 +116,9 @@ using namespace tierflow::rma;
 extern "C" int MPI_Put(const void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
                        int tcount, MPI_Datatype ttype, MPI_Win win) {
   return Guarded("MPI_Put", [&]() -> int {
-    Window* w = FindWindow(win);
+    int routed = MPI_SUCCESS;
+    Window* w = Route(win, target, routed);
+    if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) return PMPI_Put(oaddr, ocount, otype, target, disp, tcount, ttype, win);
     return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put");
   });
@@ -124,7 +127,9 @@ extern "C" int MPI_Put(const void* oaddr, int ocount, MPI_Datatype otype, int ta
 extern "C" int MPI_Get(void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
                        int tcount, MPI_Datatype ttype, MPI_Win win) {
   return Guarded("MPI_Get", [&]() -> int {
-    Window* w = FindWindow(win);
+    int routed = MPI_SUCCESS;
+    Window* w = Route(win, target, routed);
+    if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) return PMPI_Get(oaddr, ocount, otype, target, disp, tcount, ttype, win);
     return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Get");
   });
@@ -134,7 +139,9 @@ extern "C" int MPI_Rput(const void* oaddr, int ocount, MPI_Datatype otype, int t
                         MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Win win,
                         MPI_Request* request) {
   return Guarded("MPI_Rput", [&]() -> int {
-    Window* w = FindWindow(win);
+    int routed = MPI_SUCCESS;
+    Window* w = Route(win, target, routed);
+    if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) {
       return PMPI_Rput(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
     }
@@ -147,7 +154,9 @@ extern "C" int MPI_Rput(const void* oaddr, int ocount, MPI_Datatype otype, int t
 extern "C" int MPI_Rget(void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
                         int tcount, MPI_Datatype ttype, MPI_Win win, MPI_Request* request) {
   return Guarded("MPI_Rget", [&]() -> int {
-    Window* w = FindWindow(win);
+    int routed = MPI_SUCCESS;
+    Window* w = Route(win, target, routed);
+    if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) {
       return PMPI_Rget(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
     }
@@ -161,7 +170,9 @@ extern "C" int MPI_Rget(void* oaddr, int ocount, MPI_Datatype otype, int target,
 extern "C" int MPI_Put_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win) {
   return Guarded("MPI_Put_c", [&]() -> int {
-    Window* w = FindWindow(win);
+    int routed = MPI_SUCCESS;
+    Window* w = Route(win, target, routed);
+    if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) return PMPI_Put_c(oaddr, ocount, otype, target, disp, tcount, ttype, win);
     return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put_c");
   });
@@ -171,7 +182,9 @@ extern "C" int MPI_Rput_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otyp
                           MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win,
                           MPI_Request* request) {
   return Guarded("MPI_Rput_c", [&]() -> int {
-    Window* w = FindWindow(win);
+    int routed = MPI_SUCCESS;
+    Window* w = Route(win, target, routed);
+    if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) {
       return PMPI_Rput_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
     }
@@ -185,7 +198,9 @@ extern "C" int MPI_Rget_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int
                           MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win,
                           MPI_Request* request) {
   return Guarded("MPI_Rget_c", [&]() -> int {
-    Window* w = FindWindow(win);
+    int routed = MPI_SUCCESS;
+    Window* w = Route(win, target, routed);
+    if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) {
       return PMPI_Rget_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
     }
@@ -198,7 +213,9 @@ extern "C" int MPI_Rget_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int
 extern "C" int MPI_Get_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int target,
                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win) {
   return Guarded("MPI_Get_c", [&]() -> int {
-    Window* w = FindWindow(win);
+    int routed = MPI_SUCCESS;
+    Window* w = Route(win, target, routed);
+    if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) return PMPI_Get_c(oaddr, ocount, otype, target, disp, tcount, ttype, win);
     return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Get_c");
   });

@@ -28,6 +28,8 @@ enum class Coherence : std::uint8_t { kCoherent, kNoncoherent, kSimulated };
 
 struct Window {
   MPI_Win win = MPI_WIN_NULL;     // the window of the MPI underneath
+  MPI_Win report = MPI_WIN_NULL;  // whose error handler reports errors, when not `win`'s
+                                  // (the node window of a window across hosts: hybrid.h)
   MPI_Comm comm = MPI_COMM_NULL;  // a duplicate of the window's communicator
   MPI_Group group = MPI_GROUP_NULL;
   int flavor = 0;  // what the program asked for (MPI_WIN_FLAVOR_CREATE / _ALLOCATE)

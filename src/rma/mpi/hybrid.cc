@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: Apache-2.0
+// Windows across hosts (rma/mpi/hybrid.h): creation, routing of puts and gets, and
+// synchronisation calls that act on the node window and on the MPI's window.
+#include "rma/mpi/hybrid.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace tierflow::rma {
+
+namespace {
+
+std::shared_mutex g_mu;
+std::unordered_map<std::uint64_t, Hybrid*> g_hybrids;
+std::atomic<int> g_count{0};  // no lookup at all while no window spans hosts
+
+std::uint64_t KeyOf(MPI_Win win) {
+  std::uint64_t k = 0;
+  static_assert(sizeof(win) <= sizeof(k));
+  std::memcpy(&k, &win, sizeof(win));
+  return k;
+}
+
+void Add(Hybrid* h) {
+  std::unique_lock lock(g_mu);
+  g_hybrids[KeyOf(h->win)] = h;
+  g_count.fetch_add(1, std::memory_order_release);
+}
+
+void Remove(MPI_Win win) {
+  std::unique_lock lock(g_mu);
+  if (g_hybrids.erase(KeyOf(win)) != 0) g_count.fetch_sub(1, std::memory_order_release);
+}
+
+bool Local(const Hybrid& h, int rank) {
+  return rank >= 0 && rank < static_cast<int>(h.node_rank.size()) && h.node_rank[rank] >= 0;
+}
+
+// The node communicator, every rank's rank in it and window size, and how many hosts there are.
+void Map(Hybrid& h, MPI_Comm comm, std::uint64_t size) {
+  int ranks = 0;
+  PMPI_Comm_rank(comm, &h.me);
+  PMPI_Comm_size(comm, &ranks);
+  MPI_Group all, node;
+  PMPI_Comm_group(comm, &all);
+  PMPI_Comm_group(h.node, &node);
+  std::vector<int> in(ranks);
+  for (int r = 0; r < ranks; ++r) in[r] = r;
+  h.node_rank.assign(ranks, MPI_UNDEFINED);
+  PMPI_Group_translate_ranks(all, ranks, in.data(), node, h.node_rank.data());
+  for (int& r : h.node_rank) r = r == MPI_UNDEFINED ? -1 : r;
+  PMPI_Group_free(&all);
+  PMPI_Group_free(&node);
+  h.size.assign(ranks, 0);
+  PMPI_Allgather(&size, 1, MPI_UINT64_T, h.size.data(), 1, MPI_UINT64_T, comm);
+  const int first = h.node_rank[h.me] == 0 ? 1 : 0;
+  PMPI_Allreduce(&first, &h.hosts, 1, MPI_INT, MPI_SUM, comm);
+  h.lock.assign(ranks, 0);
+  h.forced.assign(ranks, 0);
+}
+
+// The node window made (by `make`, collective over the node) on every rank, or on none.
+template <typename Make>
+std::unique_ptr<Hybrid> NodeWindow(MPI_Comm comm, int& rc, Make&& make) {
+  auto h = std::make_unique<Hybrid>();
+  PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &h->node);
+  rc = make(*h);
+  int ok = rc == MPI_SUCCESS ? 1 : 0, all = 0;
+  PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);
+  if (all) return h;
+  if (ok) MPI_Win_free(&h->node_win);
+  PMPI_Comm_free(&h->node);
+  if (ok) {  // another host failed: this rank fails too, through the communicator's handler
+    rc = MPI_ERR_OTHER;
+    PMPI_Comm_call_errhandler(comm, rc);
+  }
+  return nullptr;
+}
+
+// The MPI's window over the node window's memory, then the window is found by every call.
+int Finish(std::unique_ptr<Hybrid> h, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+           MPI_Win* win) {
+  int rc = PMPI_Win_create(h->base, size, disp_unit, info, comm, &h->win);
+  if (rc != MPI_SUCCESS) {
+    MPI_Win_free(&h->node_win);
+    PMPI_Comm_free(&h->node);
+    return rc;
+  }
+  h->attr_size = size;
+  h->attr_disp_unit = disp_unit;
+  PMPI_Comm_dup(comm, &h->comm);
+  Map(*h, comm, static_cast<std::uint64_t>(size));
+  // The node window's errors go to the handler of the window the program holds.
+  if (Window* n = FindWindow(h->node_win)) n->report = h->win;
+  if (Verbose()) {
+    int here = 0;
+    for (int r : h->node_rank) here += r >= 0;
+    Say(h->me, fmt::format("window of {} ranks on {} hosts: the {} on this host reached through "
+                           "{}, the others through the MPI; accumulates through the MPI",
+                           h->node_rank.size(), h->hosts, here,
+                           FindWindow(h->node_win) != nullptr ? "the library's shared memory"
+                                                              : "the MPI (no shared memory)"));
+  }
+  *win = h->win;
+  Add(h.release());
+  return MPI_SUCCESS;
+}
+
+// Ranks of `group` as window ranks; false when one is not in the window.
+bool WindowRanks(const Hybrid& h, MPI_Group group, std::vector<int>& out) {
+  int n = 0;
+  PMPI_Group_size(group, &n);
+  MPI_Group all;
+  PMPI_Win_get_group(h.win, &all);
+  std::vector<int> in(n);
+  for (int i = 0; i < n; ++i) in[i] = i;
+  out.assign(n, MPI_UNDEFINED);
+  PMPI_Group_translate_ranks(group, n, in.data(), all, out.data());
+  PMPI_Group_free(&all);
+  for (int r : out) {
+    if (r == MPI_UNDEFINED) return false;
+  }
+  return true;
+}
+
+// `group` split into this host's ranks (as a group of the node window) and the others (as a
+// group of the MPI's window); MPI_GROUP_NULL for an empty half.
+void Split(const Hybrid& h, const std::vector<int>& ranks, MPI_Group& node, MPI_Group& rest) {
+  std::vector<int> here, there;
+  for (int r : ranks) {
+    if (Local(h, r)) {
+      here.push_back(h.node_rank[r]);
+    } else {
+      there.push_back(r);
+    }
+  }
+  node = rest = MPI_GROUP_NULL;
+  MPI_Group g;
+  if (!here.empty()) {
+    PMPI_Comm_group(h.node, &g);
+    PMPI_Group_incl(g, static_cast<int>(here.size()), here.data(), &node);
+    PMPI_Group_free(&g);
+  }
+  if (!there.empty()) {
+    PMPI_Win_get_group(h.win, &g);
+    PMPI_Group_incl(g, static_cast<int>(there.size()), there.data(), &rest);
+    PMPI_Group_free(&g);
+  }
+}
+
+// Opens the halves of a post or start: the MPI's half also when the group is empty, so that
+// the MPI keeps its epoch (and its errors) as without the library.
+template <typename Node, typename Mpi>
+int OpenGats(Hybrid& h, MPI_Group group, bool& node_open, bool& mpi_open, Node&& node_call,
+             Mpi&& mpi_call) {
+  std::vector<int> ranks;
+  if (!WindowRanks(h, group, ranks)) return mpi_call(group);  // the MPI reports the rank
+  MPI_Group node, rest;
+  Split(h, ranks, node, rest);
+  int rc = MPI_SUCCESS;
+  if (node != MPI_GROUP_NULL) {
+    rc = node_call(node);
+    node_open = rc == MPI_SUCCESS;
+    PMPI_Group_free(&node);
+  }
+  if (rc == MPI_SUCCESS && (rest != MPI_GROUP_NULL || !node_open)) {
+    rc = mpi_call(rest != MPI_GROUP_NULL ? rest : MPI_GROUP_EMPTY);
+    mpi_open = rc == MPI_SUCCESS;
+  }
+  if (rest != MPI_GROUP_NULL) PMPI_Group_free(&rest);
+  return rc;
+}
+
+// Closes what OpenGats opened; with nothing open, the MPI reports the missing start or post.
+template <typename Node, typename Mpi>
+int CloseGats(bool& node_open, bool& mpi_open, Node&& node_call, Mpi&& mpi_call) {
+  if (!node_open && !mpi_open) return mpi_call();
+  int rc = MPI_SUCCESS;
+  if (node_open) {
+    rc = node_call();
+    node_open = false;
+  }
+  if (mpi_open) {
+    const int mpi = mpi_call();
+    mpi_open = false;
+    if (rc == MPI_SUCCESS) rc = mpi;
+  }
+  return rc;
+}
+
+// The MPI's lock on `rank` granted: a get of one byte of its window, flushed.
+int Force(Hybrid& h, int rank) {
+  if (h.size[rank] != 0) {
+    std::byte b{};
+    int rc = PMPI_Get(&b, 1, MPI_BYTE, rank, 0, 1, MPI_BYTE, h.win);
+    if (rc == MPI_SUCCESS) rc = PMPI_Win_flush(rank, h.win);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  h.forced[rank] = 1;
+  return MPI_SUCCESS;
+}
+
+bool AnyLocalLock(const Hybrid& h) {
+  for (std::size_t r = 0; r < h.lock.size(); ++r) {
+    if (h.lock[r] && h.node_rank[r] >= 0) return true;
+  }
+  return h.lock_all;
+}
+
+}  // namespace
+
+Hybrid* FindHybrid(MPI_Win win) {
+  if (g_count.load(std::memory_order_acquire) == 0) return nullptr;
+  std::shared_lock lock(g_mu);
+  auto it = g_hybrids.find(KeyOf(win));
+  return it == g_hybrids.end() ? nullptr : it->second;
+}
+
+Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc) {
+  if (!Local(h, target)) return nullptr;
+  if ((h.lock[target] || h.lock_all) && !h.forced[target]) {
+    rc = Force(h, target);
+    if (rc != MPI_SUCCESS) return nullptr;
+  }
+  win = h.node_win;
+  target = h.node_rank[target];
+  return FindWindow(win);
+}
+
+int HybridAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
+                   MPI_Win* win) {
+  int rc = MPI_SUCCESS;
+  std::unique_ptr<Hybrid> h = NodeWindow(comm, rc, [&](Hybrid& n) {
+    return MPI_Win_allocate(size, disp_unit, info, n.node, &n.base, &n.node_win);
+  });
+  if (h == nullptr) return rc;
+  h->flavor = MPI_WIN_FLAVOR_ALLOCATE;
+  void* base = h->base;
+  rc = Finish(std::move(h), size, disp_unit, info, comm, win);
+  if (rc == MPI_SUCCESS) *static_cast<void**>(baseptr) = base;
+  return rc;
+}
+
+int HybridCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                 MPI_Win* win) {
+  int rc = MPI_SUCCESS;
+  std::unique_ptr<Hybrid> h = NodeWindow(comm, rc, [&](Hybrid& n) {
+    n.base = base;
+    return MPI_Win_create(base, size, disp_unit, info, n.node, &n.node_win);
+  });
+  if (h == nullptr) return rc;
+  h->flavor = MPI_WIN_FLAVOR_CREATE;
+  return Finish(std::move(h), size, disp_unit, info, comm, win);
+}
+
+int HybridFree(MPI_Win* win) {
+  Hybrid* h = FindHybrid(*win);
+  // Collective like the free: every rank fails when one has an epoch open.
+  const int open = h->started_node || h->started_mpi || h->posted_node || h->posted_mpi ||
+                   h->lock_all || AnyLocalLock(*h);
+  int out = 0;
+  PMPI_Allreduce(&open, &out, 1, MPI_INT, MPI_LOR, h->comm);
+  if (out) {
+    if (Verbose()) {
+      Say(h->me, open ? "MPI_Win_free with an epoch open (start, post, lock or lock_all)"
+                      : "MPI_Win_free while another rank has an epoch open on the window");
+    }
+    PMPI_Win_call_errhandler(h->win, MPI_ERR_RMA_SYNC);
+    return MPI_ERR_RMA_SYNC;
+  }
+  int rc = MPI_Win_free(&h->node_win);
+  Remove(h->win);
+  const int mpi = PMPI_Win_free(win);
+  PMPI_Comm_free(&h->node);
+  PMPI_Comm_free(&h->comm);
+  delete h;
+  return rc != MPI_SUCCESS ? rc : mpi;
+}
+
+int HybridAttr(Hybrid& h, int keyval, void* value, int* flag) {
+  void* out = nullptr;
+  if (keyval == MPI_WIN_BASE) {
+    out = h.base;
+  } else if (keyval == MPI_WIN_SIZE) {
+    out = &h.attr_size;
+  } else if (keyval == MPI_WIN_DISP_UNIT) {
+    out = &h.attr_disp_unit;
+  } else if (keyval == MPI_WIN_CREATE_FLAVOR) {
+    out = &h.flavor;
+  } else if (keyval == MPI_WIN_MODEL) {
+    out = &h.model;
+  } else {
+    return PMPI_Win_get_attr(h.win, keyval, value, flag);
+  }
+  *static_cast<void**>(value) = out;
+  *flag = 1;
+  return MPI_SUCCESS;
+}
+
+int HybridFence(Hybrid& h, int asserts) {
+  // Both, always: every rank of the window calls both collectives, even after an error.
+  const int node = MPI_Win_fence(asserts, h.node_win);
+  const int mpi = PMPI_Win_fence(asserts, h.win);
+  return node != MPI_SUCCESS ? node : mpi;
+}
+
+int HybridStart(Hybrid& h, MPI_Group group, int asserts) {
+  return OpenGats(
+      h, group, h.started_node, h.started_mpi,
+      [&](MPI_Group g) { return MPI_Win_start(g, asserts, h.node_win); },
+      [&](MPI_Group g) { return PMPI_Win_start(g, asserts, h.win); });
+}
+
+int HybridComplete(Hybrid& h) {
+  return CloseGats(
+      h.started_node, h.started_mpi, [&] { return MPI_Win_complete(h.node_win); },
+      [&] { return PMPI_Win_complete(h.win); });
+}
+
+int HybridPost(Hybrid& h, MPI_Group group, int asserts) {
+  return OpenGats(
+      h, group, h.posted_node, h.posted_mpi,
+      [&](MPI_Group g) { return MPI_Win_post(g, asserts, h.node_win); },
+      [&](MPI_Group g) { return PMPI_Win_post(g, asserts, h.win); });
+}
+
+int HybridWait(Hybrid& h) {
+  return CloseGats(
+      h.posted_node, h.posted_mpi, [&] { return MPI_Win_wait(h.node_win); },
+      [&] { return PMPI_Win_wait(h.win); });
+}
+
+int HybridTest(Hybrid& h, int* flag) {
+  if (!h.posted_node && !h.posted_mpi) return PMPI_Win_test(h.win, flag);
+  *flag = 0;
+  if (h.posted_node) {
+    int done = 0;
+    if (int rc = MPI_Win_test(h.node_win, &done); rc != MPI_SUCCESS) return rc;
+    if (!done) return MPI_SUCCESS;
+    h.posted_node = false;  // that half's exposure epoch has ended
+  }
+  if (h.posted_mpi) {
+    int done = 0;
+    if (int rc = PMPI_Win_test(h.win, &done); rc != MPI_SUCCESS) return rc;
+    if (!done) return MPI_SUCCESS;
+    h.posted_mpi = false;
+  }
+  *flag = 1;
+  return MPI_SUCCESS;
+}
+
+int HybridLock(Hybrid& h, int type, int rank, int asserts) {
+  int rc = PMPI_Win_lock(type, rank, asserts, h.win);
+  if (rc != MPI_SUCCESS || !Local(h, rank)) return rc;
+  // The MPI's lock excludes the other lockers, wherever they are: the node window's epoch
+  // needs no lock of its own.
+  rc = MPI_Win_lock(type, h.node_rank[rank], asserts | MPI_MODE_NOCHECK, h.node_win);
+  if (rc != MPI_SUCCESS) {
+    PMPI_Win_unlock(rank, h.win);
+    return rc;
+  }
+  h.lock[rank] = 1;
+  h.forced[rank] = (asserts & MPI_MODE_NOCHECK) ? 1 : 0;
+  return MPI_SUCCESS;
+}
+
+int HybridUnlock(Hybrid& h, int rank) {
+  if (!Local(h, rank) || !h.lock[rank]) return PMPI_Win_unlock(rank, h.win);
+  h.lock[rank] = 0;
+  const int node = MPI_Win_unlock(h.node_rank[rank], h.node_win);  // this rank's stores first
+  const int mpi = PMPI_Win_unlock(rank, h.win);
+  return node != MPI_SUCCESS ? node : mpi;
+}
+
+int HybridLockAll(Hybrid& h, int asserts) {
+  int rc = PMPI_Win_lock_all(asserts, h.win);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = MPI_Win_lock_all(asserts | MPI_MODE_NOCHECK, h.node_win);
+  if (rc != MPI_SUCCESS) {
+    PMPI_Win_unlock_all(h.win);
+    return rc;
+  }
+  h.lock_all = true;
+  std::fill(h.forced.begin(), h.forced.end(), (asserts & MPI_MODE_NOCHECK) ? 1 : 0);
+  return MPI_SUCCESS;
+}
+
+int HybridUnlockAll(Hybrid& h) {
+  if (!h.lock_all) return PMPI_Win_unlock_all(h.win);
+  h.lock_all = false;
+  const int node = MPI_Win_unlock_all(h.node_win);
+  const int mpi = PMPI_Win_unlock_all(h.win);
+  return node != MPI_SUCCESS ? node : mpi;
+}
+
+int HybridFlush(Hybrid& h, int rank, bool local) {
+  int rc = rank < 0 ? (local ? PMPI_Win_flush_local_all(h.win) : PMPI_Win_flush_all(h.win))
+                    : (local ? PMPI_Win_flush_local(rank, h.win) : PMPI_Win_flush(rank, h.win));
+  if (rc != MPI_SUCCESS) return rc;
+  if (rank < 0) {
+    if (!AnyLocalLock(h)) return MPI_SUCCESS;
+    return local ? MPI_Win_flush_local_all(h.node_win) : MPI_Win_flush_all(h.node_win);
+  }
+  if (!Local(h, rank) || !(h.lock[rank] || h.lock_all)) return MPI_SUCCESS;
+  const int n = h.node_rank[rank];
+  return local ? MPI_Win_flush_local(n, h.node_win) : MPI_Win_flush(n, h.node_win);
+}
+
+int HybridSync(Hybrid& h) {
+  const int mpi = PMPI_Win_sync(h.win);
+  const int node = MPI_Win_sync(h.node_win);
+  return mpi != MPI_SUCCESS ? mpi : node;
+}
+
+}  // namespace tierflow::rma
+
+using namespace tierflow::rma;
+
+extern "C" int MPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler handler) {
+  return Guarded("MPI_Win_set_errhandler", [&]() -> int {
+    // The node window's own MPI calls report through the same handler.
+    if (Hybrid* h = FindHybrid(win)) PMPI_Win_set_errhandler(h->node_win, handler);
+    return PMPI_Win_set_errhandler(win, handler);
+  });
+}

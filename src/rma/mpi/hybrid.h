@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// Windows whose ranks span hosts (as the MPI sees hosts: MPI_Comm_split_type with
+// MPI_COMM_TYPE_SHARED). Each such window is two:
+//  - a window of the library over the ranks of this host (the node window: shared memory,
+//    trigger-only synchronisation), through which puts and gets to those ranks go;
+//  - the MPI's window over all ranks and the same memory (the window the program holds),
+//    through which go puts and gets to other hosts and every accumulate (their atomicity and
+//    ordering are the MPI's, whichever host the origin is on).
+// Every synchronisation call acts on both: a fence fences both, a post or start splits its
+// group into this host's ranks and the others, a lock of a rank of this host is the MPI's lock
+// (which excludes other hosts' ranks) plus an epoch of the node window, flushes flush both.
+// Under a lock the MPI may grant the lock only with the first operation (MPICH does), so the
+// first put or get to a rank of this host in a passive epoch makes sure the MPI's lock is held
+// (a one-byte get, flushed) before it touches the memory.
+//
+// Only the coherent mode is split this way; a window across hosts in another mode stays with
+// the MPI whole.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "rma/mpi/window.h"
+
+namespace tierflow::rma {
+
+struct Hybrid {
+  MPI_Win win = MPI_WIN_NULL;       // the MPI's, over all ranks: the program's handle
+  MPI_Win node_win = MPI_WIN_NULL;  // the library's, over this host's ranks
+  MPI_Comm node = MPI_COMM_NULL;    // this host's ranks of the window
+  MPI_Comm comm = MPI_COMM_NULL;    // all of them (a duplicate of the window's communicator)
+  std::vector<int> node_rank;       // window rank -> rank in the node window, -1 on another host
+  std::vector<std::uint64_t> size;  // window rank -> bytes of its window
+  void* base = nullptr;
+  MPI_Aint attr_size = 0;
+  int attr_disp_unit = 1, flavor = 0, model = MPI_WIN_UNIFIED;
+  int me = 0, hosts = 0;
+  // Epochs: which half has one open.
+  bool started_node = false, started_mpi = false, posted_node = false, posted_mpi = false;
+  std::vector<std::uint8_t> lock;    // window rank -> MPI lock held by this rank
+  std::vector<std::uint8_t> forced;  // ... and known to be granted (or MPI_MODE_NOCHECK)
+  bool lock_all = false;
+};
+
+// nullptr for any other window.
+Hybrid* FindHybrid(MPI_Win win);
+
+// The window for a put or get to `target` of the window `win`: for a target on this host, the
+// node window's state (nullptr when the node window is the MPI's own), with `win` and `target`
+// changed to the node window and the target's rank there; otherwise nullptr and `win`
+// unchanged. A put or get then goes to the MPI with the changed arguments when the answer is
+// nullptr. Errors of the MPI's lock check are returned in `rc`.
+Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc);
+// FindWindow, or RouteTransfer for a window across hosts.
+inline Window* Route(MPI_Win& win, int& target, int& rc) {
+  if (Window* w = FindWindow(win)) return w;
+  Hybrid* h = FindHybrid(win);
+  return h == nullptr ? nullptr : RouteTransfer(*h, win, target, rc);
+}
+
+int HybridAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
+                   MPI_Win* win);
+int HybridCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                 MPI_Win* win);
+int HybridFree(MPI_Win* win);
+int HybridAttr(Hybrid& h, int keyval, void* value, int* flag);
+
+int HybridFence(Hybrid& h, int asserts);
+int HybridStart(Hybrid& h, MPI_Group group, int asserts);
+int HybridComplete(Hybrid& h);
+int HybridPost(Hybrid& h, MPI_Group group, int asserts);
+int HybridWait(Hybrid& h);
+int HybridTest(Hybrid& h, int* flag);
+int HybridLock(Hybrid& h, int type, int rank, int asserts);
+int HybridUnlock(Hybrid& h, int rank);
+int HybridLockAll(Hybrid& h, int asserts);
+int HybridUnlockAll(Hybrid& h);
+// flush / flush_local of one rank, and of all (`rank` < 0); MPI_Win_sync with `sync`.
+int HybridFlush(Hybrid& h, int rank, bool local);
+int HybridSync(Hybrid& h);
+
+}  // namespace tierflow::rma
