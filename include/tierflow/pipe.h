@@ -146,8 +146,9 @@ class TIERFLOW_EXPORT Pipe {
   // Posted transfers not reaped yet (in flight or waiting in the completion queue).
   std::size_t posted() const;
 
-  // Waits for every transfer submitted so far (any flavour). Returns the first error among them
-  // since the last Drain, or ok.
+  // Waits for every transfer submitted so far (any flavour), their completion callbacks
+  // included. Returns the first error among them since the last Drain, or ok. Not from a
+  // completion callback of this pipe (it would wait for itself).
   Status Drain();
 
   const PipePlan& plan() const;

@@ -174,7 +174,7 @@ std::size_t Pipe::posted() const {
 Status Pipe::Drain() {
   if (!core_) return NoPipe();
   std::unique_lock lock(core_->mu);
-  core_->idle_cv.wait(lock, [this] { return core_->transfers_done == core_->transfers; });
+  core_->idle_cv.wait(lock, [this] { return core_->settled == core_->transfers; });
   return std::exchange(core_->drain_status, Status::Ok());
 }
 

@@ -255,6 +255,7 @@ void Pipe::Core::ChunkDone(Chunk* c, Status status) {
   } else {
     op.FailPart(0, status.code(), status.message());
   }
+  if (last) Settled();
   Pump();
 }
 
@@ -281,12 +282,21 @@ bool Pipe::Core::SyncDestination(detail::Transfer* t, std::uint64_t len) {
     } else {
       op.FailPart(0, done.status.code(), done.status.message());
     }
+    Settled();
   };
   Result<Handle> h = rt->uring->SubmitBatch(ops, std::move(so));
   if (h.ok()) return true;
   std::lock_guard lock(t->mu);
   t->status = h.status();
   return false;
+}
+
+void Pipe::Core::Settled() {
+  {
+    std::lock_guard lock(mu);
+    ++settled;
+  }
+  idle_cv.notify_all();
 }
 
 void Pipe::Core::TransferDone(detail::Transfer* t) {

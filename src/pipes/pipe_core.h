@@ -93,6 +93,9 @@ struct [[gnu::visibility("hidden")]] Pipe::Core {
   std::deque<detail::Chunk*> queue;
   std::size_t in_flight = 0;
   std::uint64_t transfers = 0, transfers_done = 0, bytes = 0, chunks = 0, errors = 0;
+  // Transfers whose operation has completed too (its callback returned, its handle is done):
+  // what Drain waits for, since a callback may use what the caller of Drain frees next.
+  std::uint64_t settled = 0;
   std::atomic<std::uint64_t> fallbacks{0};
   std::atomic<std::uint64_t> syncs{0};
   std::string last_error;
@@ -137,6 +140,7 @@ struct [[gnu::visibility("hidden")]] Pipe::Core {
   void HopDone(detail::Chunk * c, const Completion& done);
   void ChunkDone(detail::Chunk * c, Status status);
   void TransferDone(detail::Transfer * t);
+  void Settled();
   bool SyncDestination(detail::Transfer * t, std::uint64_t len);
   void Deliver(const PipeCompletion& pc, std::uint64_t seq);
   void PacerLoop();

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -182,6 +183,27 @@ TEST(Pipes, StreamOfSubmitsWithCallbacks) {
   EXPECT_EQ(s.chunks, count * 4);
   EXPECT_EQ(s.in_flight, 0u);
   EXPECT_EQ(s.queue_depth, 3u);
+}
+
+// Drain returns after the callbacks, not only the copies: a callback that takes its time has
+// finished (and may use what the caller frees once Drain returns).
+TEST(Pipes, DrainWaitsForCallbacks) {
+  auto rt = Runtime();
+  const std::size_t piece = 64 << 10, count = 4;
+  Result<Locator> a = rt->Memory(TierKind::kDram, 0, piece * count);
+  Result<Locator> b = rt->Memory(TierKind::kDram, 0, piece * count);
+  Result<Pipe> p = rt->Connect(*a, *b);
+  ASSERT_TRUE(p.ok());
+  std::atomic<int> finished{0};
+  for (std::size_t i = 0; i < count; ++i) {
+    Result<Handle> h = p->Submit(i * piece, i * piece, piece, [&finished](const Completion&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      finished.fetch_add(1);
+    });
+    ASSERT_TRUE(h.ok());
+  }
+  ASSERT_TRUE(p->Drain().ok());
+  EXPECT_EQ(finished.load(), static_cast<int>(count));
 }
 
 TEST(Pipes, PostAndReapThroughEpoll) {
