@@ -5,7 +5,7 @@
 // and on others) gives the MPI's results, with or without libtierflow_rma between the program
 // and the MPI (which splits such windows: rma/mpi/hybrid.h).
 //
-//   rma_hosts_test RANKS_PER_HOST
+//   rma_hosts_test RANKS_PER_HOST [until-killed]
 #include <fcntl.h>
 #include <mpi.h>
 #include <sys/mman.h>
@@ -225,6 +225,19 @@ int main(int argc, char** argv) {
   const int per_host = argc > 1 ? std::atoi(argv[1]) : 0;
   CHECK(per_host > 0 && g_size % per_host == 0 && g_size / per_host >= 2,
         "usage: rma_hosts_test RANKS_PER_HOST, on two hosts or more (%d ranks)", g_size);
+  if (g_failures == 0 && argc > 2 && std::strcmp(argv[2], "until-killed") == 0) {
+    // For a host killed mid-epoch (rma_hosts_kill.sh): epochs with every rank, forever.
+    Win w;
+    std::printf("epochs running\n");
+    std::fflush(stdout);
+    for (long v = 0;; ++v) {
+      MPI_Win_lock_all(0, w.win);
+      for (int t = 0; t < g_size; ++t) MPI_Put(&v, 1, MPI_LONG, t, g_rank, 1, MPI_LONG, w.win);
+      MPI_Win_unlock_all(w.win);
+      MPI_Win_fence(0, w.win);
+      MPI_Win_fence(0, w.win);
+    }
+  }
   if (g_failures == 0) {
     const std::vector<std::string> names = HostNames();
     Nodes(per_host, names);
