@@ -320,11 +320,14 @@ def client(state, op, args):
 
 def resolve(state, host):
     """A host named as MPI launchers may name it: host0, its address, or either with a domain."""
-    with open(os.path.join(state, "etc-hosts")) as f:
-        for line in f:
-            words = line.split()
-            if len(words) >= 2 and words[1].startswith("host") and host in words:
-                return words[1]
+    try:
+        with open(os.path.join(state, "etc-hosts")) as f:
+            for line in f:
+                words = line.split()
+                if len(words) >= 2 and words[1].startswith("host") and host in words:
+                    return words[1]
+    except OSError:
+        pass  # no test bed there: connecting says so
     return host.split(".")[0]
 
 
