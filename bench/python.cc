@@ -135,6 +135,8 @@ Status WriteAll(int fd, const std::string& text) {
 
 }  // namespace
 
+Result<std::string> HelperScript(const std::string& script) { return FindScript(script); }
+
 Status Plot(const std::string& script, const nlohmann::json& results, const std::string& png_path) {
   const char* tmp = std::getenv("TMPDIR");
   std::string name =

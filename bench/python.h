@@ -25,6 +25,8 @@ Result<std::string> RunPythonScript(const std::string& script, const std::vector
 // import list, e.g. "duckdb, numpy"), checked before a long run rather than after it. Errors:
 // no interpreter, or a module missing (the message says how to get it).
 Status CheckPythonModules(std::string_view modules);
+// Where the helper `script` (a file name) lies, as RunPythonScript finds it.
+Result<std::string> HelperScript(const std::string& script);
 // Runs the plotting `script` with the results as JSON to write `png_path`.
 Status Plot(const std::string& script, const nlohmann::json& results, const std::string& png_path);
 

@@ -43,30 +43,31 @@ Key KeyOf(const std::string& mpi, const nlohmann::json& j) {
 // baselines, GATS with gats_ranks ranks.
 std::vector<std::pair<int, std::string>> Launches(const RmaBenchConfig& c) {
   const std::string lat = fmt::format("--iters {} --sizes {}", c.iters, c.sizes);
+  const int job = c.hosts > 0 ? c.hosts * c.ranks_per_host : 2;
   std::vector<std::pair<int, std::string>> out;
   for (const char* window : {"create", "allocate"}) {
     for (const char* op : {"put", "get"}) {
-      out.emplace_back(2, fmt::format("{} --windows {} --ops {}", lat, window, op));
+      out.emplace_back(job, fmt::format("{} --windows {} --ops {}", lat, window, op));
     }
   }
-  out.emplace_back(2, lat + " --windows none --ops none --two-sided");
-  out.emplace_back(c.gats_ranks, "--gats-only");
+  if (job == 2) out.emplace_back(2, lat + " --windows none --ops none --two-sided");
+  out.emplace_back(c.hosts > 0 ? job : c.gats_ranks, "--gats-only");
   return out;
 }
 
 // The launches of one launch line in a repetition: without and with the library (which goes
 // first alternates), offload off; then, for the put rows, with each offload mode asked for.
-std::vector<LaunchSpec> Specs(const RmaBenchConfig& c, int rep, int ranks,
-                              const std::string& args) {
+std::vector<LaunchSpec> Specs(const RmaBenchConfig& c, int rep, int ranks, const std::string& args,
+                              const Hosts* hosts) {
   std::vector<LaunchSpec> out;
   for (int k = 0; k < 2; ++k) {
     const bool with = (rep + k) % 2 == 1;
-    out.push_back({ranks, with, {}, args});
+    out.push_back({ranks, with, {}, args, hosts});
     if (with) out.back().env.emplace_back("TIERFLOW_RMA_OFFLOAD", "off");
   }
   if (args.find("--ops put") == std::string::npos) return out;
   for (const std::string& mode : c.offload) {
-    out.push_back({ranks, true, {{"TIERFLOW_RMA_OFFLOAD", mode}}, args});
+    out.push_back({ranks, true, {{"TIERFLOW_RMA_OFFLOAD", mode}}, args, hosts});
   }
   return out;
 }
@@ -84,15 +85,18 @@ void Record(const std::string& mpi, const LaunchSpec& spec, const nlohmann::json
   r.checked = r.checked && j["data_checked"].get<bool>();
 }
 
-Status Collect(const RmaBenchConfig& c, const Mpi& m, std::map<Key, Row>& rows, Ticker& ticker) {
+Status Collect(const RmaBenchConfig& c, const Mpi& m, const Hosts* hosts, std::map<Key, Row>& rows,
+               Ticker& ticker) {
   Result<std::pair<std::string, std::string>> files = RmaFiles("rma_latency_" + m.name, m.name);
   if (!files.ok()) return files.status();
   const auto& [prog, lib] = *files;
   for (int rep = 0; rep < c.reps; ++rep) {
     ticker.Set(fmt::format("{}, alternation {} of {}", m.name, rep + 1, c.reps));
     for (const auto& [ranks, args] : Launches(c)) {
-      for (const LaunchSpec& spec : Specs(c, rep, ranks, args)) {
-        Result<std::vector<nlohmann::json>> got = LaunchJson(LaunchCommand(m, prog, lib, spec));
+      for (const LaunchSpec& spec : Specs(c, rep, ranks, args, hosts)) {
+        const std::string command = LaunchCommand(m, prog, lib, spec);
+        Result<std::vector<nlohmann::json>> got =
+            hosts != nullptr ? LaunchJsonGrace(command, 15) : LaunchJson(command);
         if (!got.ok()) return got.status();
         for (const nlohmann::json& j : *got) Record(m.name, spec, j, rows);
       }
@@ -224,6 +228,46 @@ void PrintTables(const nlohmann::json& doc, std::ostream& out) {
                out);
 }
 
+// Where the MPI programs and libraries are (the executable's directory, and once installed
+// the library and libexec directories): the hosts must see them.
+std::vector<std::string> ProgramDirectories() {
+  const std::string dir = ExecutableDirectory();
+  std::vector<std::string> out{dir};
+  for (const std::string& d : {dir + "/../" TIERFLOW_INSTALL_LIBDIR,
+                               dir + "/../" TIERFLOW_INSTALL_LIBEXECDIR "/tierflow"}) {
+    if (access(d.c_str(), X_OK) == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Across hosts: every row's hosts, ranks per host and path (local: ranks 0 and 1, or the GATS
+// origin and all its targets, on host0; mpi: some target on another host).
+void MarkHosts(const RmaBenchConfig& c, nlohmann::json& doc) {
+  for (const char* section : {"rows", "bandwidth", "two_sided", "gats_calls", "creation"}) {
+    for (nlohmann::json& r : doc[section]) {
+      r["hosts"] = c.hosts;
+      r["ranks_per_host"] = c.ranks_per_host;
+      const long last = r.contains("targets") ? r["targets"].get<long>() : 1;  // highest rank
+      r["path"] = last < c.ranks_per_host ? "local" : "mpi";
+    }
+  }
+}
+
+std::string Heading(const RmaBenchConfig& c) {
+  if (c.hosts > 0) {
+    return fmt::format(
+        "libtierflow_rma against the MPI alone across {} hosts x {} ranks (test bed of "
+        "namespaces on this machine: scripts/hosts.sh; the hosts share its memory and CPUs); "
+        "medians of {} alternated runs; origin rank 0, target rank 1 ({})\n",
+        c.hosts, c.ranks_per_host, c.reps,
+        c.ranks_per_host >= 2 ? "same host: path local" : "other host: path mpi");
+  }
+  return fmt::format(
+      "libtierflow_rma against the MPI alone: medians of {} alternated runs; "
+      "put/get latency with 2 ranks, GATS with {} ranks on {} CPUs\n",
+      c.reps, c.gats_ranks, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 }  // namespace
 
 std::vector<std::string> RmaBenchMpis() {
@@ -234,6 +278,12 @@ std::vector<std::string> RmaBenchMpis() {
 
 Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
   if (!c.apps.empty()) return RunRmaApps(c, out);
+  std::unique_ptr<Hosts> hosts;
+  if (c.hosts > 0) {
+    Result<std::unique_ptr<Hosts>> up = Hosts::Up(c.hosts, ProgramDirectories());
+    if (!up.ok()) return up.status();
+    hosts = std::move(*up);
+  }
   std::map<Key, Row> rows;
   int ran = 0;
   Ticker ticker("tierflow bench rma", c.progress && !c.json && StderrIsTerminal());
@@ -241,7 +291,7 @@ Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
     if (!c.mpis.empty() && std::find(c.mpis.begin(), c.mpis.end(), m.name) == c.mpis.end()) {
       continue;
     }
-    if (Status s = Collect(c, m, rows, ticker); !s.ok()) return s;
+    if (Status s = Collect(c, m, hosts.get(), rows, ticker); !s.ok()) return s;
     ++ran;
   }
   if (ran == 0) {
@@ -250,15 +300,13 @@ Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
         "(install Open MPI or MPICH with `make setup` and rebuild)");
   }
   nlohmann::json doc = ToJson(rows);
+  if (c.hosts > 0) MarkHosts(c, doc);
   if (c.json) {
     doc["reps"] = c.reps;
     doc["iters"] = c.iters;
     out << doc.dump(2) << "\n";
   } else {
-    out << fmt::format(
-        "libtierflow_rma against the MPI alone: medians of {} alternated runs; "
-        "put/get latency with 2 ranks, GATS with {} ranks on {} CPUs\n",
-        c.reps, c.gats_ranks, sysconf(_SC_NPROCESSORS_ONLN));
+    out << Heading(c);
     PrintTables(doc, out);
   }
   if (!c.plot.empty()) {

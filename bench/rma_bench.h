@@ -17,6 +17,9 @@
 // checksums; the automaton: the hash of a one-rank run). A run that computed a wrong result
 // fails the command.
 //
+// `hosts` runs the microbenchmarks as one job across the hosts of a test bed (the window's
+// other ranks take part in its collectives only); the two-sided baselines only with 2 ranks.
+//
 // `offload` adds runs with the library whose large puts and gets go to an engine: for the
 // microbenchmarks more launches of the put rows (per row "offload": {mode: {us, gbps}}), for the
 // applications runs of their own (offload: the mode; "off" in the others).
@@ -49,6 +52,13 @@ struct RmaBenchConfig {
   // TIERFLOW_RMA_OFFLOAD modes (src/rma/mpi/offload.h) of extra runs with the library
   // (coherent): empty, none. Every other run with the library has offload off.
   std::vector<std::string> offload;
+
+  // Across this many hosts of a test bed on this machine (scripts/hosts.sh; root), with
+  // ranks_per_host ranks on each; 0: one machine. Rows then say `hosts`, `ranks_per_host` and
+  // `path`: "local" where origin and target share a host (ranks_per_host >= 2: ranks 0 and 1
+  // are on host0), "mpi" where they do not.
+  int hosts = 0;
+  int ranks_per_host = 1;
 };
 
 Status RunRmaApps(const RmaBenchConfig& config, std::ostream& out);

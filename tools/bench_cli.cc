@@ -331,6 +331,17 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
       ->add_option("--gats-ranks", c.cfg.gats_ranks,
                    "Ranks of the GATS benchmark: 1 origin, the rest targets (default 4)")
       ->check(tools::IntegerIn(2, 64));
+  c.cmd
+      ->add_option("--hosts", c.cfg.hosts,
+                   "Run the microbenchmarks as one job across this many hosts of a test bed of "
+                   "namespaces on this machine (scripts/hosts.sh, root only; default: one "
+                   "machine)")
+      ->check(tools::IntegerIn(2, 8));
+  c.cmd
+      ->add_option("--ranks-per-host", c.cfg.ranks_per_host,
+                   "Ranks on each host with --hosts (default 1: origin and target on different "
+                   "hosts; 2 or more: on the same host)")
+      ->check(tools::IntegerIn(1, 8));
   std::vector<std::string> built = bench::RmaBenchMpis();
   c.cmd->add_option("--mpi", c.cfg.mpis, "Only these MPIs (default: all built)")
       ->check(CLI::IsMember(built));
@@ -345,7 +356,7 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
 // Options of one mode given to the other: refused, not ignored.
 int CheckRmaModeOptions(const RmaBenchCli& c) {
   const bool apps = !c.cfg.apps.empty();
-  for (const char* o : {"--sizes", "--iters", "--gats-ranks"}) {
+  for (const char* o : {"--sizes", "--iters", "--gats-ranks", "--hosts", "--ranks-per-host"}) {
     if (apps && c.cmd->count(o) > 0) {
       return UsageError(fmt::format("{} applies to the microbenchmarks, not to --apps", o));
     }
@@ -355,6 +366,15 @@ int CheckRmaModeOptions(const RmaBenchCli& c) {
     if (!apps && c.cmd->count(o) > 0) {
       return UsageError(fmt::format("{} applies to --apps: add --apps ft,ca", o));
     }
+  }
+  const bool hosts = c.cmd->count("--hosts") > 0;
+  if (!hosts && c.cmd->count("--ranks-per-host") > 0) {
+    return UsageError("--ranks-per-host applies to --hosts: add --hosts 2");
+  }
+  if (hosts && c.cmd->count("--gats-ranks") > 0) {
+    return UsageError(
+        "--gats-ranks: across hosts GATS runs with every rank of the job "
+        "(--hosts x --ranks-per-host)");
   }
   return 0;
 }

@@ -131,6 +131,12 @@ bool WindowRanks(const Hybrid& h, MPI_Group group, std::vector<int>& out) {
   return true;
 }
 
+void FreeSplit(Hybrid::GroupSplit& e) {
+  for (MPI_Group* g : {&e.members, &e.node, &e.rest}) {
+    if (*g != MPI_GROUP_NULL) PMPI_Group_free(g);
+  }
+}
+
 // `group` split into this host's ranks (as a group of the node window) and the others (as a
 // group of the MPI's window); MPI_GROUP_NULL for an empty half.
 void Split(const Hybrid& h, const std::vector<int>& ranks, MPI_Group& node, MPI_Group& rest) {
@@ -158,24 +164,46 @@ void Split(const Hybrid& h, const std::vector<int>& ranks, MPI_Group& node, MPI_
 
 // Opens the halves of a post or start: the MPI's half also when the group is empty, so that
 // the MPI keeps its epoch (and its errors) as without the library.
+// The split of `group`, from the window's cache when a group with the same members was split
+// before (epochs repeat their groups; splitting costs more than the epoch's synchronisation);
+// false when a member is not in the window.
+bool Cached(Hybrid& h, MPI_Group group, Hybrid::GroupSplit*& out) {
+  for (Hybrid::GroupSplit& e : h.splits) {
+    int same = MPI_UNEQUAL;
+    PMPI_Group_compare(group, e.members, &same);
+    if (same == MPI_IDENT) {
+      out = &e;
+      return true;
+    }
+  }
+  std::vector<int> ranks;
+  if (!WindowRanks(h, group, ranks)) return false;
+  if (h.splits.size() == Hybrid::kSplits) {
+    FreeSplit(h.splits.front());
+    h.splits.erase(h.splits.begin());
+  }
+  Hybrid::GroupSplit e;
+  PMPI_Group_union(group, MPI_GROUP_EMPTY, &e.members);  // a copy the program cannot free
+  Split(h, ranks, e.node, e.rest);
+  h.splits.push_back(e);
+  out = &h.splits.back();
+  return true;
+}
+
 template <typename Node, typename Mpi>
 int OpenGats(Hybrid& h, MPI_Group group, bool& node_open, bool& mpi_open, Node&& node_call,
              Mpi&& mpi_call) {
-  std::vector<int> ranks;
-  if (!WindowRanks(h, group, ranks)) return mpi_call(group);  // the MPI reports the rank
-  MPI_Group node, rest;
-  Split(h, ranks, node, rest);
+  Hybrid::GroupSplit* split = nullptr;
+  if (!Cached(h, group, split)) return mpi_call(group);  // the MPI reports the rank
   int rc = MPI_SUCCESS;
-  if (node != MPI_GROUP_NULL) {
-    rc = node_call(node);
+  if (split->node != MPI_GROUP_NULL) {
+    rc = node_call(split->node);
     node_open = rc == MPI_SUCCESS;
-    PMPI_Group_free(&node);
   }
-  if (rc == MPI_SUCCESS && (rest != MPI_GROUP_NULL || !node_open)) {
-    rc = mpi_call(rest != MPI_GROUP_NULL ? rest : MPI_GROUP_EMPTY);
+  if (rc == MPI_SUCCESS && (split->rest != MPI_GROUP_NULL || !node_open)) {
+    rc = mpi_call(split->rest != MPI_GROUP_NULL ? split->rest : MPI_GROUP_EMPTY);
     mpi_open = rc == MPI_SUCCESS;
   }
-  if (rest != MPI_GROUP_NULL) PMPI_Group_free(&rest);
   return rc;
 }
 
@@ -279,6 +307,7 @@ int HybridFree(MPI_Win* win) {
   int rc = MPI_Win_free(&h->node_win);
   Remove(h->win);
   const int mpi = PMPI_Win_free(win);
+  for (Hybrid::GroupSplit& e : h->splits) FreeSplit(e);
   PMPI_Comm_free(&h->node);
   PMPI_Comm_free(&h->comm);
   delete h;

@@ -19,6 +19,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +43,13 @@ struct Hybrid {
   std::vector<std::uint8_t> lock;    // window rank -> MPI lock held by this rank
   std::vector<std::uint8_t> forced;  // ... and known to be granted (or MPI_MODE_NOCHECK)
   bool lock_all = false;
+  // Groups of posts and starts split by host, the latest few: their members (a copy), this
+  // host's part (node window ranks) and the rest (window ranks); MPI_GROUP_NULL when empty.
+  struct GroupSplit {
+    MPI_Group members = MPI_GROUP_NULL, node = MPI_GROUP_NULL, rest = MPI_GROUP_NULL;
+  };
+  static constexpr std::size_t kSplits = 4;
+  std::vector<GroupSplit> splits;
 };
 
 // nullptr for any other window.
