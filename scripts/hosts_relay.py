@@ -156,8 +156,10 @@ class Hosts:
 def recv_request(conn):
     """One request: a length, its JSON, and the client's stdin, stdout and stderr."""
     head, fds, _, _ = socket.recv_fds(conn, 4, 3)
-    if len(head) != 4:
-        raise ValueError("short request")
+    if len(head) != 4 or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("a request is 4 bytes of length with stdin, stdout and stderr")
     (length,) = struct.unpack("!I", head)
     body = b""
     while len(body) < length:
@@ -202,7 +204,7 @@ def serve_one(hosts, conn):
         fds = []
         reply(conn, wait_or_hangup(child, conn))
     except (ValueError, OSError, KeyError, json.JSONDecodeError) as e:
-        if fds:
+        if len(fds) == 3:
             os.write(fds[2], f"hosts: bad request: {e}\n".encode())
         reply(conn, 255)
     finally:
