@@ -131,6 +131,16 @@ bool OnThisNode(MPI_Comm comm) {
   return here;
 }
 
+}  // namespace
+
+void MarkOnThisNode(MPI_Comm comm) {
+  if (const int keyval = NodeKeyval(); keyval != MPI_KEYVAL_INVALID) {
+    PMPI_Comm_set_attr(comm, keyval, reinterpret_cast<void*>(1));
+  }
+}
+
+namespace {
+
 // Long spins while every rank can have a CPU of its own (the MPI may have bound each rank to
 // one, so the machine's count is what matters, not this rank's affinity); short ones when
 // the node runs more ranks than it has CPUs, where a spinning waiter holds the CPU that the

@@ -72,6 +72,7 @@ template <typename Make>
 std::unique_ptr<Hybrid> NodeWindow(MPI_Comm comm, int& rc, Make&& make) {
   auto h = std::make_unique<Hybrid>();
   PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &h->node);
+  MarkOnThisNode(h->node);  // the node window's creation need not split it once more
   rc = make(*h);
   int ok = rc == MPI_SUCCESS ? 1 : 0, all = 0;
   PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);

@@ -55,6 +55,10 @@ struct Hybrid {
 // nullptr for any other window.
 Hybrid* FindHybrid(MPI_Win win);
 
+// Records on `comm`, a communicator from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), that all
+// its ranks are on this node: a window over it then skips splitting it again (create.cc).
+void MarkOnThisNode(MPI_Comm comm);
+
 // The window for a put or get to `target` of the window `win`: for a target on this host, the
 // node window's state (nullptr when the node window is the MPI's own), with `win` and `target`
 // changed to the node window and the target's rank there; otherwise nullptr and `win`
