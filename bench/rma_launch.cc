@@ -136,6 +136,21 @@ Result<std::string> Hosts::MpirunArgs(const std::string& mpi, int per_host) cons
   return out;
 }
 
+namespace {
+
+// One line of a launch's output: a JSON row joins `rows`; true for the marker
+// {"complete":true}, which does not.
+bool TakeLine(const std::string& line, std::vector<nlohmann::json>& rows) {
+  if (line.empty() || line[0] != '{') return false;
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded()) return false;
+  if (j.contains("complete")) return true;
+  rows.push_back(std::move(j));
+  return false;
+}
+
+}  // namespace
+
 Result<std::vector<nlohmann::json>> LaunchJson(const std::string& command, int tolerated) {
   FILE* f = popen(command.c_str(), "r");
   if (f == nullptr) return Status::IoError("cannot start " + command);
@@ -144,9 +159,7 @@ Result<std::vector<nlohmann::json>> LaunchJson(const std::string& command, int t
   char line[16384];
   while (std::fgets(line, sizeof line, f) != nullptr) {
     output += line;
-    if (line[0] != '{') continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && !j.contains("complete")) rows.push_back(std::move(j));
+    TakeLine(line, rows);
   }
   const int rc = pclose(f);
   const bool tolerable = WIFEXITED(rc) && WEXITSTATUS(rc) == tolerated;
@@ -210,14 +223,9 @@ Result<std::vector<nlohmann::json>> LaunchJsonGrace(const std::string& command, 
     for (std::size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
       const std::string line = pending.substr(0, eol);
       pending.erase(0, eol + 1);
-      if (line.empty() || line[0] != '{') continue;
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded()) continue;
-      if (j.contains("complete")) {
+      if (TakeLine(line, rows)) {
         complete = true;
         deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
-      } else {
-        rows.push_back(std::move(j));
       }
     }
   }
