@@ -7,7 +7,7 @@ option(TIERFLOW_BUILD_RMA "Build libtierflow_rma for each MPI found" ON)
 
 # What the library needs of tierflow is compiled in again (Status, the coherence instructions,
 # the copy kernels): it is preloaded into programs that do not link tierflow.
-add_library(tierflow_rma_core STATIC src/rma/shared_segment.cc src/rma/window_sync.cc
+add_library(tierflow_rma_core STATIC src/rma/shared_segment.cc src/rma/window_sync.cc src/rma/pool.cc
             src/rma/range_set.cc src/rma/write_ledger.cc
             src/common/status.cc src/common/fault_guard.cc src/common/mapping.cc
             src/coherence/coherence.cc src/coherence/lines.cc src/kernels/kernels.cc

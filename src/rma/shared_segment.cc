@@ -86,9 +86,8 @@ Result<std::byte*> MapFile(int fd, std::size_t size) {
   return static_cast<std::byte*>(p);
 }
 
-// The shared range at `at` becomes private anonymous memory with the same bytes (one
-// MAP_FIXED mmap replaces the mapping; the range is never unmapped). If memory runs out the
-// range stays shared, which is still correct memory for its owner.
+}  // namespace
+
 void RestorePrivate(std::byte* at, std::size_t size) {
   void* copy = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (copy == MAP_FAILED) return;
@@ -100,10 +99,9 @@ void RestorePrivate(std::byte* at, std::size_t size) {
   munmap(copy, size);
 }
 
-// Whether [base, base+size) lies in private anonymous mappings (heap, malloc's mmaps), the only
-// memory that may be replaced by a shared mapping: memory already shared (an MPI's shared
-// window, a file, a window shared in place before) would stop being shared with whoever else
-// maps it. Read from /proc/self/maps, whose lines are in address order.
+namespace {
+
+// Read from /proc/self/maps, whose lines are in address order.
 Status CheckPrivateAnonymous(std::uintptr_t begin, std::uintptr_t end) {
   std::uintptr_t covered = begin;
   std::string why;
@@ -197,7 +195,7 @@ Result<SharedSegment> SharedSegment::Create(std::size_t size, bool named) {
   return s;
 }
 
-Result<SharedSegment> SharedSegment::ShareInPlace(void* base, std::size_t size) {
+Status CheckInPlace(void* base, std::size_t size) {
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   if (base == nullptr || size == 0 || reinterpret_cast<std::uintptr_t>(base) % page != 0 ||
       size % page != 0) {
@@ -208,6 +206,11 @@ Result<SharedSegment> SharedSegment::ShareInPlace(void* base, std::size_t size) 
   if (Status st = CheckPrivateAnonymous(at, at + size); !st.ok()) {
     return Status::Unsupported(fmt::format("{} bytes at {}: {}", size, base, st.message()));
   }
+  return Status::Ok();
+}
+
+Result<SharedSegment> SharedSegment::ShareInPlace(void* base, std::size_t size) {
+  if (Status st = CheckInPlace(base, size); !st.ok()) return st;
   Result<SharedSegment> s = Create(size);
   if (!s.ok()) return s.status();
   std::memcpy(s->data_, base, size);

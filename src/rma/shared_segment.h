@@ -83,6 +83,17 @@ class SharedSegment {
   SegmentName name_;
 };
 
+// Whether [base, base+size) may be replaced by a shared mapping of the same bytes: whole pages
+// (base and size multiples of the page size) of private anonymous memory (heap, malloc's
+// mmaps). Memory already shared (an MPI's shared window, a file, a window shared in place
+// before) would stop being shared with whoever else maps it. Errors: kInvalidArgument for a
+// range that is not whole pages; kUnsupported naming what the memory is.
+Status CheckInPlace(void* base, std::size_t size);
+// The shared range at `at` becomes private anonymous memory with the same bytes (one MAP_FIXED
+// mmap replaces the mapping; the range is never unmapped). If memory runs out the range stays
+// shared, which is still correct memory for its owner.
+void RestorePrivate(std::byte* at, std::size_t size);
+
 // Whether this process may read another's memory with process_vm_readv (the kernel's ptrace
 // rules: Yama's ptrace_scope, same user, dumpable). Checked by reading one byte at `addr`.
 bool CanReadProcess(std::int32_t pid, const void* addr);
