@@ -9,7 +9,7 @@ option(TIERFLOW_BUILD_RMA "Build libtierflow_rma for each MPI found" ON)
 # the copy kernels): it is preloaded into programs that do not link tierflow.
 add_library(tierflow_rma_core STATIC src/rma/shared_segment.cc src/rma/window_sync.cc src/rma/pool.cc
             src/rma/range_set.cc src/rma/write_ledger.cc
-            src/common/status.cc src/common/fault_guard.cc src/common/mapping.cc
+            src/common/status.cc src/common/fault_guard.cc src/common/mapping.cc src/common/size.cc
             src/coherence/coherence.cc src/coherence/lines.cc src/kernels/kernels.cc
             src/kernels/isa.cc src/kernels/kernels_baseline.cc src/kernels/kernels_avx2.cc
             src/kernels/kernels_avx512.cc src/kernels/copy_recoverable.cc src/common/crc32c.cc
@@ -20,7 +20,7 @@ target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
 # The files that hold the coherence hooks (rma/mpi/coherence.h) apart from the rest: the test
 # build compiles them again once per hook left out (the mutants).
 set(TIERFLOW_RMA_MPI_SOURCES)
-foreach(f registry create transfer datatype accumulate offload hybrid)
+foreach(f registry create transfer datatype accumulate offload hybrid pooled)
   list(APPEND TIERFLOW_RMA_MPI_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/${f}.cc)
 endforeach()
 set(TIERFLOW_RMA_HOOK_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/sync.cc

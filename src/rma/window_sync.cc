@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -51,15 +52,15 @@ namespace {
 constexpr std::uint32_t kExclusive = 1u << 31;
 // Wake-up timeouts (100 ms each) a word may be read stale in the simulation before that is an
 // error: long enough for any update on its way, short for a test that leaves a hook out.
-constexpr int kStaleTicks = 20;
+constexpr int kStaleMs = 2000;
 
 std::size_t MatchBytes(int ranks) {
   const std::size_t bytes = (static_cast<std::size_t>(ranks) + 63) / 64 * 8;
   return (bytes + 63) / 64 * 64;
 }
 
-long FutexWaitShared(std::atomic<std::uint32_t>* word, std::uint32_t expected) {
-  timespec timeout{0, 100 * 1000 * 1000};
+long FutexWaitShared(std::atomic<std::uint32_t>* word, std::uint32_t expected, int ms) {
+  timespec timeout{ms / 1000, (ms % 1000) * 1000L * 1000L};
   return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &timeout,
                  nullptr, 0);
 }
@@ -155,12 +156,12 @@ Status WindowSync::Stale() const {
   if (words_ != WordCoherence::kSimulated || last_size_ == 0) return Status::Ok();
   const bool differs = std::memcmp(mine_.data() + last_read_, area_ + last_read_, last_size_) != 0;
   stale_ticks_ = differs ? stale_ticks_ + 1 : 0;
-  if (stale_ticks_ < kStaleTicks) return Status::Ok();
+  if (stale_ticks_ * wake_ms_ < kStaleMs) return Status::Ok();
   return Status(StatusCode::kFailed,
                 fmt::format("the synchronisation word at byte {} of the window's control segment "
                             "was read stale for {} s in the simulated non-coherent memory: the "
                             "invalidation before reading it is missing",
-                            last_read_, kStaleTicks / 10));
+                            last_read_, kStaleMs / 1000));
 }
 
 // Layout: the barrier's header, its wake word, the slots, the match vectors.
@@ -176,6 +177,10 @@ WindowSync::Slot& WindowSync::slot(int r) const {
 
 void WindowSync::SetPid(int rank, std::int32_t pid) { slot(rank).pid = pid; }
 
+void WindowSync::SetPeerCheck(std::function<bool(int)> gone) { gone_ = std::move(gone); }
+
+void WindowSync::SetWakeInterval(int ms) { wake_ms_ = std::clamp(ms, 1, 1000); }
+
 std::atomic<std::uint64_t>* WindowSync::Match(int origin) const {
   std::byte* base = area_ + 2 * sizeof(Header) + static_cast<std::size_t>(n_) * sizeof(Slot);
   return reinterpret_cast<std::atomic<std::uint64_t>*>(base + origin * MatchBytes(n_));
@@ -187,6 +192,12 @@ Status WindowSync::DeadPeer(int peer) const {
       return Status::IoError(
           fmt::format("rank {} of the window (process {}) has exited while this rank waited for it",
                       r, slot(r).pid));
+    }
+    if (r != me_ && gone_ && gone_(r)) {
+      return Status::IoError(fmt::format(
+          "rank {} of the window has stopped renewing its lease on the pool (its process or its "
+          "host died) while this rank waited for it",
+          r));
     }
   }
   return Status::Ok();
@@ -209,7 +220,7 @@ Status WindowSync::Await(Wake& wake, Ready ready, int peer) {
       wake.sleepers.fetch_sub(1);
       return Status::Ok();
     }
-    const long r = FutexWaitShared(&wake.generation, g);
+    const long r = FutexWaitShared(&wake.generation, g, wake_ms_);
     wake.sleepers.fetch_sub(1);
     if (ready()) return Status::Ok();
     if (r != 0 && errno == ETIMEDOUT) {

@@ -18,8 +18,8 @@
 // Waiting spins (`spin` rounds; short when the node runs more ranks than it has CPUs), then
 // yields the CPU (`yields` times: with more ranks than CPUs, the rank waited for may need this
 // CPU, and a yield hands it over without a futex round trip), then sleeps on a futex, waking every
-// 100 ms to check that the ranks it waits for are alive: a dead rank ends the wait with an error
-// instead of a hang.
+// 100 ms (SetWakeInterval) to check that the ranks it waits for are alive: a dead rank ends the
+// wait with an error instead of a hang.
 //
 // Memory that is not coherent (WordCoherence): the words get the maintenance a non-coherent
 // agent needs (seed 002 §3.4.7-3.4.9, where they were uncached): every read of a word another
@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,12 @@ class WindowSync {
   // Each rank records its process once, before the window is used, so that a waiter can tell
   // that the rank it waits for has died.
   void SetPid(int rank, std::int32_t pid);
+  // For ranks whose process IDs mean nothing here (other hosts): `gone(rank)` says whether the
+  // rank has died, asked at each wake-up of a wait for it, in addition to the PID check.
+  void SetPeerCheck(std::function<bool(int rank)> gone);
+  // How often a sleeping waiter wakes to look at the words itself (default 100 ms): a waker on
+  // another host cannot reach this host's futex, so there only the timeout wakes a sleeper.
+  void SetWakeInterval(int ms);
 
   // GATS. Post/Complete take window ranks (0 <= r < ranks()), each at most once.
   void Post(std::span<const int> origins);
@@ -127,6 +134,8 @@ class WindowSync {
   mutable std::size_t last_read_ = 0;    // ... the offset and size of the last word read,
   mutable std::size_t last_size_ = 0;    // and how many wake-up timeouts it has differed
   mutable int stale_ticks_ = 0;          // since
+  std::function<bool(int)> gone_;
+  int wake_ms_ = 100;
 };
 
 // Whether a /proc/PID/stat line says the process is a zombie or dead ('Z', 'X'): the state

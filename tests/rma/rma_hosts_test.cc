@@ -141,6 +141,8 @@ void ExclusiveLocks(Win& w) {
     CHECK(w.base[2] == 20L * g_size, "exclusive locks: %ld, expected %ld", w.base[2], 20L * g_size);
     MPI_Win_unlock(0, w.win);
   }
+  // Nobody's next synchronisation may write back what an unlock should have, before rank 0 read.
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // Post/start/complete/wait with the next rank (on another host for the last of a host).
@@ -158,9 +160,52 @@ void Pscw(Win& w) {
   MPI_Win_wait(w.win);
   CHECK(w.base[3] == 7000 + prev, "pscw: %ld from rank %d, expected %d", w.base[3], prev,
         7000 + prev);
+  // Nobody's next synchronisation may write back what a complete should have, before all read.
+  MPI_Barrier(MPI_COMM_WORLD);
   MPI_Group_free(&to);
   MPI_Group_free(&from);
   MPI_Group_free(&world);
+}
+
+// What a rank stores into its own window before a post is what its origins get after their
+// start; what an origin puts and flushes under lock_all is in the target's window before the
+// origin's unlock (the target reads it after MPI_Win_sync).
+void Visibility(Win& w) {
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  MPI_Group world, to, from;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_incl(world, 1, &next, &to);
+  MPI_Group_incl(world, 1, &prev, &from);
+  MPI_Win_fence(0, w.win);
+  MPI_Win_fence(MPI_MODE_NOSUCCEED, w.win);
+  w.base[5] = 9000 + g_rank;
+  MPI_Win_post(from, 0, w.win);
+  MPI_Win_start(to, 0, w.win);
+  long got = 0;
+  MPI_Get(&got, 1, MPI_LONG, next, 5, 1, MPI_LONG, w.win);
+  MPI_Win_complete(w.win);
+  MPI_Win_wait(w.win);
+  CHECK(got == 9000 + next, "store before post: got %ld from rank %d, expected %d", got, next,
+        9000 + next);
+  MPI_Group_free(&to);
+  MPI_Group_free(&from);
+  MPI_Group_free(&world);
+  // Even ranks put into the next, odd ones read: no origin synchronises again before its
+  // target has read (an MPI_Win_sync of the origin could write back what the flush should have).
+  MPI_Win_lock_all(0, w.win);
+  const long v = 11000 + g_rank;
+  if (g_rank % 2 == 0) {
+    MPI_Put(&v, 1, MPI_LONG, next, 6, 1, MPI_LONG, w.win);
+    MPI_Win_flush(next, w.win);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank % 2 == 1) {
+    MPI_Win_sync(w.win);
+    CHECK(w.base[6] == 11000 + prev, "put and flush: %ld in my window, expected %d", w.base[6],
+          11000 + prev);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_unlock_all(w.win);
 }
 
 // One epoch with targets on this host and on others: every rank writes its slot of every rank's
@@ -247,6 +292,7 @@ int main(int argc, char** argv) {
     Accumulates(w);
     ExclusiveLocks(w);
     Pscw(w);
+    Visibility(w);
     Mixed(w);
   }
   int total = 0;

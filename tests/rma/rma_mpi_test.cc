@@ -22,7 +22,14 @@ int g_rank = 0, g_size = 0, g_failures = 0;
 
 bool LibraryExpected() {
   const char* e = std::getenv("TIERFLOW_RMA_EXPECT");
-  return e != nullptr && std::strcmp(e, "1") == 0;
+  return e != nullptr && (std::strcmp(e, "1") == 0 || std::strcmp(e, "pool") == 0);
+}
+
+// TIERFLOW_RMA_EXPECT=pool: ranks on several hosts with TIERFLOW_RMA_POOL set, where only
+// memory that can move into the pool (rma/mpi/pooled.h) makes a window the library runs whole.
+bool PoolExpected() {
+  const char* e = std::getenv("TIERFLOW_RMA_EXPECT");
+  return e != nullptr && std::strcmp(e, "pool") == 0;
 }
 
 bool LibraryAnswers() {
@@ -633,7 +640,11 @@ int main(int argc, char** argv) {
     Win w(k);
     const int before = g_failures;
     // What only the library does (MPI_PROC_NULL locks, its error classes) on windows it runs.
-    const bool accelerated = library && (k != Kind::kTiny || !TinyLeftToMpi());
+    // In a pool, only MPI_Win_allocate memory and whole pages of the heap move there (the
+    // simulated mode copies any memory); the others are split by host or left to the MPI.
+    const bool pooled = k == Kind::kAllocate || k == Kind::kPages || Simulated();
+    const bool accelerated =
+        library && (PoolExpected() ? pooled : k != Kind::kTiny || !TinyLeftToMpi());
     Attributes(w);
     Fence(w);
     Pscw(w);

@@ -9,9 +9,10 @@ hosts="$(cd "$(dirname "$0")/../../scripts" && pwd)/hosts.sh"
 mpi=$1 launcher=$2 per=$3
 shift 3
 read -r -a args <<<"$("$hosts" mpirun-args "$mpi" "$per")"
-# The library's settings reach every rank, as the program's user would pass them.
+# The library's settings (and a library preloaded) reach every rank, as the program's user
+# would pass them.
 forward=()
-for v in $(compgen -e | grep '^TIERFLOW_RMA_' || true); do
+for v in $(compgen -e | grep -E '^(TIERFLOW_RMA_|LD_PRELOAD$)' || true); do
   [ "$mpi" = openmpi ] && forward+=(-x "$v") || forward+=(-genv "$v" "${!v}")
 done
 case $mpi in

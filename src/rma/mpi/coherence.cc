@@ -142,6 +142,18 @@ WordHooks KeptWordHooks() {
   return {Kept(HookPoint::kSyncInvalidate), Kept(HookPoint::kSyncWriteBack)};
 }
 
+const char* CoherenceName(Coherence mode) {
+  switch (mode) {
+    case Coherence::kCoherent:
+      return "coherent";
+    case Coherence::kNoncoherent:
+      return "noncoherent";
+    case Coherence::kSimulated:
+      return "simulated";
+  }
+  return "coherent";
+}
+
 bool CoherenceFromEnvironment(Coherence& out, std::string& error) {
   const char* v = std::getenv("TIERFLOW_RMA_COHERENCE");
   const std::string s = v == nullptr ? "" : v;

@@ -70,6 +70,8 @@ constexpr bool Kept(HookPoint) { return true; }
 WordCoherence WordsIn(Coherence mode);
 WordHooks KeptWordHooks();
 
+// "coherent", "noncoherent" or "simulated".
+const char* CoherenceName(Coherence mode);
 // Reads TIERFLOW_RMA_COHERENCE; false with `error` set for a value it does not know.
 bool CoherenceFromEnvironment(Coherence& out, std::string& error);
 

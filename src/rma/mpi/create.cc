@@ -16,8 +16,10 @@
 #include <fmt/ranges.h>
 
 #include "rma/mpi/coherence.h"
+#include "rma/mpi/create.h"
 #include "rma/mpi/hybrid.h"
 #include "rma/mpi/offload.h"
+#include "rma/mpi/pooled.h"
 #include "rma/mpi/window.h"
 #include "tierflow/cpu_isa.h"
 
@@ -74,25 +76,6 @@ std::byte* TakeSmall(std::size_t size) {
   return p;
 }
 
-// What each rank tells the others about its window memory.
-struct Offer {
-  SegmentName segment;       // where its memory lives (pid 0: not in a shared segment)
-  std::uint64_t offset = 0;  // of its window in that segment
-  std::uint64_t size = 0;
-  std::uint64_t address = 0;  // in its own process
-  std::int32_t pid = 0;
-  std::uint32_t disp_unit = 1;
-  std::uint64_t offload_min = 0;  // its offload threshold; 0: it has no engine
-};
-
-void PassThroughReason(MPI_Comm comm, const char* call, const std::string& why);
-
-bool AllTrue(MPI_Comm comm, bool mine) {
-  int in = mine ? 1 : 0, out = 0;
-  PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm);
-  return out != 0;
-}
-
 // The attribute that keeps OnThisNode's answer on a communicator: not copied to duplicates,
 // dropped when the communicator is freed.
 int NodeKeyval() {
@@ -139,7 +122,13 @@ void MarkOnThisNode(MPI_Comm comm) {
   }
 }
 
-namespace {
+bool AllTrue(MPI_Comm comm, bool mine) {
+  int in = mine ? 1 : 0, out = 0;
+  PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm);
+  return out != 0;
+}
+
+// Shared with the creation of windows in a pool (rma/mpi/create.h).
 
 // Long spins while every rank can have a CPU of its own (the MPI may have bound each rank to
 // one, so the machine's count is what matters, not this rank's affinity); short ones when
@@ -234,11 +223,9 @@ int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mo
   PMPI_Allreduce(in, out, 4, MPI_INT, MPI_MIN, comm);
   accelerate = out[0] != 0;
   const bool agreed = out[1] == -out[2] && out[1] >= 0;
-  // `here` is the same on every rank: all split the window across hosts, or none.
-  span = !here && out[3] != 0 && agreed && out[1] == static_cast<int>(Coherence::kCoherent);
-  if (!here && out[3] != 0 && agreed && !span) {
-    PassThroughReason(comm, "window", "its ranks span hosts, which only the coherent mode splits");
-  }
+  // `here` is the same on every rank: all make the window across hosts (rma/mpi/pooled.h),
+  // or none.
+  span = !here && out[3] != 0 && agreed;
   if (!accelerate || agreed) return MPI_SUCCESS;
   accelerate = false;
   int me = 0;
@@ -252,37 +239,58 @@ int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mo
   return MPI_ERR_ARG;
 }
 
-// The window's state and its synchronisation words (a segment of their own); nullptr, on
-// every rank alike, when the ranks cannot share memory.
-std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size,
-                                  Coherence mode) {
+std::unique_ptr<Window> NewWindowState(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size,
+                                       Coherence mode) {
   auto w = std::make_unique<Window>();
   w->coherence = mode;
   PMPI_Comm_rank(comm, &w->me);
   PMPI_Comm_size(comm, &w->ranks);
-  // The synchronisation words, then (non-coherent modes) the ledger of stores per rank.
-  const std::size_t words = (WindowSync::Bytes(w->ranks) + 63) / 64 * 64;
-  const std::size_t ledger = mode == Coherence::kCoherent ? 0 : WriteLedger::Bytes(w->ranks);
-  Result<SharedSegment> control = MakeShared(comm, w->me, words + ledger);
-  if (!control.ok()) {
-    PassThroughReason(comm, "window", control.status().message());
-    return nullptr;
-  }
-  w->control = std::move(*control);
-  if (ledger != 0) w->ledger = WriteLedger(w->control.data() + words);
-  w->dirty.assign(w->ranks, {});
-  const bool over = Oversubscribed(w->ranks);
-  w->sync = std::make_unique<WindowSync>(w->control.data(), w->ranks, w->me, over ? 64 : 20000,
-                                         over ? 1000 : 0, WordsIn(mode), KeptWordHooks());
   PMPI_Comm_dup(comm, &w->comm);
   PMPI_Comm_group(comm, &w->group);
   w->flavor = flavor;
   w->model = mode == Coherence::kCoherent ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE;
   w->seen.assign(w->ranks, 0);
   w->lock.assign(w->ranks, 0);
+  w->dirty.assign(w->ranks, {});
   w->attr_disp_unit = disp_unit;
   w->attr_size = size;
   return w;
+}
+
+std::size_t ControlBytes(int ranks, Coherence mode) {
+  const std::size_t words = (WindowSync::Bytes(ranks) + 63) / 64 * 64;
+  return words + (mode == Coherence::kCoherent ? 0 : WriteLedger::Bytes(ranks));
+}
+
+void UseControl(Window& w, std::byte* control) {
+  const std::size_t words = (WindowSync::Bytes(w.ranks) + 63) / 64 * 64;
+  if (w.coherence != Coherence::kCoherent) w.ledger = WriteLedger(control + words);
+  const bool over = Oversubscribed(w.ranks);
+  w.sync = std::make_unique<WindowSync>(control, w.ranks, w.me, over ? 64 : 20000, over ? 1000 : 0,
+                                        WordsIn(w.coherence), KeptWordHooks());
+}
+
+// The window's state and its synchronisation words (a segment of their own); nullptr, on
+// every rank alike, when the ranks cannot share memory.
+std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size,
+                                  Coherence mode) {
+  std::unique_ptr<Window> w = NewWindowState(comm, flavor, disp_unit, size, mode);
+  Result<SharedSegment> control = MakeShared(comm, w->me, ControlBytes(w->ranks, mode));
+  if (!control.ok()) {
+    PassThroughReason(comm, "window", control.status().message());
+    DropWindow(std::move(w));
+    return nullptr;
+  }
+  w->control = std::move(*control);
+  UseControl(*w, w->control.data());
+  return w;
+}
+
+void SimulateAllocated(Window& w) {
+  const std::vector<std::byte*> pub = w.base;
+  w.local.assign(pub[w.me], pub[w.me] + w.size[w.me]);
+  w.base[w.me] = w.local.data();
+  StartSimulation(w, pub);
 }
 
 void DropWindow(std::unique_ptr<Window> w) {
@@ -324,10 +332,14 @@ std::string Describe(const Window& w) {
   return fmt::format(
       "{} window of {} ranks accelerated: {}{}",
       w.flavor == MPI_WIN_FLAVOR_ALLOCATE ? "MPI_Win_allocate" : "MPI_Win_create", w.ranks,
-      remote == 0 ? std::string("every rank's memory mapped here")
-                  : fmt::format("{} rank(s) reached with process_vm copies (their memory is "
-                                "neither from MPI_Alloc_mem nor whole pages of private memory)",
-                                remote),
+      w.pool != nullptr
+          ? fmt::format("its ranks span hosts; every rank's memory and the synchronisation words "
+                        "are in the pool {} ({} coherence)",
+                        w.pool->path(), CoherenceName(w.coherence))
+      : remote == 0 ? std::string("every rank's memory mapped here")
+                    : fmt::format("{} rank(s) reached with process_vm copies (their memory is "
+                                  "neither from MPI_Alloc_mem nor whole pages of private memory)",
+                                  remote),
       offload);
 }
 
@@ -336,14 +348,13 @@ std::string Describe(const Window& w) {
 // split across hosts (rma/mpi/hybrid.h); an error in `rc`, already reported, for a coherence
 // mode the ranks do not agree on.
 std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size, int& rc,
-                              bool& span) {
+                              bool& span, Coherence& mode) {
   span = false;
   if (comm == MPI_COMM_NULL) return nullptr;
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   if (inter) return nullptr;  // the same on every rank: no collective needed to agree
   bool accelerate = false;
-  Coherence mode;
   rc = Agree(comm, size >= 0 && disp_unit > 0, accelerate, span, mode);
   if (!accelerate) return nullptr;
   std::unique_ptr<Window> w = NewWindow(comm, flavor, disp_unit, size, mode);
@@ -376,7 +387,8 @@ int CreateUnderneath(const Window& w, void* base, MPI_Info info, MPI_Comm comm, 
 
 // The MPI's window; then the window is found by every RMA call.
 int Finish(std::unique_ptr<Window> w, void* base, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
-  w->sync->SetPid(w->me, getpid());
+  // A pool's ranks may be in other PID namespaces: their leases say whether they live.
+  if (w->pool == nullptr) w->sync->SetPid(w->me, getpid());
   const int rc = CreateUnderneath(*w, base, info, comm, win);
   if (rc != MPI_SUCCESS) {
     DropWindow(std::move(w));
@@ -415,8 +427,6 @@ void Unexpose(const void* p) {
   }
 }
 
-}  // namespace
-
 }  // namespace tierflow::rma
 
 using namespace tierflow;
@@ -427,9 +437,11 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
   return Guarded("MPI_Win_allocate", [&]() -> int {
     int rc = MPI_SUCCESS;
     bool span = false;
-    std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, rc, span);
+    Coherence asked = Coherence::kCoherent;
+    std::unique_ptr<Window> w =
+        Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, rc, span, asked);
     if (rc != MPI_SUCCESS) return rc;
-    if (span) return HybridAllocate(size, disp_unit, info, comm, baseptr, win);
+    if (span) return SpanAllocate(size, disp_unit, info, comm, asked, baseptr, win);
     if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
     const Coherence mode = w->coherence;
     Offer mine;
@@ -449,14 +461,7 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
     w->memory.push_back(std::move(*memory));
     for (int r = 0; r < w->ranks; ++r) w->base.push_back(w->memory[0].data() + offset[r]);
     Record(*w, all);
-    if (mode == Coherence::kSimulated) {
-      // The segment holds the public copies; the program works on a private one.
-      w->local.assign(w->memory[0].data() + offset[w->me],
-                      w->memory[0].data() + offset[w->me] + size);
-      const std::vector<std::byte*> pub = w->base;
-      w->base[w->me] = w->local.data();
-      StartSimulation(*w, pub);
-    }
+    if (mode == Coherence::kSimulated) SimulateAllocated(*w);
     void* base = w->base[w->me];
     if (int rc = Finish(std::move(w), base, info, comm, win); rc != MPI_SUCCESS) return rc;
     *static_cast<void**>(baseptr) = base;  // only for a window made: a failed call leaves it
@@ -560,9 +565,11 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
   return Guarded("MPI_Win_create", [&]() -> int {
     int rc = MPI_SUCCESS;
     bool span = false;
-    std::unique_ptr<Window> w = Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, rc, span);
+    Coherence asked = Coherence::kCoherent;
+    std::unique_ptr<Window> w =
+        Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, rc, span, asked);
     if (rc != MPI_SUCCESS) return rc;
-    if (span) return HybridCreate(base, size, disp_unit, info, comm, win);
+    if (span) return SpanCreate(base, size, disp_unit, info, comm, asked, win);
     if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
     const Coherence mode = w->coherence;
     Offer mine;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "rma/pool.h"
 #include "rma/range_set.h"
 #include "rma/shared_segment.h"
 #include "rma/window_sync.h"
@@ -36,7 +37,11 @@ struct Window {
   int model = 0;   // MPI_WIN_UNIFIED, or MPI_WIN_SEPARATE when caches are not coherent
   Coherence coherence = Coherence::kCoherent;
   int me = 0, ranks = 0;
-  SharedSegment control;               // the WindowSync words
+  SharedSegment control;  // the WindowSync words
+  // A window across hosts in a pool (rma/mpi/pooled.h): the pool, and this process's holds of
+  // the allocations of the window (the synchronisation words first, then window memory).
+  std::shared_ptr<Pool> pool;
+  std::vector<PoolRegion> pooled;
   std::vector<SharedSegment> memory;   // window memory mapped here (one or one per rank)
   std::vector<std::byte*> base;        // rank -> its window memory in this process (kMapped)
   std::vector<std::int32_t> pid;       // rank -> process (kProcessVm)
