@@ -85,9 +85,13 @@ std::uint64_t DeviceSize(const struct stat& st) {
   return in ? size : 0;
 }
 
-// The path as a pool may be: this user's, only theirs, a file or a device, large enough.
+// The path as a pool may be: this user's, only theirs, a file or a device, large enough. An
+// empty file may be one another process has just created by name: it gets 2 s to be sized.
 Result<std::uint64_t> CheckFile(int fd, const std::string& path) {
   struct stat st {};
+  for (int i = 0; i < 2000 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0; ++i) {
+    usleep(1000);
+  }
   if (fstat(fd, &st) != 0) {
     return Status::IoError(fmt::format("cannot examine the pool {}: {}", path, strerror(errno)));
   }
@@ -120,17 +124,42 @@ Result<std::uint64_t> CheckFile(int fd, const std::string& path) {
   return size;
 }
 
+// A new pool file of `size` bytes appears at `path` whole, never empty or short: made unnamed
+// in the directory (O_TMPFILE), sized, then linked there, which fails if another process linked
+// its own first (that one is then opened). -1 with errno set when the directory cannot hold
+// unnamed files; EEXIST when another process won.
+int CreateWhole(const std::string& path, std::uint64_t size) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  const std::string self = fmt::format("/proc/self/fd/{}", fd);
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+      linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
 // Opens the pool, creating a file of `create_size` bytes when nothing is at `path`.
 Result<int> OpenFile(const std::string& path, std::uint64_t create_size) {
   int fd = open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) {
-    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(create_size)) != 0) {
-      const int e = errno;
-      close(fd);
-      unlink(path.c_str());  // made by this call a moment ago, empty
-      return Status::IoError(fmt::format("cannot size the new pool {} to {} bytes: {}", path,
-                                         create_size, strerror(e)));
+    fd = CreateWhole(path, create_size);
+    if (fd < 0 && errno != EEXIST) {
+      // Where unnamed files are not supported: created by name, sized at once; an opener that
+      // finds it still empty waits for the size (WaitForSize).
+      fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd >= 0 && ftruncate(fd, static_cast<off_t>(create_size)) != 0) {
+        const int e = errno;
+        close(fd);
+        unlink(path.c_str());  // made by this call a moment ago, empty
+        return Status::IoError(fmt::format("cannot size the new pool {} to {} bytes: {}", path,
+                                           create_size, strerror(e)));
+      }
     }
     if (fd < 0 && errno == EEXIST) fd = open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   }

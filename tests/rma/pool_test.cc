@@ -59,6 +59,31 @@ TEST(Pool, CreatesAFileOfItsUserWithMode0600) {
   EXPECT_EQ(again->id(), pool->id());
 }
 
+TEST(Pool, ProcessesCreatingItAtOnceAllOpenOnePool) {
+  testkit::TempDir dir("/dev/shm");
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 4; ++k) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      Result<std::shared_ptr<Pool>> p = Pool::Open(dir.File("pool"), Small());
+      const std::uint64_t id = p.ok() ? (*p)->id() : 0;
+      _exit(write(fds[1], &id, sizeof(id)) == sizeof(id) ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  close(fds[1]);
+  std::vector<std::uint64_t> ids(4, 0);
+  for (auto& id : ids) ASSERT_EQ(read(fds[0], &id, sizeof(id)), static_cast<ssize_t>(sizeof(id)));
+  close(fds[0]);
+  for (pid_t pid : kids) waitpid(pid, nullptr, 0);
+  for (std::uint64_t id : ids) {
+    EXPECT_NE(id, 0u);
+    EXPECT_EQ(id, ids[0]);
+  }
+}
+
 TEST(Pool, AnAllocationLivesUntilItsLastHolderReleasesIt) {
   testkit::TempDir dir("/dev/shm");
   auto a = MustOpen(dir.File("pool")), b = MustOpen(dir.File("pool"));

@@ -5,7 +5,9 @@
 // and on others) gives the MPI's results, with or without libtierflow_rma between the program
 // and the MPI (which splits such windows: rma/mpi/hybrid.h).
 //
-//   rma_hosts_test RANKS_PER_HOST [until-killed]
+//   rma_hosts_test RANKS_PER_HOST [until-killed | window BYTES]
+// until-killed: epochs with every rank until a host dies (rma_hosts_kill.sh); window BYTES: only
+// makes and frees a window of BYTES per rank, and says so (rma_pool_faults.sh).
 #include <fcntl.h>
 #include <mpi.h>
 #include <sys/mman.h>
@@ -283,7 +285,13 @@ int main(int argc, char** argv) {
       MPI_Win_fence(0, w.win);
     }
   }
-  if (g_failures == 0) {
+  if (g_failures == 0 && argc > 3 && std::strcmp(argv[2], "window") == 0) {
+    void* base = nullptr;
+    MPI_Win win;
+    MPI_Win_allocate(std::atol(argv[3]), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    MPI_Win_free(&win);
+    if (g_rank == 0) std::printf("window made and freed\n");
+  } else if (g_failures == 0) {
     const std::vector<std::string> names = HostNames();
     Nodes(per_host, names);
     PrivateShm(names);
