@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -57,17 +60,24 @@ std::vector<std::pair<int, std::string>> Launches(const RmaBenchConfig& c) {
 
 // The launches of one launch line in a repetition: without and with the library (which goes
 // first alternates), offload off; then, for the put rows, with each offload mode asked for.
+// With a pool (`pool`: its path, else empty) every run with the library uses it.
 std::vector<LaunchSpec> Specs(const RmaBenchConfig& c, int rep, int ranks, const std::string& args,
-                              const Hosts* hosts) {
+                              const Hosts* hosts, const std::string& pool) {
   std::vector<LaunchSpec> out;
   for (int k = 0; k < 2; ++k) {
     const bool with = (rep + k) % 2 == 1;
     out.push_back({ranks, with, {}, args, hosts});
     if (with) out.back().env.emplace_back("TIERFLOW_RMA_OFFLOAD", "off");
   }
-  if (args.find("--ops put") == std::string::npos) return out;
-  for (const std::string& mode : c.offload) {
-    out.push_back({ranks, true, {{"TIERFLOW_RMA_OFFLOAD", mode}}, args, hosts});
+  if (args.find("--ops put") != std::string::npos) {
+    for (const std::string& mode : c.offload) {
+      out.push_back({ranks, true, {{"TIERFLOW_RMA_OFFLOAD", mode}}, args, hosts});
+    }
+  }
+  for (LaunchSpec& s : out) {
+    if (!s.with_library || pool.empty()) continue;
+    s.env.emplace_back("TIERFLOW_RMA_POOL", pool);  // after the offload mode: Record reads it
+    s.env.emplace_back("TIERFLOW_RMA_POOL_SIZE", "1GiB");
   }
   return out;
 }
@@ -85,15 +95,15 @@ void Record(const std::string& mpi, const LaunchSpec& spec, const nlohmann::json
   r.checked = r.checked && j["data_checked"].get<bool>();
 }
 
-Status Collect(const RmaBenchConfig& c, const Mpi& m, const Hosts* hosts, std::map<Key, Row>& rows,
-               Ticker& ticker) {
+Status Collect(const RmaBenchConfig& c, const Mpi& m, const Hosts* hosts, const std::string& pool,
+               std::map<Key, Row>& rows, Ticker& ticker) {
   Result<std::pair<std::string, std::string>> files = RmaFiles("rma_latency_" + m.name, m.name);
   if (!files.ok()) return files.status();
   const auto& [prog, lib] = *files;
   for (int rep = 0; rep < c.reps; ++rep) {
     ticker.Set(fmt::format("{}, alternation {} of {}", m.name, rep + 1, c.reps));
     for (const auto& [ranks, args] : Launches(c)) {
-      for (const LaunchSpec& spec : Specs(c, rep, ranks, args, hosts)) {
+      for (const LaunchSpec& spec : Specs(c, rep, ranks, args, hosts, pool)) {
         const std::string command = LaunchCommand(m, prog, lib, spec);
         Result<std::vector<nlohmann::json>> got =
             hosts != nullptr ? LaunchJsonGrace(command, 15) : LaunchJson(command);
@@ -241,26 +251,63 @@ std::vector<std::string> ProgramDirectories() {
 }
 
 // Across hosts: every row's hosts, ranks per host and path (local: ranks 0 and 1, or the GATS
-// origin and all its targets, on host0; mpi: some target on another host).
+// origin and all its targets, on host0; mpi: some target on another host, reached through the
+// MPI; pool: ... through the pool).
 void MarkHosts(const RmaBenchConfig& c, nlohmann::json& doc) {
   for (const char* section : {"rows", "bandwidth", "two_sided", "gats_calls", "creation"}) {
     for (nlohmann::json& r : doc[section]) {
       r["hosts"] = c.hosts;
       r["ranks_per_host"] = c.ranks_per_host;
       const long last = r.contains("targets") ? r["targets"].get<long>() : 1;  // highest rank
-      r["path"] = last < c.ranks_per_host ? "local" : "mpi";
+      // Two-sided rows have no window: their messages always take the MPI's path.
+      const bool window = std::string(section) != "two_sided";
+      r["path"] = last < c.ranks_per_host ? "local" : c.pool && window ? "pool" : "mpi";
     }
   }
 }
 
+// A new directory of this machine's /dev/shm (mode 0700) for the pool of --pool, removed with
+// the pool file in it (made there by the runs) when the benchmark ends.
+class PoolDirectory {
+ public:
+  PoolDirectory() = default;
+  PoolDirectory(const PoolDirectory&) = delete;
+  PoolDirectory& operator=(const PoolDirectory&) = delete;
+  ~PoolDirectory() {
+    if (dir_.empty()) return;
+    unlink(file().c_str());
+    rmdir(dir_.c_str());
+  }
+  Status Make() {
+    char name[] = "/dev/shm/tierflow-bench-pool.XXXXXX";
+    if (mkdtemp(name) == nullptr) {
+      return Status::IoError(fmt::format("cannot make a directory for the pool in /dev/shm: {}",
+                                         std::strerror(errno)));
+    }
+    dir_ = name;
+    return Status::Ok();
+  }
+  const std::string& dir() const { return dir_; }
+  std::string file() const { return dir_.empty() ? "" : dir_ + "/pool"; }
+
+ private:
+  std::string dir_;
+};
+
 std::string Heading(const RmaBenchConfig& c) {
   if (c.hosts > 0) {
     return fmt::format(
-        "libtierflow_rma against the MPI alone across {} hosts x {} ranks (test bed of "
-        "namespaces on this machine: scripts/hosts.sh; the hosts share its memory and CPUs); "
+        "libtierflow_rma{} against the MPI alone across {} hosts x {} ranks (test bed of "
+        "namespaces on this machine: scripts/hosts.sh; the hosts share its memory and CPUs{}); "
         "medians of {} alternated runs; origin rank 0, target rank 1 ({})\n",
-        c.hosts, c.ranks_per_host, c.reps,
-        c.ranks_per_host >= 2 ? "same host: path local" : "other host: path mpi");
+        c.pool ? " with a pool" : "", c.hosts, c.ranks_per_host,
+        c.pool ? ", and the pool is a file in its memory, coherent: an upper bound for a CXL "
+                 "device, maintained as a non-coherent one"
+               : "",
+        c.reps,
+        c.ranks_per_host >= 2 ? "same host: path local"
+        : c.pool              ? "other host: path pool"
+                              : "other host: path mpi");
   }
   return fmt::format(
       "libtierflow_rma against the MPI alone: medians of {} alternated runs; "
@@ -279,8 +326,14 @@ std::vector<std::string> RmaBenchMpis() {
 Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
   if (!c.apps.empty()) return RunRmaApps(c, out);
   std::unique_ptr<Hosts> hosts;
+  PoolDirectory pool;
   if (c.hosts > 0) {
-    Result<std::unique_ptr<Hosts>> up = Hosts::Up(c.hosts, ProgramDirectories());
+    std::vector<std::string> shares = ProgramDirectories();
+    if (c.pool) {
+      if (Status s = pool.Make(); !s.ok()) return s;
+      shares.push_back(pool.dir());
+    }
+    Result<std::unique_ptr<Hosts>> up = Hosts::Up(c.hosts, shares);
     if (!up.ok()) return up.status();
     hosts = std::move(*up);
   }
@@ -291,7 +344,7 @@ Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
     if (!c.mpis.empty() && std::find(c.mpis.begin(), c.mpis.end(), m.name) == c.mpis.end()) {
       continue;
     }
-    if (Status s = Collect(c, m, hosts.get(), rows, ticker); !s.ok()) return s;
+    if (Status s = Collect(c, m, hosts.get(), pool.file(), rows, ticker); !s.ok()) return s;
     ++ran;
   }
   if (ran == 0) {

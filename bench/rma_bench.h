@@ -59,6 +59,10 @@ struct RmaBenchConfig {
   // are on host0), "mpi" where they do not.
   int hosts = 0;
   int ranks_per_host = 1;
+  // With hosts: the runs with the library keep their windows in a pool every host maps
+  // (TIERFLOW_RMA_POOL, src/rma/mpi/pooled.h): a file in a new directory of this machine's
+  // /dev/shm, removed afterwards. Rows whose target is on another host then say path "pool".
+  bool pool = false;
 };
 
 Status RunRmaApps(const RmaBenchConfig& config, std::ostream& out);

@@ -29,6 +29,9 @@ JOBS = {
     "rma": (["bench", "rma", "--offload", "cpu,dsa-model", "--json"],
             ["bench", "rma", "--reps", "1", "--iters", "100", "--sizes", "8,4KiB",
              "--gats-ranks", "2", "--mpi", "openmpi", "--json"]),
+    "rma_hosts": (["bench", "rma", "--hosts", "2", "--pool", "--mpi", "mpich", "--json"],
+                  ["bench", "rma", "--hosts", "2", "--pool", "--mpi", "mpich", "--reps", "1",
+                   "--iters", "100", "--sizes", "8,4KiB", "--json"]),
     "rma_apps": (["bench", "rma", "--apps", "ft,ca", "--coherence", "coherent,noncoherent,simulated",
                   "--offload", "cpu,dsa-model", "--json"],
                  ["bench", "rma", "--apps", "ft,ca", "--ft-class", "S", "--ft-ranks", "2",
@@ -193,6 +196,13 @@ def rma_tables(d):
     return short, "\n\n".join(parts)
 
 
+def rma_hosts_tables(d):
+    """The rows of a job across hosts: each row's path (pool, mpi, local) beside its MPI."""
+    marked = {k: [dict(r, mpi=f"{r['mpi']} ({r['path']})") for r in v]
+              for k, v in d.items() if isinstance(v, list)}
+    return rma_tables(marked)
+
+
 def rma_apps_tables(d):
     targets = table(["MPI", "application", "comparison (2 ranks)", "ratio", "target", "met",
                      "computation alone"],
@@ -275,12 +285,15 @@ def pipes_tables(d):
 
 
 RENDER = {"qdp": qdp_tables, "sort": sort_tables, "copy": copy_tables, "rma": rma_tables,
+          "rma_hosts": rma_hosts_tables,
           "rma_apps": rma_apps_tables,
           "coherence": coherence_tables, "submit": submit_tables, "cache": cache_tables,
           "pipes": pipes_tables}
 TITLES = {"qdp": "Query-driven prefetching", "sort": "External sort against its I/O floor",
           "copy": "Copy throughput: the CPU engine against glibc memcpy",
           "rma": "One-sided MPI: libtierflow_rma against the MPI alone",
+          "rma_hosts": "One-sided MPI across two hosts with a pool they share (test bed of "
+                       "namespaces: an upper bound for a CXL device)",
           "rma_apps": "One-sided MPI applications: NAS FT and the cellular automaton",
           "coherence": "Cache-line maintenance against pmem_persist",
           "submit": "The library's cost per operation", "cache": "The offloading cache",

@@ -342,6 +342,10 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
                    "Ranks on each host with --hosts (default 1: origin and target on different "
                    "hosts; 2 or more: on the same host)")
       ->check(tools::IntegerIn(1, 8));
+  c.cmd->add_flag("--pool", c.cfg.pool,
+                  "With --hosts: the runs with the library keep windows in a pool the hosts "
+                  "share (a file in this machine's /dev/shm standing for a CXL memory device; "
+                  "noncoherent maintenance)");
   std::vector<std::string> built = bench::RmaBenchMpis();
   c.cmd->add_option("--mpi", c.cfg.mpis, "Only these MPIs (default: all built)")
       ->check(CLI::IsMember(built));
@@ -356,7 +360,8 @@ void AddRmaBench(CLI::App& bench_cmd, RmaBenchCli& c) {
 // Options of one mode given to the other: refused, not ignored.
 int CheckRmaModeOptions(const RmaBenchCli& c) {
   const bool apps = !c.cfg.apps.empty();
-  for (const char* o : {"--sizes", "--iters", "--gats-ranks", "--hosts", "--ranks-per-host"}) {
+  for (const char* o :
+       {"--sizes", "--iters", "--gats-ranks", "--hosts", "--ranks-per-host", "--pool"}) {
     if (apps && c.cmd->count(o) > 0) {
       return UsageError(fmt::format("{} applies to the microbenchmarks, not to --apps", o));
     }
@@ -370,6 +375,9 @@ int CheckRmaModeOptions(const RmaBenchCli& c) {
   const bool hosts = c.cmd->count("--hosts") > 0;
   if (!hosts && c.cmd->count("--ranks-per-host") > 0) {
     return UsageError("--ranks-per-host applies to --hosts: add --hosts 2");
+  }
+  if (!hosts && c.cmd->count("--pool") > 0) {
+    return UsageError("--pool applies to --hosts: add --hosts 2 (one machine needs no pool)");
   }
   if (hosts && c.cmd->count("--gats-ranks") > 0) {
     return UsageError(

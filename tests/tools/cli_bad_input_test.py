@@ -201,6 +201,8 @@ COMMAND_LINES = [
     (["bench", "rma", "--apps", "ca", "--gats-ranks", "3"], "--gats-ranks"),
     (["bench", "rma", "--apps", "ca", "--hosts", "2"], "--hosts"),
     (["bench", "rma", "--ranks-per-host", "2"], "--hosts"),
+    (["bench", "rma", "--pool"], "--hosts"),
+    (["bench", "rma", "--apps", "ft", "--pool"], "--pool"),
     (["bench", "rma", "--hosts", "2", "--gats-ranks", "3"], "--gats-ranks"),
     (["sort"], "--generate"),
     (["sort", "--generate", "1MiB", "--input", "/etc/hostname"], "--input"),

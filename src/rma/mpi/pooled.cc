@@ -170,6 +170,16 @@ Verdict Decide(MPI_Comm comm, Coherence& mode, std::shared_ptr<Pool>& pool) {
   return worst;
 }
 
+// Rank 0's part of ShareAllocation: the allocation, zero-filled and written back if asked.
+Result<PoolRegion> AllocateFirst(Pool& pool, std::uint64_t bytes, bool zero) {
+  Result<PoolRegion> r = pool.Allocate(bytes);
+  if (r.ok() && zero) {
+    std::memset(r->data(), 0, r->size());
+    (void)WriteBack(r->data(), r->size());
+  }
+  return r;
+}
+
 // Rank 0's allocation of `bytes`, held by every rank (w.pooled's next element); kNoSpace with
 // rank 0's reason when the pool lacks the room, kFallBack when some rank cannot hold it.
 Verdict ShareAllocation(Window& w, std::uint64_t bytes, bool zero, std::string& why) {
@@ -179,19 +189,21 @@ Verdict ShareAllocation(Window& w, std::uint64_t bytes, bool zero, std::string& 
   } msg{};
   Result<PoolRegion> r = Status::NotFound("not allocated");
   if (w.me == 0) {
-    r = w.pool->Allocate(bytes);
+    r = AllocateFirst(*w.pool, bytes, zero);
     msg.ok = r.ok() ? 1 : 0;
     if (r.ok()) msg.ref = r->ref();
-    if (r.ok() && zero) std::memset(r->data(), 0, r->size());
-    if (r.ok() && zero) (void)WriteBack(r->data(), r->size());
-    if (!r.ok()) why = r.status().message();
   }
   PMPI_Bcast(&msg, sizeof(msg), MPI_BYTE, 0, w.comm);
-  if (msg.ok == 0) return kNoSpace;
-  if (w.me != 0) r = w.pool->Attach(msg.ref);
-  // Lines of an earlier window at these addresses may still be in this CPU's caches.
-  if (r.ok() && w.me != 0) (void)Invalidate(r->data(), r->size());
-  if (!r.ok() && w.me != 0) why = r.status().message();
+  if (msg.ok == 0) {
+    if (w.me == 0) why = r.status().message();
+    return kNoSpace;
+  }
+  if (w.me != 0) {
+    r = w.pool->Attach(msg.ref);
+    // Lines of an earlier window at these addresses may still be in this CPU's caches.
+    if (r.ok()) (void)Invalidate(r->data(), r->size());
+    if (!r.ok()) why = r.status().message();
+  }
   const bool all = AllTrue(w.comm, r.ok());
   if (r.ok()) w.pooled.push_back(std::move(*r));
   return all ? kUse : kFallBack;
