@@ -9,6 +9,9 @@ A test passes when it exits 0 and prints "No Errors", as MPICH's runtests decide
 RMA_CONFORMANCE_TIMEOUT (seconds, default 60) bounds each run: with more ranks than CPUs
 some tests spin in the MPI's own calls for minutes, with or without the library.
 RMA_CONFORMANCE_FILTER (a regular expression) runs only the tests whose names match.
+RMA_CONFORMANCE_HOSTS=N runs every test as one job across the N hosts of the test bed in
+TIERFLOW_HOSTS (scripts/hosts.sh, docs/hosts.md), launched from host0, its ranks spread over the
+hosts (as many per host as it takes); TESTDIR must be shown to every host.
 """
 import json
 import os
@@ -37,15 +40,34 @@ def tests(testdir):
         yield line, fields[0], int(fields[1]), args, env
 
 
+def across_hosts(mpi, ranks):
+    """The launcher's prefix for a job across the test bed's hosts, or [] on this machine."""
+    hosts = int(os.environ.get("RMA_CONFORMANCE_HOSTS", "0"))
+    if hosts < 2:
+        return []
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hosts.sh")
+    per = -(-ranks // hosts)
+    placement = subprocess.run(["bash", script, "mpirun-args", mpi, str(per)], check=True,
+                               capture_output=True, text=True).stdout.split()
+    launcher = "mpiexec.mpich" if mpi == "mpich" else "mpirun.openmpi"
+    # Debian's Open MPI reaches another host's windows through osc/ucx only (docs/hosts.md).
+    extra = ["--mca", "osc", "ucx"] if mpi == "openmpi" else []
+    return ["bash", script, "run", "host0", launcher] + placement + extra
+
+
 def command(mpi, ranks, library, env, program, args):
+    prefix = across_hosts(mpi, ranks)
+    if library:
+        # The library's settings reach every rank, on other hosts too.
+        env = dict(env, **{k: v for k, v in os.environ.items() if k.startswith("TIERFLOW_RMA_")})
     if mpi == "mpich":
-        cmd = ["mpiexec.mpich", "-n", str(ranks)]
+        cmd = (prefix or ["mpiexec.mpich"]) + ["-n", str(ranks)]
         for k, v in env.items():
             cmd += ["-genv", k, v]
         if library:
             cmd += ["-genv", "LD_PRELOAD", library]
     else:
-        cmd = ["mpirun.openmpi", "--oversubscribe", "-np", str(ranks)]
+        cmd = (prefix or ["mpirun.openmpi"]) + ["--oversubscribe", "-np", str(ranks)]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
         for k, v in env.items():

@@ -6,7 +6,9 @@
 #
 # usage: scripts/rma_conformance.sh [BUILD_DIR] [openmpi|mpich ...]
 # Writes BUILD_DIR/rma-conformance/<mpi>.json; exits 1 if a test passes with the MPI alone
-# and fails with the library.
+# and fails with the library. With RMA_CONFORMANCE_HOSTS=N, every test is a job across N hosts
+# of a test bed brought up here (scripts/hosts.sh; root), and the files are <mpi>-hosts.json;
+# TIERFLOW_RMA_POOL and the library's other settings reach every rank.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-build}" && pwd)
@@ -54,12 +56,19 @@ build_suite() {
 }
 
 fetch_source
+suffix=""
+if [ "${RMA_CONFORMANCE_HOSTS:-0}" -ge 2 ]; then
+  eval "$(bash "$here/hosts.sh" up "$RMA_CONFORMANCE_HOSTS" --share "$build")"
+  trap 'bash "$here/hosts.sh" down' EXIT
+  suffix=-hosts
+fi
 status=0
 for mpi in "${mpis[@]}"; do
   lib="$build/libtierflow_rma_$mpi.so"
   [ -f "$lib" ] || { echo "rma_conformance: $lib is missing: build first (make build)" >&2; exit 2; }
   build_suite "$mpi"
   echo "== MPICH test/mpi/rma under $mpi, libtierflow_rma preloaded"
-  python3 "$here/rma_conformance.py" "$work/$mpi/rma" "$mpi" "$lib" "$work/$mpi.json" || status=1
+  python3 "$here/rma_conformance.py" "$work/$mpi/rma" "$mpi" "$lib" "$work/$mpi$suffix.json" ||
+    status=1
 done
 exit $status

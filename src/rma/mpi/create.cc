@@ -128,7 +128,8 @@ bool AllTrue(MPI_Comm comm, bool mine) {
   return out != 0;
 }
 
-// Shared with the creation of windows in a pool (rma/mpi/create.h).
+// From here to the entry points: the steps of creation, those in rma/mpi/create.h shared with
+// windows in a pool (pooled.cc).
 
 // Long spins while every rank can have a CPU of its own (the MPI may have bound each rank to
 // one, so the machine's count is what matters, not this rank's affinity); short ones when
