@@ -362,12 +362,20 @@ int PoolCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm
   return Finish(std::move(w), base, info, comm, win);
 }
 
-const char* NotSplit(Coherence mode) {
-  return mode == Coherence::kNoncoherent
-             ? "its ranks span hosts, and without a pool (TIERFLOW_RMA_POOL) only the coherent "
-               "mode accelerates such a window, not noncoherent"
-             : "its ranks span hosts, and without a pool (TIERFLOW_RMA_POOL) only the coherent "
-               "mode accelerates such a window, not simulated";
+std::string NotSplit(Coherence mode) {
+  return fmt::format(
+      "its ranks span hosts, and without a pool (TIERFLOW_RMA_POOL) only the "
+      "coherent mode accelerates such a window, not {}",
+      CoherenceName(mode));
+}
+
+// Decide, with a refusal reported through the communicator's error handler: MPI_SUCCESS with
+// the verdict in `v`, or the error code.
+int Agreed(MPI_Comm comm, Coherence& pooled, std::shared_ptr<Pool>& pool, Verdict& v) {
+  v = Decide(comm, pooled, pool);
+  if (v != kRefused) return MPI_SUCCESS;
+  PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+  return MPI_ERR_OTHER;
 }
 
 }  // namespace
@@ -376,11 +384,8 @@ int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, Coh
                  void* baseptr, MPI_Win* win) {
   std::shared_ptr<Pool> pool;
   Coherence pooled = mode;
-  const Verdict v = Decide(comm, pooled, pool);
-  if (v == kRefused) {
-    PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
-    return MPI_ERR_OTHER;
-  }
+  Verdict v = kNoPool;
+  if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
   if (v == kUse) return PoolAllocate(size, disp_unit, info, comm, pooled, pool, baseptr, win);
   if (mode == Coherence::kCoherent) {
     return HybridAllocate(size, disp_unit, info, comm, baseptr, win);
@@ -393,11 +398,8 @@ int SpanCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm
                Coherence mode, MPI_Win* win) {
   std::shared_ptr<Pool> pool;
   Coherence pooled = mode;
-  const Verdict v = Decide(comm, pooled, pool);
-  if (v == kRefused) {
-    PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
-    return MPI_ERR_OTHER;
-  }
+  Verdict v = kNoPool;
+  if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
   if (v == kUse) {
     bool fell_back = false;
     const int rc = PoolCreate(base, size, disp_unit, info, comm, pooled, pool, win, fell_back);
