@@ -181,6 +181,8 @@ void WindowSync::SetPeerCheck(std::function<bool(int)> gone) { gone_ = std::move
 
 void WindowSync::SetWakeInterval(int ms) { wake_ms_ = std::clamp(ms, 1, 1000); }
 
+void WindowSync::SetProgress(std::function<void()> progress) { progress_ = std::move(progress); }
+
 std::atomic<std::uint64_t>* WindowSync::Match(int origin) const {
   std::byte* base = area_ + 2 * sizeof(Header) + static_cast<std::size_t>(n_) * sizeof(Slot);
   return reinterpret_cast<std::atomic<std::uint64_t>*>(base + origin * MatchBytes(n_));
@@ -211,9 +213,11 @@ Status WindowSync::Await(Wake& wake, Ready ready, int peer) {
   }
   for (int i = 0; i < yields_; ++i) {
     if (ready()) return Status::Ok();
+    if (progress_ && i % 64 == 63) progress_();
     sched_yield();
   }
   for (;;) {
+    if (progress_) progress_();
     const std::uint32_t g = wake.generation.load();
     wake.sleepers.fetch_add(1);
     if (ready()) {

@@ -79,6 +79,10 @@ class WindowSync {
   // How often a sleeping waiter wakes to look at the words itself (default 100 ms): a waker on
   // another host cannot reach this host's futex, so there only the timeout wakes a sleeper.
   void SetWakeInterval(int ms);
+  // Called while waiting (every 64 yields, and at each wake-up): where the ranks also talk
+  // through an MPI that moves data into a rank only while that rank calls it (a transport
+  // over TCP), a waiter drives it from here, or the rank it waits for may wait on it in turn.
+  void SetProgress(std::function<void()> progress);
 
   // GATS. Post/Complete take window ranks (0 <= r < ranks()), each at most once.
   void Post(std::span<const int> origins);
@@ -135,6 +139,7 @@ class WindowSync {
   mutable std::size_t last_size_ = 0;    // and how many wake-up timeouts it has differed
   mutable int stale_ticks_ = 0;          // since
   std::function<bool(int)> gone_;
+  std::function<void()> progress_;
   int wake_ms_ = 100;
 };
 

@@ -39,7 +39,10 @@ expect() {
 }
 
 pool=$dir/pool
-run() { timeout 60 "$here/rma_on_hosts.sh" "$mpi" "$launcher" 1 "$program" 1 "$@" 2>&1; }
+run() {
+  TIERFLOW_TEST_DONE="window made and freed" timeout 60 "$here/rma_on_hosts.sh" "$mpi" \
+    "$launcher" 1 "$program" 1 "$@" 2>&1
+}
 
 # A pool that works, made by a first job; then spoilt in each way.
 out=$(TIERFLOW_RMA_POOL=$pool TIERFLOW_RMA_POOL_SIZE=8MiB run window 4096)

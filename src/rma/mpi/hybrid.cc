@@ -99,8 +99,18 @@ int Finish(std::unique_ptr<Hybrid> h, MPI_Aint size, int disp_unit, MPI_Info inf
   h->attr_disp_unit = disp_unit;
   PMPI_Comm_dup(comm, &h->comm);
   Map(*h, comm, static_cast<std::uint64_t>(size));
-  // The node window's errors go to the handler of the window the program holds.
-  if (Window* n = FindWindow(h->node_win)) n->report = h->win;
+  if (Window* n = FindWindow(h->node_win)) {
+    // The node window's errors go to the handler of the window the program holds.
+    n->report = h->win;
+    // A rank waiting in the node window keeps the MPI moving: over TCP, other hosts' puts into
+    // this rank (and their completion) advance only while it calls the MPI, and the rank it
+    // waits for may be waiting on them.
+    n->sync->SetWakeInterval(1);
+    n->sync->SetProgress([comm = h->comm] {
+      int flag = 0;
+      PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+    });
+  }
   if (Verbose()) {
     int here = 0;
     for (int r : h->node_rank) here += r >= 0;
