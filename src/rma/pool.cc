@@ -245,6 +245,7 @@ Status Pool::Map(int fd, std::uint64_t size) {
 // the others wait for the magic.
 Status Pool::Format(std::uint64_t size) {
   Header& h = header();
+  (void)Invalidate(base_, kMetadataBytes);  // what another host wrote, not this CPU's old lines
   if (Load(h.magic) == 0 &&
       std::all_of(base_, base_ + kMetadataBytes, [](std::byte b) { return b == std::byte{0}; }) &&
       Cas(h.magic, 0, kFormatting)) {

@@ -100,8 +100,10 @@ int Finish(std::unique_ptr<Hybrid> h, MPI_Aint size, int disp_unit, MPI_Info inf
   PMPI_Comm_dup(comm, &h->comm);
   Map(*h, comm, static_cast<std::uint64_t>(size));
   if (Window* n = FindWindow(h->node_win)) {
-    // The node window's errors go to the handler of the window the program holds.
+    // The node window's errors go to the handler of the window the program holds; its memory
+    // model (separate in the noncoherent mode) is the window's.
     n->report = h->win;
+    h->model = n->model;
     // A rank waiting in the node window keeps the MPI moving: over TCP, other hosts' puts into
     // this rank (and their completion) advance only while it calls the MPI, and the rank it
     // waits for may be waiting on them.

@@ -13,8 +13,9 @@
 // first put or get to a rank of this host in a passive epoch makes sure the MPI's lock is held
 // (a one-byte get, flushed) before it touches the memory.
 //
-// Only the coherent mode is split this way; a window across hosts in another mode stays with
-// the MPI whole.
+// The coherent and noncoherent modes are split this way (the node window in the mode asked
+// for, the window reporting its memory model); a window across hosts in the simulated mode
+// stays with the MPI whole, since the MPI's half would write past the simulated caches.
 #pragma once
 
 #include <mpi.h>

@@ -14,8 +14,8 @@
 // millisecond, since a host cannot wake a futex sleeper on another.
 //
 // Without a pool (or where a rank cannot map it: a verbose-mode message says why), the coherent
-// mode splits the window into this host's part and the MPI's (rma/mpi/hybrid.h); the other
-// modes leave it to the MPI whole.
+// and noncoherent modes split the window into this host's part and the MPI's
+// (rma/mpi/hybrid.h); the simulated mode leaves it to the MPI whole.
 //
 // A pool that is set on some ranks only, is not the same memory on every rank (a copy of the
 // file, another file at that path), is another user's, has modes others can read, is too small
