@@ -44,6 +44,12 @@ std::uint64_t Load(const std::atomic<std::uint64_t>& w) {
   return w.load(std::memory_order_acquire);
 }
 
+// A word read under the allocator's lock, after Lock invalidated the tables once: every
+// writer of the records holds the lock, so no line of them has changed since.
+std::uint64_t Peek(const std::atomic<std::uint64_t>& w) {
+  return w.load(std::memory_order_acquire);
+}
+
 void Store(std::atomic<std::uint64_t>& w, std::uint64_t v) {
   w.store(v, std::memory_order_release);
   (void)WriteBack(&w, sizeof(w));
@@ -369,12 +375,12 @@ void Pool::Lock() {
   auto& word = *reinterpret_cast<std::atomic<std::uint64_t>*>(base_ + kLockOffset);
   for (int round = 0;; ++round) {
     const std::uint64_t held = Load(word);
-    if (held == 0 && Cas(word, 0, LockWord())) return;
+    if (held == 0 && Cas(word, 0, LockWord())) return Refresh();
     if (held != 0) {
       const auto holder = static_cast<std::uint32_t>((held >> 48) - 1);
       const bool gone =
           holder >= kLeases || (Load(lease(holder).token) & kLow) != (held & kLow) || Dead(holder);
-      if (gone && Cas(word, held, LockWord())) return;
+      if (gone && Cas(word, held, LockWord())) return Refresh();
     }
     if (round < 100) {
       sched_yield();
@@ -382,6 +388,13 @@ void Pool::Lock() {
       usleep(200);
     }
   }
+}
+
+// Just after taking the lock: the lease and record tables as other hosts last wrote them, in
+// one pass (a word at a time cost more than the rest of an allocation).
+void Pool::Refresh() const {
+  (void)Invalidate(base_ + kLeaseOffset,
+                   kRecordOffset + 64 * std::uint64_t{kRecords} - kLeaseOffset);
 }
 
 void Pool::Unlock() {
@@ -392,15 +405,15 @@ void Pool::Unlock() {
 // holds it.
 void Pool::DropHold(std::uint32_t index, std::uint32_t slot) {
   Record& r = record(index);
-  if (Load(r.generation) == 0) return;
+  if (Peek(r.generation) == 0) return;
   const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
   std::atomic<std::uint64_t>& word = r.holders[slot / 64];
-  if ((Load(word) & bit) != 0) {
+  if ((Peek(word) & bit) != 0) {
     word.fetch_and(~bit, std::memory_order_acq_rel);
     (void)WriteBack(&word, sizeof(word));
   }
   bool held = false;
-  for (std::uint32_t w = 0; w < kHolderWords; ++w) held = held || Load(r.holders[w]) != 0;
+  for (std::uint32_t w = 0; w < kHolderWords; ++w) held = held || Peek(r.holders[w]) != 0;
   if (!held) Store(r.generation, 0);
 }
 
@@ -411,8 +424,8 @@ void Pool::DropHolds(std::uint32_t slot) {
 // Under the lock: the holds of every process whose lease ran out are dropped, and its slot freed.
 void Pool::Reclaim() {
   for (std::uint32_t s = 0; s < kLeases; ++s) {
-    const std::uint64_t token = Load(lease(s).token);
-    if (token == 0 || s == slot_ || !Dead(s)) continue;
+    const std::uint64_t token = Peek(lease(s).token);
+    if (token == 0 || s == slot_ || !Dead(s)) continue;  // Dead reads the beat afresh
     DropHolds(s);
     Cas(lease(s).token, token, 0);
   }
@@ -423,7 +436,7 @@ bool Pool::FindRange(std::uint64_t bytes, std::uint64_t& offset) const {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> used;
   for (std::uint32_t i = 0; i < kRecords; ++i) {
     const Record& r = record(i);
-    if (Load(r.generation) != 0) used.emplace_back(Load(r.offset), Load(r.size));
+    if (Peek(r.generation) != 0) used.emplace_back(Peek(r.offset), Peek(r.size));
   }
   std::sort(used.begin(), used.end());
   std::uint64_t at = kMetadataBytes;
@@ -449,7 +462,7 @@ Result<PoolRegion> Pool::Allocate(std::uint64_t bytes) {
   std::uint64_t offset = 0;
   std::uint32_t index = kRecords;
   for (std::uint32_t i = 0; i < kRecords && index == kRecords; ++i) {
-    if (Load(record(i).generation) == 0) index = i;
+    if (Peek(record(i).generation) == 0) index = i;
   }
   if (index == kRecords || !FindRange(need, offset)) {
     Unlock();
@@ -475,9 +488,9 @@ Result<PoolRegion> Pool::Attach(const PoolRef& ref) {
   std::lock_guard guard(mu_);
   Lock();
   const bool found = ref.pool_id == id() && ref.record < kRecords &&
-                     Load(record(ref.record).generation) == ref.generation &&
-                     Load(record(ref.record).offset) == ref.offset &&
-                     Load(record(ref.record).size) == ref.size;
+                     Peek(record(ref.record).generation) == ref.generation &&
+                     Peek(record(ref.record).offset) == ref.offset &&
+                     Peek(record(ref.record).size) == ref.size;
   if (found) {
     std::atomic<std::uint64_t>& word = record(ref.record).holders[slot_ / 64];
     word.fetch_or(std::uint64_t{1} << (slot_ % 64), std::memory_order_acq_rel);
@@ -496,7 +509,7 @@ Result<PoolRegion> Pool::Attach(const PoolRef& ref) {
 void Pool::Release(const PoolRef& ref) {
   std::lock_guard guard(mu_);
   Lock();
-  if (Load(record(ref.record).generation) == ref.generation) DropHold(ref.record, slot_);
+  if (Peek(record(ref.record).generation) == ref.generation) DropHold(ref.record, slot_);
   Unlock();
 }
 
@@ -504,7 +517,7 @@ void Pool::Release(const PoolRef& ref) {
 std::uint64_t Pool::FreeBytesLocked() const {
   std::uint64_t used = 0;
   for (std::uint32_t i = 0; i < kRecords; ++i) {
-    if (Load(record(i).generation) != 0) used += Load(record(i).size);
+    if (Peek(record(i).generation) != 0) used += Peek(record(i).size);
   }
   return size_ - kMetadataBytes - std::min(used, size_ - kMetadataBytes);
 }

@@ -163,6 +163,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
   Record& record(std::uint32_t index) const;
   std::uint64_t LockWord() const;
   void Lock();
+  void Refresh() const;
   void Unlock();
   bool Dead(std::uint32_t slot) const;
   void DropHold(std::uint32_t index, std::uint32_t slot);
