@@ -50,7 +50,7 @@ struct alignas(64) WindowSync::Header {
 namespace {
 
 constexpr std::uint32_t kExclusive = 1u << 31;
-// Wake-up timeouts (100 ms each) a word may be read stale in the simulation before that is an
+// How long (in wake-up timeouts) a word may be read stale in the simulation before that is an
 // error: long enough for any update on its way, short for a test that leaves a hook out.
 constexpr int kStaleMs = 2000;
 
@@ -197,8 +197,8 @@ Status WindowSync::DeadPeer(int peer) const {
     }
     if (r != me_ && gone_ && gone_(r)) {
       return Status::IoError(fmt::format(
-          "rank {} of the window has stopped renewing its lease on the pool (its process or its "
-          "host died) while this rank waited for it",
+          "rank {} of the window has died while this rank waited for it (on another host: it "
+          "stopped renewing its lease on the pool)",
           r));
     }
   }
