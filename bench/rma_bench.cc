@@ -325,8 +325,8 @@ std::vector<std::string> RmaBenchMpis() {
 
 Status RunRmaBench(const RmaBenchConfig& c, std::ostream& out) {
   if (!c.apps.empty()) return RunRmaApps(c, out);
+  PoolDirectory pool;  // outlives the test bed that shows it to the hosts
   std::unique_ptr<Hosts> hosts;
-  PoolDirectory pool;
   if (c.hosts > 0) {
     std::vector<std::string> shares = ProgramDirectories();
     if (c.pool) {
