@@ -128,14 +128,16 @@ bool AllTrue(MPI_Comm comm, bool mine) {
   return out != 0;
 }
 
-// From here to the entry points: the steps of creation, those in rma/mpi/create.h shared with
-// windows in a pool (pooled.cc).
+// From here to the entry points: the steps of creation; those outside the anonymous namespaces
+// are declared in rma/mpi/create.h and shared with windows in a pool (pooled.cc).
 
 // Long spins while every rank can have a CPU of its own (the MPI may have bound each rank to
 // one, so the machine's count is what matters, not this rank's affinity); short ones when
 // the node runs more ranks than it has CPUs, where a spinning waiter holds the CPU that the
 // rank it waits for needs.
 bool Oversubscribed(int ranks) { return ranks > sysconf(_SC_NPROCESSORS_ONLN); }
+
+namespace {
 
 // A segment made by rank 0 of `comm` and mapped by all: memfd first, the named fallback when
 // some rank cannot open the memfd through /proc.
@@ -161,6 +163,8 @@ Result<SharedSegment> MakeShared(MPI_Comm comm, int me, std::size_t bytes) {
       "and /dev/shm both refused)");
 }
 
+}  // namespace
+
 std::size_t PageRound(std::uint64_t n) {
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   return (n + page - 1) / page * page;
@@ -181,8 +185,6 @@ bool Layout(const std::vector<Offer>& all, std::vector<std::uint64_t>& offset,
   return true;
 }
 
-void DropWindow(std::unique_ptr<Window> w);
-
 // MPI_Win_allocate's sizes add up to more than a segment holds: MPI_ERR_SIZE on every rank,
 // through the communicator's error handler, nothing allocated.
 int TooLarge(std::unique_ptr<Window> w, MPI_Comm comm, const std::vector<Offer>& all) {
@@ -198,6 +200,8 @@ int TooLarge(std::unique_ptr<Window> w, MPI_Comm comm, const std::vector<Offer>&
   PMPI_Comm_call_errhandler(comm, MPI_ERR_SIZE);
   return MPI_ERR_SIZE;
 }
+
+namespace {
 
 // Whether every rank of `comm` is on this node and gave arguments the library takes, and the
 // coherence mode every rank asked for, in one collective: the ranks agree even when one
@@ -240,6 +244,8 @@ int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mo
   return MPI_ERR_ARG;
 }
 
+}  // namespace
+
 std::unique_ptr<Window> NewWindowState(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size,
                                        Coherence mode) {
   auto w = std::make_unique<Window>();
@@ -258,18 +264,25 @@ std::unique_ptr<Window> NewWindowState(MPI_Comm comm, int flavor, int disp_unit,
   return w;
 }
 
+namespace {
+
+// The synchronisation words' bytes, whole cache lines: the ledger follows them.
+std::size_t WordBytes(int ranks) { return (WindowSync::Bytes(ranks) + 63) / 64 * 64; }
+
+}  // namespace
+
 std::size_t ControlBytes(int ranks, Coherence mode) {
-  const std::size_t words = (WindowSync::Bytes(ranks) + 63) / 64 * 64;
-  return words + (mode == Coherence::kCoherent ? 0 : WriteLedger::Bytes(ranks));
+  return WordBytes(ranks) + (mode == Coherence::kCoherent ? 0 : WriteLedger::Bytes(ranks));
 }
 
 void UseControl(Window& w, std::byte* control) {
-  const std::size_t words = (WindowSync::Bytes(w.ranks) + 63) / 64 * 64;
-  if (w.coherence != Coherence::kCoherent) w.ledger = WriteLedger(control + words);
+  if (w.coherence != Coherence::kCoherent) w.ledger = WriteLedger(control + WordBytes(w.ranks));
   const bool over = Oversubscribed(w.ranks);
   w.sync = std::make_unique<WindowSync>(control, w.ranks, w.me, over ? 64 : 20000, over ? 1000 : 0,
                                         WordsIn(w.coherence), KeptWordHooks());
 }
+
+namespace {
 
 // The window's state and its synchronisation words (a segment of their own); nullptr, on
 // every rank alike, when the ranks cannot share memory.
@@ -287,6 +300,8 @@ std::unique_ptr<Window> NewWindow(MPI_Comm comm, int flavor, int disp_unit, MPI_
   return w;
 }
 
+}  // namespace
+
 void SimulateAllocated(Window& w) {
   const std::vector<std::byte*> pub = w.base;
   w.local.assign(pub[w.me], pub[w.me] + w.size[w.me]);
@@ -297,6 +312,15 @@ void SimulateAllocated(Window& w) {
 void DropWindow(std::unique_ptr<Window> w) {
   if (w->group != MPI_GROUP_NULL) PMPI_Group_free(&w->group);
   if (w->comm != MPI_COMM_NULL) PMPI_Comm_free(&w->comm);
+}
+
+Offer OfferOf(void* base, MPI_Aint size, int disp_unit) {
+  Offer mine;
+  mine.size = static_cast<std::uint64_t>(size);
+  mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
+  mine.pid = getpid();
+  mine.address = reinterpret_cast<std::uint64_t>(base);
+  return mine;
 }
 
 // The sizes, displacement units, processes, addresses and offload thresholds of every rank.
@@ -319,6 +343,8 @@ void Record(Window& w, const std::vector<Offer>& all) {
   }
   if (OffloadThreshold() == 0) w.offload_min = 0;  // no engine here
 }
+
+namespace {
 
 // What TIERFLOW_RMA_VERBOSE=1 prints about an accelerated window.
 std::string Describe(const Window& w) {
@@ -386,6 +412,8 @@ int CreateUnderneath(const Window& w, void* base, MPI_Info info, MPI_Comm comm, 
   return PMPI_Win_create(base, w.attr_size, w.attr_disp_unit, info, comm, win);
 }
 
+}  // namespace
+
 // The MPI's window; then the window is found by every RMA call.
 int Finish(std::unique_ptr<Window> w, void* base, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
   // A pool's ranks may be in other PID namespaces: their leases say whether they live.
@@ -408,6 +436,8 @@ void PassThroughReason(MPI_Comm comm, const char* call, const std::string& why) 
   Say(me, fmt::format("{}: left to the MPI underneath: {}", call, why));
 }
 
+namespace {
+
 // The Alloc_mem segment holding [p, p+n), with p's offset in it; pid 0 when there is none.
 // It is openable by the window's other ranks until Unexpose.
 std::pair<SegmentName, std::uint64_t> AllocatedSegment(const void* p, std::uint64_t n) {
@@ -428,6 +458,8 @@ void Unexpose(const void* p) {
   }
 }
 
+}  // namespace
+
 }  // namespace tierflow::rma
 
 using namespace tierflow;
@@ -445,11 +477,7 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
     if (span) return SpanAllocate(size, disp_unit, info, comm, asked, baseptr, win);
     if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
     const Coherence mode = w->coherence;
-    Offer mine;
-    mine.size = static_cast<std::uint64_t>(size);
-    mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
-    mine.pid = getpid();
-    const std::vector<Offer> all = Exchange(*w, mine);
+    const std::vector<Offer> all = Exchange(*w, OfferOf(nullptr, size, disp_unit));
     std::vector<std::uint64_t> offset(w->ranks);
     std::uint64_t total = 0;
     if (!Layout(all, offset, total)) return TooLarge(std::move(w), comm, all);
@@ -573,7 +601,7 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
     if (span) return SpanCreate(base, size, disp_unit, info, comm, asked, win);
     if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
     const Coherence mode = w->coherence;
-    Offer mine;
+    Offer mine = OfferOf(base, size, disp_unit);
     if (mode == Coherence::kSimulated) {
       OfferPublicCopy(*w, base, static_cast<std::uint64_t>(size), mine);
     } else {
@@ -588,10 +616,6 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
         if (offered) Unexpose(base);
       }
     } reclose{base, mine.segment.pid != 0 && mode != Coherence::kSimulated};
-    mine.size = static_cast<std::uint64_t>(size);
-    mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
-    mine.pid = getpid();
-    mine.address = reinterpret_cast<std::uint64_t>(base);
     const std::vector<Offer> all = Exchange(*w, mine);
     if (const int tiny = TinyUnmappedRank(*w, all); tiny >= 0) {
       PassThroughReason(comm, "MPI_Win_create",

@@ -52,6 +52,9 @@ void DropWindow(std::unique_ptr<Window> w);
 // Simulated coherence for MPI_Win_allocate memory at base[]: that memory holds the public
 // copies; the program works on a private copy of its own window, filled from it.
 void SimulateAllocated(Window& w);
+// This rank's offer of `size` bytes at `base` (nullptr: not yet known) in units of `disp_unit`;
+// where its memory lives is the caller's to fill in.
+Offer OfferOf(void* base, MPI_Aint size, int disp_unit);
 // The offers of every rank (the offload threshold filled in), and keeping them in `w`.
 std::vector<Offer> Exchange(const Window& w, Offer mine);
 void Record(Window& w, const std::vector<Offer>& all);

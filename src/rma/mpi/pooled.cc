@@ -2,7 +2,6 @@
 #include "rma/mpi/pooled.h"
 
 #include <sys/random.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -171,6 +170,14 @@ Verdict Decide(MPI_Comm comm, Coherence& mode, std::shared_ptr<Pool>& pool) {
   return worst;
 }
 
+// Another process's allocation, held here, with whatever lines of an earlier allocation at the
+// same addresses this CPU still caches dropped (a non-coherent pool).
+Result<PoolRegion> AttachFresh(Pool& pool, const PoolRef& ref) {
+  Result<PoolRegion> r = pool.Attach(ref);
+  if (r.ok()) (void)Invalidate(r->data(), r->size());
+  return r;
+}
+
 // Rank 0's part of ShareAllocation: the allocation, zero-filled and written back if asked.
 Result<PoolRegion> AllocateFirst(Pool& pool, std::uint64_t bytes, bool zero) {
   Result<PoolRegion> r = pool.Allocate(bytes);
@@ -200,9 +207,7 @@ Verdict ShareAllocation(Window& w, std::uint64_t bytes, bool zero, std::string& 
     return kNoSpace;
   }
   if (w.me != 0) {
-    r = w.pool->Attach(msg.ref);
-    // Lines of an earlier window at these addresses may still be in this CPU's caches.
-    if (r.ok()) (void)Invalidate(r->data(), r->size());
+    r = AttachFresh(*w.pool, msg.ref);
     if (!r.ok()) why = r.status().message();
   }
   const bool all = AllTrue(w.comm, r.ok());
@@ -250,12 +255,8 @@ void Watch(Window& w, const std::vector<Offer>& all) {
   w.sync->SetPeerCheck([pool = w.pool, leases](int rank) { return !pool->Alive(leases[rank]); });
 }
 
-Offer OfferOf(const Window& w, void* base, MPI_Aint size, int disp_unit) {
-  Offer mine;
-  mine.size = static_cast<std::uint64_t>(size);
-  mine.disp_unit = static_cast<std::uint32_t>(disp_unit);
-  mine.pid = getpid();
-  mine.address = reinterpret_cast<std::uint64_t>(base);
+Offer PoolOffer(const Window& w, void* base, MPI_Aint size, int disp_unit) {
+  Offer mine = OfferOf(base, size, disp_unit);
   mine.lease = w.pool->lease();
   return mine;
 }
@@ -266,7 +267,7 @@ int PoolAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, Coh
   std::unique_ptr<Window> w =
       NewPoolWindow(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, mode, std::move(pool), rc);
   if (w == nullptr) return rc;
-  const std::vector<Offer> all = Exchange(*w, OfferOf(*w, nullptr, size, disp_unit));
+  const std::vector<Offer> all = Exchange(*w, PoolOffer(*w, nullptr, size, disp_unit));
   std::vector<std::uint64_t> offset(w->ranks);
   std::uint64_t total = 0;
   if (!Layout(all, offset, total)) return TooLarge(std::move(w), comm, all);
@@ -324,10 +325,9 @@ bool AttachOthers(Window& w, const std::vector<Offer>& all, void* base,
       continue;
     }
     if (all[r].size == 0) continue;
-    Result<PoolRegion> region = w.pool->Attach(all[r].pooled);
+    Result<PoolRegion> region = AttachFresh(*w.pool, all[r].pooled);
     ok = region.ok();
     if (!ok) break;
-    (void)Invalidate(region->data(), region->size());  // an earlier window's lines
     w.base[r] = pub[r] = region->data();
     w.pooled.push_back(std::move(*region));
   }
@@ -342,7 +342,7 @@ int PoolCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm
   std::unique_ptr<Window> w =
       NewPoolWindow(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, mode, std::move(pool), rc);
   if (w == nullptr) return rc;
-  Offer mine = OfferOf(*w, base, size, disp_unit);
+  Offer mine = PoolOffer(*w, base, size, disp_unit);
   std::string why;
   const int placed = PlaceOwn(*w, base, size, mine, why);
   int worst = placed;
