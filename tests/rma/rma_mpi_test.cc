@@ -567,6 +567,29 @@ void MediumCopies() {
 
 // Many small MPI_Alloc_mem blocks attached to a dynamic window (MPICH's linked-list tests):
 // Open MPI attaches at most 64 regions, so the blocks must share pages as the MPI's own do.
+// Windows alive at once, each still right when the library leaves the later ones to the MPI
+// (TIERFLOW_RMA_COMMUNICATORS below their number).
+void ManyLiveWindows() {
+  constexpr int kWindows = 8;
+  std::vector<MPI_Win> wins(kWindows, MPI_WIN_NULL);
+  std::vector<int*> bases(kWindows, nullptr);
+  for (int i = 0; i < kWindows; ++i) {
+    // Not a window of one int: MPICH 4.0 alone puts into the wrong rank's memory there.
+    MPI_Win_allocate(64 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &bases[i],
+                     &wins[i]);
+    MPI_Win_fence(0, wins[i]);
+    const int v = 100 * i + g_rank;
+    MPI_Put(&v, 1, MPI_INT, (g_rank + 1) % g_size, 0, 1, MPI_INT, wins[i]);
+    MPI_Win_fence(0, wins[i]);
+  }
+  const int from = (g_rank + g_size - 1) % g_size;
+  for (int i = 0; i < kWindows; ++i) {
+    CHECK(*bases[i] == 100 * i + from, "window %d of %d alive: %d, expected %d", i, kWindows,
+          *bases[i], 100 * i + from);
+  }
+  for (int i = kWindows - 1; i >= 0; --i) MPI_Win_free(&wins[i]);
+}
+
 void ManySmallAllocations() {
   MPI_Win win;
   MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
@@ -666,6 +689,7 @@ int main(int argc, char** argv) {
   LargeCount();
 #endif
   ManySmallAllocations();
+  ManyLiveWindows();
   MediumCopies();
 #if defined(MPICH_VERSION)  // Open MPI 4.1 refuses a window of one rank
   if (library) SelfWindow();

@@ -203,36 +203,24 @@ int TooLarge(std::unique_ptr<Window> w, MPI_Comm comm, const std::vector<Offer>&
 
 namespace {
 
-// Whether every rank of `comm` is on this node and gave arguments the library takes, and the
-// coherence mode every rank asked for, in one collective: the ranks agree even when one
-// rank's arguments are wrong, so they all go the same way (the MPI underneath then reports
-// it). A mode nobody knows or ranks that disagree are MPI_ERR_ARG through the
-// communicator's error handler.
-int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mode) {
-  std::string error;
+// This rank's coherence mode (-1 with the reason in `error` when it or another setting of the
+// library's environment is refused) and its limit on communicators held.
+int FromEnvironment(Coherence& mode, std::string& error, Result<int>& budget) {
   int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
   // The copies' kernels: a TIERFLOW_ISA this CPU lacks is refused, as a mode nobody knows.
-  if (Result<CpuIsa> isa = ChooseCpuIsa(); !isa.ok() && error.empty()) {
-    error = isa.status().message();
+  Status other = Status::Ok();
+  if (Result<CpuIsa> isa = ChooseCpuIsa(); !isa.ok()) other = isa.status();
+  if (Status s = CheckOffloadEnvironment(); !s.ok() && other.ok()) other = s;
+  budget = CommunicatorBudget();
+  if (!budget.ok() && other.ok()) other = budget.status();
+  if (!other.ok() && error.empty()) {
+    error = other.message();
     mine = -1;
   }
-  if (Status s = CheckOffloadEnvironment(); !s.ok() && error.empty()) {
-    error = s.message();
-    mine = -1;
-  }
-  // OnThisNode first: it may be collective, so every rank calls it, even one whose arguments
-  // are wrong.
-  const bool here = OnThisNode(comm);
-  const int in[4] = {valid && here ? 1 : 0, mine, -mine, valid ? 1 : 0};
-  int out[4] = {};
-  PMPI_Allreduce(in, out, 4, MPI_INT, MPI_MIN, comm);
-  accelerate = out[0] != 0;
-  const bool agreed = out[1] == -out[2] && out[1] >= 0;
-  // `here` is the same on every rank: all make the window across hosts (rma/mpi/pooled.h),
-  // or none.
-  span = !here && out[3] != 0 && agreed;
-  if (!accelerate || agreed) return MPI_SUCCESS;
-  accelerate = false;
+  return mine;
+}
+
+int Refuse(MPI_Comm comm, const std::string& error) {
   int me = 0;
   PMPI_Comm_rank(comm, &me);
   if (!error.empty() || me == 0) {
@@ -244,6 +232,40 @@ int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mo
   return MPI_ERR_ARG;
 }
 
+// Whether every rank of `comm` is on this node and gave arguments the library takes, and the
+// coherence mode every rank asked for, in one collective: the ranks agree even when one
+// rank's arguments are wrong, so they all go the same way (the MPI underneath then reports
+// it). A mode nobody knows or ranks that disagree are MPI_ERR_ARG through the
+// communicator's error handler, on one node or across hosts.
+int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mode) {
+  accelerate = span = false;
+  std::string error;
+  Result<int> budget = 0;
+  const int mine = FromEnvironment(mode, error, budget);
+  // OnThisNode first: it may be collective, so every rank calls it, even one whose arguments
+  // are wrong. Its answer is the same on every rank.
+  const bool here = OnThisNode(comm);
+  const int room =
+      budget.ok() && HeldCommunicators() + (here ? kHeldOnNode : kHeldAcrossHosts) <= *budget;
+  const int in[4] = {valid ? 1 : 0, mine, -mine, room};
+  int out[4] = {};
+  PMPI_Allreduce(in, out, 4, MPI_INT, MPI_MIN, comm);
+  if (out[0] == 0) return MPI_SUCCESS;  // the MPI underneath reports the arguments
+  if (out[1] != -out[2] || out[1] < 0) return Refuse(comm, error);
+  if (out[3] == 0) {
+    PassThroughReason(comm, "window creation",
+                      fmt::format("the library holds as many communicators for its windows as "
+                                  "TIERFLOW_RMA_COMMUNICATORS allows ({} here, {} held) on some "
+                                  "rank: the MPI's remaining context ids are left to the "
+                                  "program (raise it if the MPI has more to spare)",
+                                  *budget, HeldCommunicators()));
+    return MPI_SUCCESS;
+  }
+  accelerate = here;
+  span = !here;  // a window across hosts (rma/mpi/pooled.h)
+  return MPI_SUCCESS;
+}
+
 }  // namespace
 
 std::unique_ptr<Window> NewWindowState(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size,
@@ -253,6 +275,7 @@ std::unique_ptr<Window> NewWindowState(MPI_Comm comm, int flavor, int disp_unit,
   PMPI_Comm_rank(comm, &w->me);
   PMPI_Comm_size(comm, &w->ranks);
   PMPI_Comm_dup(comm, &w->comm);
+  HoldCommunicators(kHeldOnNode);
   PMPI_Comm_group(comm, &w->group);
   w->flavor = flavor;
   w->model = mode == Coherence::kCoherent ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE;
@@ -311,7 +334,10 @@ void SimulateAllocated(Window& w) {
 
 void DropWindow(std::unique_ptr<Window> w) {
   if (w->group != MPI_GROUP_NULL) PMPI_Group_free(&w->group);
-  if (w->comm != MPI_COMM_NULL) PMPI_Comm_free(&w->comm);
+  if (w->comm != MPI_COMM_NULL) {
+    PMPI_Comm_free(&w->comm);
+    HoldCommunicators(-kHeldOnNode);
+  }
 }
 
 Offer OfferOf(void* base, MPI_Aint size, int disp_unit) {

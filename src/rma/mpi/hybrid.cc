@@ -49,16 +49,14 @@ void Map(Hybrid& h, MPI_Comm comm, std::uint64_t size) {
   int ranks = 0;
   PMPI_Comm_rank(comm, &h.me);
   PMPI_Comm_size(comm, &ranks);
-  MPI_Group all, node;
+  MPI_Group all;
   PMPI_Comm_group(comm, &all);
-  PMPI_Comm_group(h.node, &node);
   std::vector<int> in(ranks);
   for (int r = 0; r < ranks; ++r) in[r] = r;
   h.node_rank.assign(ranks, MPI_UNDEFINED);
-  PMPI_Group_translate_ranks(all, ranks, in.data(), node, h.node_rank.data());
+  PMPI_Group_translate_ranks(all, ranks, in.data(), h.node, h.node_rank.data());
   for (int& r : h.node_rank) r = r == MPI_UNDEFINED ? -1 : r;
   PMPI_Group_free(&all);
-  PMPI_Group_free(&node);
   h.size.assign(ranks, 0);
   PMPI_Allgather(&size, 1, MPI_UINT64_T, h.size.data(), 1, MPI_UINT64_T, comm);
   const int first = h.node_rank[h.me] == 0 ? 1 : 0;
@@ -67,18 +65,23 @@ void Map(Hybrid& h, MPI_Comm comm, std::uint64_t size) {
   h.forced.assign(ranks, 0);
 }
 
-// The node window made (by `make`, collective over the node) on every rank, or on none.
+// The node window made (by `make`, collective over the communicator of this host's ranks) on
+// every rank, or on none. Only that communicator's group is kept: the node window has a
+// communicator of its own, and each one held costs one of the MPI's context ids.
 template <typename Make>
 std::unique_ptr<Hybrid> NodeWindow(MPI_Comm comm, int& rc, Make&& make) {
   auto h = std::make_unique<Hybrid>();
-  PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &h->node);
-  MarkOnThisNode(h->node);  // the node window's creation need not split it once more
-  rc = make(*h);
+  MPI_Comm node;
+  PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MarkOnThisNode(node);  // the node window's creation need not split it once more
+  rc = make(*h, node);
+  PMPI_Comm_group(node, &h->node);
+  PMPI_Comm_free(&node);
   int ok = rc == MPI_SUCCESS ? 1 : 0, all = 0;
   PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);
   if (all) return h;
   if (ok) MPI_Win_free(&h->node_win);
-  PMPI_Comm_free(&h->node);
+  PMPI_Group_free(&h->node);
   if (ok) {  // another host failed: this rank fails too, through the communicator's handler
     rc = MPI_ERR_OTHER;
     PMPI_Comm_call_errhandler(comm, rc);
@@ -92,12 +95,13 @@ int Finish(std::unique_ptr<Hybrid> h, MPI_Aint size, int disp_unit, MPI_Info inf
   int rc = PMPI_Win_create(h->base, size, disp_unit, info, comm, &h->win);
   if (rc != MPI_SUCCESS) {
     MPI_Win_free(&h->node_win);
-    PMPI_Comm_free(&h->node);
+    PMPI_Group_free(&h->node);
     return rc;
   }
   h->attr_size = size;
   h->attr_disp_unit = disp_unit;
   PMPI_Comm_dup(comm, &h->comm);
+  HoldCommunicators(kHeldAcrossHosts - kHeldOnNode);  // h->comm and the node window's MPI one
   Map(*h, comm, static_cast<std::uint64_t>(size));
   if (Window* n = FindWindow(h->node_win)) {
     // The node window's errors go to the handler of the window the program holds; its memory
@@ -164,9 +168,7 @@ void Split(const Hybrid& h, const std::vector<int>& ranks, MPI_Group& node, MPI_
   node = rest = MPI_GROUP_NULL;
   MPI_Group g;
   if (!here.empty()) {
-    PMPI_Comm_group(h.node, &g);
-    PMPI_Group_incl(g, static_cast<int>(here.size()), here.data(), &node);
-    PMPI_Group_free(&g);
+    PMPI_Group_incl(h.node, static_cast<int>(here.size()), here.data(), &node);
   }
   if (!there.empty()) {
     PMPI_Win_get_group(h.win, &g);
@@ -279,8 +281,8 @@ Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc) {
 int HybridAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
                    MPI_Win* win) {
   int rc = MPI_SUCCESS;
-  std::unique_ptr<Hybrid> h = NodeWindow(comm, rc, [&](Hybrid& n) {
-    return MPI_Win_allocate(size, disp_unit, info, n.node, &n.base, &n.node_win);
+  std::unique_ptr<Hybrid> h = NodeWindow(comm, rc, [&](Hybrid& n, MPI_Comm node) {
+    return MPI_Win_allocate(size, disp_unit, info, node, &n.base, &n.node_win);
   });
   if (h == nullptr) return rc;
   h->flavor = MPI_WIN_FLAVOR_ALLOCATE;
@@ -293,9 +295,9 @@ int HybridAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, v
 int HybridCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                  MPI_Win* win) {
   int rc = MPI_SUCCESS;
-  std::unique_ptr<Hybrid> h = NodeWindow(comm, rc, [&](Hybrid& n) {
+  std::unique_ptr<Hybrid> h = NodeWindow(comm, rc, [&](Hybrid& n, MPI_Comm node) {
     n.base = base;
-    return MPI_Win_create(base, size, disp_unit, info, n.node, &n.node_win);
+    return MPI_Win_create(base, size, disp_unit, info, node, &n.node_win);
   });
   if (h == nullptr) return rc;
   h->flavor = MPI_WIN_FLAVOR_CREATE;
@@ -321,8 +323,9 @@ int HybridFree(MPI_Win* win) {
   Remove(h->win);
   const int mpi = PMPI_Win_free(win);
   for (Hybrid::GroupSplit& e : h->splits) FreeSplit(e);
-  PMPI_Comm_free(&h->node);
+  PMPI_Group_free(&h->node);
   PMPI_Comm_free(&h->comm);
+  HoldCommunicators(kHeldOnNode - kHeldAcrossHosts);
   delete h;
   return rc != MPI_SUCCESS ? rc : mpi;
 }

@@ -31,7 +31,7 @@ namespace tierflow::rma {
 struct Hybrid {
   MPI_Win win = MPI_WIN_NULL;       // the MPI's, over all ranks: the program's handle
   MPI_Win node_win = MPI_WIN_NULL;  // the library's, over this host's ranks
-  MPI_Comm node = MPI_COMM_NULL;    // this host's ranks of the window
+  MPI_Group node = MPI_GROUP_NULL;  // this host's ranks of the window, as the node window's
   MPI_Comm comm = MPI_COMM_NULL;    // all of them (a duplicate of the window's communicator)
   std::vector<int> node_rank;       // window rank -> rank in the node window, -1 on another host
   std::vector<std::uint64_t> size;  // window rank -> bytes of its window

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,8 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "rma/mpi/window.h"
 
@@ -167,6 +170,33 @@ int SyncFailed(const Window& w, const Status& s) {
   PMPI_Abort(w.comm, code);
   return code;
 }
+
+namespace {
+std::atomic<int> g_held{0};
+}  // namespace
+
+Result<int> CommunicatorBudget() {
+  static const Result<int> budget = []() -> Result<int> {
+    const char* v = std::getenv("TIERFLOW_RMA_COMMUNICATORS");
+    if (v == nullptr || v[0] == '\0') return 512;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || errno != 0 || n < 0 || n > 1'000'000) {
+      return Status::InvalidArgument(
+          fmt::format("TIERFLOW_RMA_COMMUNICATORS={} is not a count: give how many "
+                      "communicators the library may hold for its windows (0 to 1000000; "
+                      "unset: 512)",
+                      v));
+    }
+    return static_cast<int>(n);
+  }();
+  return budget;
+}
+
+int HeldCommunicators() { return g_held.load(std::memory_order_relaxed); }
+
+void HoldCommunicators(int delta) { g_held.fetch_add(delta, std::memory_order_relaxed); }
 
 bool Verbose() {
   static const bool verbose = [] {

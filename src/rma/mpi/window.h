@@ -22,6 +22,7 @@
 #include "rma/window_sync.h"
 #include "rma/write_ledger.h"
 #include "tierflow/handle.h"
+#include "tierflow/status.h"
 
 namespace tierflow::rma {
 
@@ -132,6 +133,19 @@ int Guarded(const char* call, Body&& body) noexcept {
     return Thrown(call);
   }
 }
+
+// Communicators (and windows underneath) the library holds beyond the one per window that the
+// MPI alone would hold. An MPI has a fixed number of context ids (MPICH: 2048 per process);
+// past TIERFLOW_RMA_COMMUNICATORS (default 512) held at once, new windows are left to the MPI
+// so that a program that makes as many windows as the MPI alone allows still can.
+// CommunicatorBudget: the limit, or the reason TIERFLOW_RMA_COMMUNICATORS is refused.
+Result<int> CommunicatorBudget();
+// What one window holds: on one node its communicator; across hosts also the node window's
+// and the MPI window's under it (rma/mpi/hybrid.h).
+constexpr int kHeldOnNode = 1;
+constexpr int kHeldAcrossHosts = 3;
+int HeldCommunicators();
+void HoldCommunicators(int delta);
 
 // TIERFLOW_RMA_VERBOSE=1: the library says per window what it chose and why.
 bool Verbose();
