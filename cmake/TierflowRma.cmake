@@ -155,6 +155,14 @@ foreach(mpi ${TIERFLOW_RMA_MPIS})
     target_link_libraries(tierflow_ft_${mpi} PRIVATE PkgConfig::FFTW3)
   endif()
   tierflow_rma_app(ca ${mpi} apps/ca/main.cc apps/ca/automaton.cc apps/ca/grid.cc)
+  # The distributed sort: the single-node sort's stages (tierflow_sort) over MPI.
+  if(TARGET tierflow_sort)
+    tierflow_rma_app(dsort ${mpi} apps/dsort/main.cc apps/dsort/dsort.cc
+                     apps/dsort/exchange.cc apps/dsort/publish.cc apps/dsort/splitters.cc)
+    target_include_directories(tierflow_dsort_${mpi} PRIVATE ${CLI11_INCLUDE_DIR})
+    target_link_libraries(tierflow_dsort_${mpi} PRIVATE tierflow_sort fmt::fmt
+                          nlohmann_json::nlohmann_json)
+  endif()
 endforeach()
 install(TARGETS ${TIERFLOW_RMA_APPS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 

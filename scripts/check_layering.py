@@ -13,7 +13,8 @@ import sys
 
 # Private headers the applications may include (docs/architecture.md explains why).
 APP_PRIVATE = {"bench": {"common", "kernels", "dsa"}, "tools": {"common", "bench", "qdp", "sort"},
-               "qdp": set(), "sort": set(), "mpiapp": set(), "ft": {"mpiapp"}, "ca": {"mpiapp"}}
+               "qdp": set(), "sort": set(), "mpiapp": set(), "ft": {"mpiapp"}, "ca": {"mpiapp"},
+               "dsort": {"sort", "mpiapp"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
 

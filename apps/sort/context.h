@@ -2,6 +2,7 @@
 // What the stages of a sort share. Private to the application.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -26,6 +27,14 @@ struct Context {
   Locator input;        // opened once, for reading only
   Locator runs_file;    // written by FormRuns, read by Merge
   std::uint64_t run_bytes = 0, runs = 0;
+  // Where run s lies in the runs file: [run_at[s], run_at[s] + run_size[s]). Empty: runs of
+  // run_bytes each, back to back (the last one shorter). Every run starts at a whole block.
+  std::vector<std::uint64_t> run_at, run_size;
+  std::uint64_t RunBegin(std::size_t s) const { return run_at.empty() ? s * run_bytes : run_at[s]; }
+  std::uint64_t RunEnd(std::size_t s) const {
+    return run_at.empty() ? std::min((s + 1) * run_bytes, records * record)
+                          : run_at[s] + run_size[s];
+  }
   // Every kSampleEvery-th key of each sorted run (FormRuns), to split the merge among threads.
   static constexpr std::uint64_t kSampleEvery = 1024;
   std::vector<std::vector<Key>> samples;
@@ -46,6 +55,17 @@ struct Context {
 PipeOptions FilePipeOptions();
 
 double MsSince(std::chrono::steady_clock::time_point t0);
+
+// What a scan of a file of records found (verify.cc).
+struct Scan {
+  std::uint64_t records = 0;
+  std::uint64_t checksum = 0;  // the sum of per-record CRC-32
+  std::uint64_t disorder = 0;  // records with a smaller key than the one before (if checked)
+  bool any = false;            // first and last hold keys (order checked, a record seen)
+  Key first, last;
+};
+// Reads the file at `path` through the arena; with `order`, also checks the keys' order.
+Result<Scan> ScanFile(Context& c, const std::string& path, bool order);
 
 // The stages (each says what it does in its file).
 Status Generate(Context& c);

@@ -3,6 +3,8 @@
 
 #include <zlib.h>
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace tierflow::extsort {
@@ -29,12 +31,37 @@ std::uint64_t Mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The 64-bit key of record n (for gensort records, the first 8 bytes of the key, big-endian).
+std::uint64_t KeyValue(Keys keys, std::uint64_t seed, std::uint64_t n) {
+  switch (keys) {
+    case Keys::kEqual:
+      return 0x5555555555555555ull;
+    case Keys::kSorted:
+      return n;
+    case Keys::kZipf: {
+      // Inverse of the continuous 1/k law over [1, 2^24]: k = (2^24 + 1)^u.
+      const double u = static_cast<double>(Mix(seed ^ Mix(n)) >> 11) * 0x1.0p-53;
+      const auto k = static_cast<std::uint64_t>(std::exp(u * std::log(16777217.0)));
+      return Mix(seed + k);  // the popular keys scattered over the key space
+    }
+    case Keys::kUniform:
+      break;
+  }
+  return Mix(seed ^ Mix(n));
+}
+
 // gensort's binary layout: key[10], 0x00 0x11, the record number as 32 hex digits, 0x88 0x99
 // 0xAA 0xBB, 48 filler bytes (a letter pattern), 0xCC 0xDD 0xEE 0xFF.
-void GensortRecord(std::uint64_t seed, std::uint64_t n, std::byte* r) {
+void GensortRecord(Keys keys, std::uint64_t seed, std::uint64_t n, std::byte* r) {
   const std::uint64_t a = Mix(seed ^ Mix(n)), b = Mix(a);
-  std::memcpy(r, &a, 8);
-  std::memcpy(r + 8, &b, 2);
+  if (keys == Keys::kUniform) {
+    std::memcpy(r, &a, 8);
+    std::memcpy(r + 8, &b, 2);
+  } else {
+    const std::uint64_t big = __builtin_bswap64(KeyValue(keys, seed, n));
+    std::memcpy(r, &big, 8);
+    r[8] = r[9] = std::byte{0};
+  }
   r[10] = std::byte{0x00};
   r[11] = std::byte{0x11};
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -51,15 +78,37 @@ void GensortRecord(std::uint64_t seed, std::uint64_t n, std::byte* r) {
 
 }  // namespace
 
+Result<Keys> ParseKeys(std::string_view name) {
+  for (Keys k : {Keys::kUniform, Keys::kEqual, Keys::kZipf, Keys::kSorted}) {
+    if (name == KeysName(k)) return k;
+  }
+  return Status::InvalidArgument(
+      fmt::format("unknown key distribution '{}': use uniform, equal, zipf or sorted", name));
+}
+
+std::string_view KeysName(Keys k) {
+  switch (k) {
+    case Keys::kEqual:
+      return "equal";
+    case Keys::kZipf:
+      return "zipf";
+    case Keys::kSorted:
+      return "sorted";
+    case Keys::kUniform:
+      break;
+  }
+  return "uniform";
+}
+
 void GenerateRecords(Format f, std::uint64_t seed, std::uint64_t first, std::uint64_t count,
-                     std::byte* out) {
+                     std::byte* out, Keys keys) {
   if (f == Format::kGensort) {
-    for (std::uint64_t i = 0; i < count; ++i) GensortRecord(seed, first + i, out + i * 100);
+    for (std::uint64_t i = 0; i < count; ++i) GensortRecord(keys, seed, first + i, out + i * 100);
     return;
   }
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint64_t n = first + i;
-    const std::uint64_t key = Mix(seed ^ Mix(n)), payload = n;
+    const std::uint64_t key = KeyValue(keys, seed, n), payload = n;
     std::memcpy(out + i * 16, &key, 8);
     std::memcpy(out + i * 16 + 8, &payload, 8);
   }

@@ -43,10 +43,17 @@ inline Key KeyOf(Format f, const std::byte* r) {
   return k;
 }
 
+// How generated keys are distributed: uniform (every key its own random value), equal (one key
+// for all records), zipf (a record's key is the k-th of 2^24 keys with probability about 1/k:
+// a few keys very often), sorted (keys in record-number order).
+enum class Keys : std::uint8_t { kUniform, kEqual, kZipf, kSorted };
+Result<Keys> ParseKeys(std::string_view name);  // "uniform", "equal", "zipf", "sorted"
+std::string_view KeysName(Keys k);
+
 // Fills `count` records starting at record number `first` of the input `seed` generates (the
 // same records whatever the split into calls).
 void GenerateRecords(Format f, std::uint64_t seed, std::uint64_t first, std::uint64_t count,
-                     std::byte* out);
+                     std::byte* out, Keys keys = Keys::kUniform);
 
 // The order-independent checksum of records: the sum of each record's CRC-32 (zlib).
 std::uint64_t ChecksumRecords(Format f, const std::byte* p, std::uint64_t count);

@@ -40,7 +40,8 @@ Status WriteInput(Context& c, const Locator& file, std::uint64_t bytes) {
     }
     std::byte* p = c.arena.data() + at;
     ParallelFor(c.config.threads, n / c.record, [&](std::uint64_t b, std::uint64_t e) {
-      GenerateRecords(c.config.format, c.config.seed, off / c.record + b, e - b, p + b * c.record);
+      GenerateRecords(c.config.format, c.config.seed, c.config.first_record + off / c.record + b,
+                      e - b, p + b * c.record, c.config.keys);
     });
     Result<Handle> h = pipe->Submit(at, off, n);
     if (!h.ok()) return h.status();

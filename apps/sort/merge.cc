@@ -250,8 +250,8 @@ std::vector<Key> Splitters(const Context& c, int threads) {
 // found by reading that stretch of the run into the arena.
 Result<std::uint64_t> Place(Context& c, Pipe& in, std::size_t s, const Key& key) {
   const std::vector<Key>& keys = c.samples[s];
-  const std::uint64_t run = s * c.run_bytes;
-  const std::uint64_t n = std::min(c.run_bytes, c.records * c.record - run) / c.record;
+  const std::uint64_t run = c.RunBegin(s);
+  const std::uint64_t n = (c.RunEnd(s) - run) / c.record;
   const auto j =
       static_cast<std::uint64_t>(std::lower_bound(keys.begin(), keys.end(), key) - keys.begin());
   if (j == 0) return run;
@@ -281,10 +281,9 @@ Result<std::vector<Part>> MakeParts(Context& c, Pipe& in) {
     p.arena_bytes = bytes;
     p.out_offset = out;
     for (std::size_t s = 0; s < c.runs; ++s) {
-      const std::uint64_t run_end = std::min((s + 1) * c.run_bytes, c.records * c.record);
-      p.begin.push_back(t == 0 ? s * c.run_bytes : parts[t - 1].end[s]);
+      p.begin.push_back(t == 0 ? c.RunBegin(s) : parts[t - 1].end[s]);
       Result<std::uint64_t> e =
-          t + 1 == parts.size() ? Result<std::uint64_t>(run_end) : Place(c, in, s, split[t]);
+          t + 1 == parts.size() ? Result<std::uint64_t>(c.RunEnd(s)) : Place(c, in, s, split[t]);
       if (!e.ok()) return e.status();
       p.end.push_back(*e);
       p.records += (*e - p.begin.back()) / c.record;

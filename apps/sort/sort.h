@@ -22,6 +22,9 @@ struct Config {
   std::string input;  // the file to sort; generated there first when generate_bytes > 0
   std::uint64_t generate_bytes = 0;
   std::uint64_t seed = 42;
+  Keys keys = Keys::kUniform;      // how generated keys are distributed
+  std::uint64_t first_record = 0;  // the generated input's records are [first, first + count)
+                                   // of the seed's sequence (a rank's share of a larger input)
   std::string output;  // written as output + ".tierflow-partial-<pid>", renamed when verified
   std::string runs;    // the runs file (removed on every exit path)
   std::uint64_t memory_bytes = 256u << 20;

@@ -83,12 +83,17 @@ void InstallHandlers() {
   }
 }
 
+// Only a tracked file is removed: a name this run never created may be another's file.
 void Drop(const std::string& path, bool remove) {
   std::lock_guard lock(g_mu);
+  bool tracked = false;
   for (int i = 0; i < kSlots; ++i) {
-    if (g_used[i].load() && path == g_paths[i]) g_used[i].store(false);
+    if (g_used[i].load() && path == g_paths[i]) {
+      g_used[i].store(false);
+      tracked = true;
+    }
   }
-  if (remove) unlink(path.c_str());
+  if (remove && tracked) unlink(path.c_str());
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ namespace tierflow::extsort {
 
 // Registers `path` (at most 8 at once). Thread-safe.
 void TrackTempFile(const std::string& path);
-// Unlinks a tracked file and forgets it.
+// Unlinks a tracked file and forgets it; a path that is not tracked is left alone.
 void RemoveTempFile(const std::string& path);
 // Forgets it without removing (it became the output).
 void ForgetTempFile(const std::string& path);

@@ -13,26 +13,24 @@ namespace tierflow::extsort {
 
 namespace {
 
-struct Scan {
-  std::uint64_t checksum = 0;
-  std::uint64_t disorder = 0;  // records with a smaller key than the one before (if checked)
-};
-
-void Check(Context& c, const std::byte* p, std::uint64_t n, bool order, Key& last, bool& any,
-           Scan& out) {
+void Check(Context& c, const std::byte* p, std::uint64_t n, bool order, Scan& out) {
   std::atomic<std::uint64_t> sum{0};
   ParallelFor(c.config.threads, n, [&](std::uint64_t b, std::uint64_t e) {
     sum.fetch_add(ChecksumRecords(c.config.format, p + b * c.record, e - b));
   });
   out.checksum += sum.load();
+  out.records += n;
   if (!order) return;
   for (std::uint64_t i = 0; i < n; ++i) {
     const Key k = KeyOf(c.config.format, p + i * c.record);
-    if (any && k < last) ++out.disorder;
-    last = k;
-    any = true;
+    if (!out.any) out.first = k;
+    if (out.any && k < out.last) ++out.disorder;
+    out.last = k;
+    out.any = true;
   }
 }
+
+}  // namespace
 
 Result<Scan> ScanFile(Context& c, const std::string& path, bool order) {
   Result<Locator> file = c.rt->File(path, 0, 0, FileMode::kRead);
@@ -43,8 +41,7 @@ Result<Scan> ScanFile(Context& c, const std::string& path, bool order) {
   const std::uint64_t block = BlockBytes(c.config.format);
   const std::uint64_t half = c.arena.capacity() / 2 / block * block;
   Scan scan;
-  Key last;
-  bool any = false;
+  if (bytes == 0) return scan;
   Result<Handle> h = pipe->Submit(0, 0, std::min(half, bytes));
   for (std::uint64_t off = 0, k = 0; off < bytes; off += half, ++k) {
     if (!h.ok()) return h.status();
@@ -52,13 +49,11 @@ Result<Scan> ScanFile(Context& c, const std::string& path, bool order) {
     const std::uint64_t n = std::min(half, bytes - off);
     if (off + n < bytes)
       h = pipe->Submit(off + n, ((k + 1) % 2) * half, std::min(half, bytes - off - n));
-    Check(c, c.arena.data() + (k % 2) * half, n / c.record, order, last, any, scan);
+    Check(c, c.arena.data() + (k % 2) * half, n / c.record, order, scan);
     c.done.fetch_add(n);
   }
   return scan;
 }
-
-}  // namespace
 
 Status Verify(Context& c) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: Apache-2.0
+// The first pass of the distributed sort. SampleSplitters reads a random sample of each rank's
+// keys and cuts the key space at its quantiles. ExchangeRuns then reads the input run by run
+// through a pipe (the next run while this one is exchanged), groups a run's records by the rank
+// the splitters send them to and sends every rank its group with MPI_Ialltoallv, in steps that
+// never send a rank more than one buffer; each step's received pieces are sorted and written,
+// through a pipe, as a run of the rank's runs file. MeasureExchangeFloor times the same bytes
+// through MPI_Alltoallv alone, in the same steps.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "dsort/job.h"
+#include "sort/plan.h"
+#include "sort/radix.h"
+#include "sort/temp_files.h"
+
+namespace tierflow::dsort {
+
+using extsort::Context;
+using extsort::RecordBytes;
+
+namespace {
+
+constexpr std::uint64_t kSamplesPerRank = 4096;
+constexpr std::uint64_t kSampleBatch = 256;  // sample reads in flight at once
+
+std::uint64_t Mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Keys of `count` records of the input at random places, read through a pipe.
+Result<std::vector<Key>> ReadSample(Job& j, std::uint64_t count) {
+  Context& c = j.c;
+  std::vector<std::uint64_t> at(count);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    at[i] =
+        Mix(j.config.seed ^ Mix((static_cast<std::uint64_t>(j.rank) << 32) + i)) % j.input_records;
+  }
+  std::sort(at.begin(), at.end());
+  Result<Pipe> pipe = c.rt->Connect(c.input, c.arena, extsort::FilePipeOptions());
+  if (!pipe.ok()) return pipe.status();
+  std::vector<Key> keys;
+  for (std::uint64_t b = 0; b < count; b += kSampleBatch) {
+    const std::uint64_t n = std::min(kSampleBatch, count - b);
+    std::vector<Handle> reads;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      Result<Handle> h = pipe->Submit(at[b + i] * c.record, i * 4096, c.record);
+      if (!h.ok()) return h.status();
+      reads.push_back(std::move(*h));
+    }
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (Status s = reads[i].Wait(); !s.ok()) return s;
+      keys.push_back(extsort::KeyOf(c.config.format, c.arena.data() + i * 4096));
+    }
+  }
+  if (Status s = pipe->Drain(); !s.ok()) return s;
+  return keys;
+}
+
+}  // namespace
+
+Status SampleSplitters(Job& j) {
+  const std::uint64_t count = std::min(kSamplesPerRank, j.input_records);
+  Result<std::vector<Key>> mine = count == 0 ? std::vector<Key>{} : ReadSample(j, count);
+  if (Status s = Agree(j, mine.status()); !s.ok()) return s;
+  // Keys travel as bytes: every rank runs this very program.
+  int bytes = static_cast<int>(mine->size() * sizeof(Key));
+  std::vector<int> counts(j.ranks), displs(j.ranks);
+  MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, j.comm);
+  int total = 0;
+  for (int r = 0; r < j.ranks; ++r) {
+    displs[r] = total;
+    total += counts[r];
+  }
+  std::vector<Key> all(static_cast<std::size_t>(total) / sizeof(Key));
+  MPI_Allgatherv(mine->data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+                 j.comm);
+  j.splitters = ChooseSplitters(all, j.ranks);
+  return Status::Ok();
+}
+
+ExchangePlan PlanExchange(extsort::Format f, std::uint64_t arena, int ranks) {
+  const std::uint64_t block = extsort::BlockBytes(f);
+  const std::uint64_t per_block = block / RecordBytes(f);
+  const double scratch =
+      static_cast<double>(extsort::SortScratchBytes(f, per_block)) / static_cast<double>(block);
+  ExchangePlan p;
+  // A buffer's bytes in MPI's int counts, with room for the scratch of the run in it.
+  const auto run = static_cast<std::uint64_t>(
+      std::min(static_cast<double>(arena) / 5.0 / std::max(1.0, scratch), 1024.0 * 1024 * 1024));
+  p.run_bytes = run / block * block;
+  // Every rank must be sent at least one record per step.
+  if (p.run_bytes < block || p.run_bytes / RecordBytes(f) < static_cast<std::uint64_t>(ranks)) {
+    return {};
+  }
+  p.buffer_bytes = std::max<std::uint64_t>(
+      p.run_bytes,
+      (extsort::SortScratchBytes(f, p.run_bytes / RecordBytes(f)) + 4095) / 4096 * 4096);
+  return p;
+}
+
+namespace {
+
+// One rank's part in the steps of a round: what it still has to send to each rank.
+struct Steps {
+  std::vector<std::uint64_t> next, end;  // records: next to send and end, per rank
+  std::uint64_t per_step = 0;            // records to one rank in one step
+  std::vector<int> send_bytes, send_at, recv_bytes, recv_at;
+
+  // This step's counts exchanged; returns the records this rank receives.
+  std::uint64_t Plan(const Job& j, std::size_t record) {
+    std::vector<std::uint64_t> out(j.ranks), in(j.ranks);
+    for (int d = 0; d < j.ranks; ++d) out[d] = std::min(per_step, end[d] - next[d]);
+    MPI_Alltoall(out.data(), 1, MPI_UINT64_T, in.data(), 1, MPI_UINT64_T, j.comm);
+    std::uint64_t received = 0;
+    for (int d = 0; d < j.ranks; ++d) {
+      send_bytes[d] = static_cast<int>(out[d] * record);
+      send_at[d] = static_cast<int>(next[d] * record);
+      recv_bytes[d] = static_cast<int>(in[d] * record);
+      recv_at[d] = static_cast<int>(received * record);
+      next[d] += out[d];
+      received += in[d];
+    }
+    return received;
+  }
+  std::uint64_t Left() const {
+    std::uint64_t left = 0;
+    for (std::size_t d = 0; d < next.size(); ++d) left += end[d] - next[d];
+    return left;
+  }
+};
+
+struct Pass {
+  Pass(Job& job, ExchangePlan p) : j(job), c(job.c), plan(p) {}
+  Job& j;
+  Context& c;
+  ExchangePlan plan;
+  std::uint64_t my_runs = 0, next_at = 0;
+  Pipe in, out;
+  Handle reads[2], write;
+  Status local = Status::Ok();  // the first error of this rank; it keeps taking part until the
+                                // step where every rank learns of it
+  bool stop = false;            // some rank failed: every rank leaves the rounds together
+
+  std::byte* Buffer(int k) {
+    return c.arena.data() + static_cast<std::uint64_t>(k) * plan.buffer_bytes;
+  }
+  std::uint64_t RunBytes(std::uint64_t run) const {
+    return std::min(plan.run_bytes, j.input_records * c.record - run * plan.run_bytes);
+  }
+  void Read(std::uint64_t run) {
+    if (!local.ok() || run >= my_runs) return;
+    Result<Handle> h =
+        in.Submit(run * plan.run_bytes, (run % 2) * plan.buffer_bytes, RunBytes(run));
+    if (!h.ok()) local = h.status();
+    if (h.ok()) reads[run % 2] = std::move(*h);
+  }
+  Status Round(std::uint64_t k);
+  void Store(std::uint64_t records);
+  bool Step(Steps& s, const std::byte* grouped);
+};
+
+// The step's received records (in buffer 3) sorted and written as a run at the next block.
+void Pass::Store(std::uint64_t records) {
+  if (records == 0 || !local.ok()) return;
+  std::byte* sorted = extsort::SortRun(c.config.format, Buffer(3), Buffer(4), records);
+  std::vector<Key>& keys = c.samples.emplace_back();
+  for (std::uint64_t i = 0; i < records; i += Context::kSampleEvery) {
+    keys.push_back(extsort::KeyOf(c.config.format, sorted + i * c.record));
+  }
+  const std::uint64_t block = extsort::BlockBytes(c.config.format);
+  const std::uint64_t bytes = records * c.record;
+  c.run_at.push_back(next_at);
+  c.run_size.push_back(bytes);
+  Result<Handle> h = out.Submit(static_cast<std::uint64_t>(sorted - c.arena.data()), next_at, bytes,
+                                [this, bytes](const Completion&) { c.done.fetch_add(bytes); });
+  next_at = (next_at + bytes + block - 1) / block * block;
+  c.records += records;
+  if (!h.ok()) local = h.status();
+  if (h.ok()) write = std::move(*h);
+}
+
+// One step; false once every rank has sent everything (or one failed).
+bool Pass::Step(Steps& s, const std::byte* grouped) {
+  const std::uint64_t received = s.Plan(j, c.record);
+  // What was received last is written from buffer 3 or 4: done before they are reused.
+  if (write.valid()) {
+    if (Status st = write.Wait(); !st.ok() && local.ok()) local = st;
+    write = Handle();
+  }
+  MPI_Request req;
+  MPI_Ialltoallv(grouped, s.send_bytes.data(), s.send_at.data(), MPI_BYTE, Buffer(3),
+                 s.recv_bytes.data(), s.recv_at.data(), MPI_BYTE, j.comm, &req);
+  MPI_Wait(&req, MPI_STATUS_IGNORE);
+  Store(received);
+  const std::uint64_t mine[2] = {s.Left(), local.ok() ? 0u : 1u};
+  std::uint64_t all[2];
+  MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_MAX, j.comm);
+  stop = all[1] != 0;
+  return all[0] != 0 && !stop;
+}
+
+Status Pass::Round(std::uint64_t k) {
+  Steps s;
+  s.per_step = std::max<std::uint64_t>(1, plan.run_bytes / c.record / j.ranks);
+  s.next.assign(j.ranks, 0);
+  s.end.assign(j.ranks, 0);
+  for (std::vector<int>* v : {&s.send_bytes, &s.send_at, &s.recv_bytes, &s.recv_at}) {
+    v->assign(j.ranks, 0);
+  }
+  const std::byte* grouped = Buffer(0);
+  if (k < my_runs && local.ok()) {
+    if (Status st = reads[k % 2].Wait(); !st.ok()) local = st;
+    Read(k + 1);
+  }
+  if (k < my_runs && local.ok()) {
+    // Only the receivers sort: a run is just grouped by rank here.
+    const std::uint64_t n = RunBytes(k) / c.record;
+    grouped = Buffer(2);
+    const std::vector<std::uint64_t> cut =
+        Partition(c.config.format, Buffer(static_cast<int>(k % 2)), n, j.splitters, Buffer(2));
+    for (int d = 0; d < j.ranks; ++d) {
+      s.next[d] = cut[d];
+      s.end[d] = cut[d + 1];
+    }
+  }
+  while (Step(s, grouped)) {
+  }
+  return stop ? Status::Cancelled("a rank failed") : Status::Ok();
+}
+
+}  // namespace
+
+Status ExchangeRuns(Job& j) {
+  Context& c = j.c;
+  Pass pass(j, PlanExchange(c.config.format, c.arena.capacity(), j.ranks));
+  const std::uint64_t bytes = j.input_records * c.record;
+  pass.my_runs = (bytes + pass.plan.run_bytes - 1) / pass.plan.run_bytes;
+  MPI_Allreduce(&pass.my_runs, &j.rounds, 1, MPI_UINT64_T, MPI_MAX, j.comm);
+  // The runs file holds what this rank receives: at most everything, plus a block of padding
+  // per run (at most ranks + 1 runs per round).
+  const std::uint64_t block = extsort::BlockBytes(c.config.format);
+  const std::uint64_t capacity = j.total_bytes + (j.rounds + 1) * (j.ranks + 1) * block;
+  c.Phase("exchange", bytes);
+  Result<Locator> runs = c.rt->File(c.config.runs, 0, capacity, FileMode::kCreate);
+  if (runs.ok()) extsort::TrackTempFile(c.config.runs);
+  Result<Pipe> in = runs.ok() ? c.rt->Connect(c.input, c.arena, extsort::FilePipeOptions())
+                              : Result<Pipe>(runs.status());
+  Result<Pipe> out = in.ok() ? c.rt->Connect(c.arena, *runs, extsort::FilePipeOptions())
+                             : Result<Pipe>(in.status());
+  if (Status s = Agree(j, out.status()); !s.ok()) return s;
+  c.runs_file = *runs;
+  pass.in = *in;
+  pass.out = *out;
+  c.records = 0;
+  pass.Read(0);
+  for (std::uint64_t k = 0; k < j.rounds; ++k) {
+    if (!pass.Round(k).ok()) break;
+    if (j.rank == 0 && j.config.progress) {
+      j.config.progress(fmt::format("exchange: round {} of {}", k + 1, j.rounds));
+    }
+  }
+  Status drained = pass.in.Drain();
+  if (Status w = pass.out.Drain(); drained.ok()) drained = w;
+  c.runs = c.run_at.size();
+  return Agree(j, pass.local.ok() ? drained : pass.local);
+}
+
+Status MeasureExchangeFloor(Job& j) {
+  Context& c = j.c;
+  const ExchangePlan plan = PlanExchange(c.config.format, c.arena.capacity(), j.ranks);
+  // This rank's bytes, a like share to every rank, in steps of the exchange's size.
+  const std::uint64_t share = j.input_records / static_cast<std::uint64_t>(j.ranks);
+  Steps s;
+  s.per_step = std::max<std::uint64_t>(1, plan.run_bytes / c.record / j.ranks);
+  s.next.assign(j.ranks, 0);
+  s.end.assign(j.ranks, share);
+  s.end[j.rank] = j.input_records - share * static_cast<std::uint64_t>(j.ranks - 1);
+  for (std::vector<int>* v : {&s.send_bytes, &s.send_at, &s.recv_bytes, &s.recv_at}) {
+    v->assign(j.ranks, 0);
+  }
+  MPI_Barrier(j.comm);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    s.Plan(j, c.record);
+    for (int d = 0; d < j.ranks; ++d) s.send_at[d] = 0;  // the same bytes again and again
+    MPI_Alltoallv(c.arena.data(), s.send_bytes.data(), s.send_at.data(), MPI_BYTE,
+                  c.arena.data() + plan.buffer_bytes, s.recv_bytes.data(), s.recv_at.data(),
+                  MPI_BYTE, j.comm);
+    std::uint64_t left = s.Left(), any = 0;
+    MPI_Allreduce(&left, &any, 1, MPI_UINT64_T, MPI_MAX, j.comm);
+    if (any == 0) break;
+  }
+  j.exchange_floor_ms = extsort::MsSince(t0);
+  return Status::Ok();
+}
+
+}  // namespace tierflow::dsort
