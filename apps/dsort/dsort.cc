@@ -112,26 +112,38 @@ Status SizeInput(Job& j) {
   return Status::Ok();
 }
 
-// Enough memory for the exchange's buffers and for merging what a rank receives (at most the
-// runs of twice its share of the input: the splitters keep partitions near the mean).
-Status CheckMemory(const Job& j) {
+// Whether `memory` holds the exchange's buffers and the merge of what a rank receives: at most
+// the runs of twice its share of the input (the splitters keep partitions near the mean),
+// plus a run per rank for the steps that end rounds.
+bool Fits(const Job& j, std::uint64_t memory) {
   const extsort::Format f = j.config.format;
-  const std::uint64_t arena = extsort::ArenaBytes(j.config.memory_bytes);
+  const std::uint64_t arena = extsort::ArenaBytes(memory);
   const ExchangePlan plan = PlanExchange(f, arena, j.ranks);
-  bool fits = plan.run_bytes != 0;
-  if (fits) {
-    const std::uint64_t share = 2 * j.total_bytes / static_cast<std::uint64_t>(j.ranks);
-    const std::uint64_t runs = share / plan.run_bytes + 2 * (j.ranks + 1);
-    fits =
-        extsort::PlanMerge(f, extsort::MergePartBytes(arena, j.config.threads), runs).read_bytes >=
-        std::max<std::uint64_t>(256 * 1024, extsort::BlockBytes(f));
+  if (plan.run_bytes == 0) return false;
+  const std::uint64_t share = 2 * j.total_bytes / static_cast<std::uint64_t>(j.ranks);
+  const std::uint64_t runs = share / plan.run_bytes + static_cast<std::uint64_t>(j.ranks) + 1;
+  return extsort::PlanMerge(f, extsort::MergePartBytes(arena, j.config.threads), runs).read_bytes >=
+         std::max<std::uint64_t>(256 * 1024, extsort::BlockBytes(f));
+}
+
+Status CheckMemory(const Job& j) {
+  if (Fits(j, j.config.memory_bytes)) return Status::Ok();
+  // The least whole MiB that fits: doubling to a size that does, then halving the gap.
+  constexpr std::uint64_t kMiB = 1u << 20;
+  std::uint64_t low = 16 * kMiB, high = 32 * kMiB;
+  while (!Fits(j, high) && high < (std::uint64_t{1} << 50)) {
+    low = high;
+    high *= 2;
   }
-  if (fits) return Status::Ok();
+  while (high - low > kMiB) {
+    const std::uint64_t mid = (low + high) / 2 / kMiB * kMiB;
+    (Fits(j, mid) ? high : low) = mid;
+  }
   return Status::InvalidArgument(fmt::format(
-      "--memory {} is too small for {} ranks sorting {} of {} records with {} threads: give "
-      "more memory per rank (or fewer threads or ranks)",
-      FormatSize(j.config.memory_bytes), j.ranks, FormatSize(j.total_bytes), extsort::FormatName(f),
-      j.config.threads));
+      "--memory {} is too small for {} ranks sorting {} of {} records with {} threads each: "
+      "give every rank at least {} (or fewer threads)",
+      FormatSize(j.config.memory_bytes), j.ranks, FormatSize(j.total_bytes),
+      extsort::FormatName(j.config.format), j.config.threads, FormatSize(high)));
 }
 
 Status MakeRuntime(Context& c) {

@@ -143,7 +143,8 @@ std::string FirstLine(const char* path) {
 }
 
 // The start time of process `pid` (clock ticks after boot, /proc/PID/stat field 22); empty
-// when it does not exist.
+// when it does not exist or has exited (a zombie, field 3 "Z": it holds no file and writes
+// nothing more, though no parent has reaped it yet).
 std::string StartTime(const std::string& pid) {
   std::ifstream in("/proc/" + pid + "/stat");
   std::string stat;
@@ -153,6 +154,7 @@ std::string StartTime(const std::string& pid) {
   std::istringstream rest(stat.substr(close + 2));
   std::string field;
   for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3 && field == "Z") return "";
     if (i == 22) return field;
   }
   return "";

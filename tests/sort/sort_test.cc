@@ -2,6 +2,8 @@
 // The external sort (apps/sort) built against the shared library: both formats sorted and
 // verified over memory sizes and threads; nothing lost on bad input, a full disk or a read
 // error; temporary files gone on every exit.
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "sort/format.h"
 #include "sort/sort.h"
+#include "sort/temp_files.h"
 #include "testing/temp_dir.h"
 
 namespace tierflow::extsort {
@@ -214,6 +217,35 @@ TEST(Sort, OnlyWhatADeadRunClaimedIsRemoved) {
   EXPECT_EQ(Files(dir.path()),
             (std::vector<std::string>{".tierflow-sort-99999997-bb.owner", "in",
                                       "nfs.tierflow-runs-99999997", "out", lookalike}));
+}
+
+// A run that exited without being reaped (a zombie, as the ranks of an MPI job whose launcher
+// is gone may stay) is dead: its claimed files go. A live run's stay.
+TEST(Sort, AZombieRunsFilesAreRemovedALiveRunsAreNot) {
+  TempDir dir;
+  const pid_t zombie = fork();
+  ASSERT_GE(zombie, 0);
+  if (zombie == 0) {
+    Result<Claim> claim = Claim::Make(dir.path(), {"zombie.tierflow-runs-1"});
+    if (!claim.ok()) _exit(1);
+    const int fd = open((dir.path() + "/zombie.tierflow-runs-1").c_str(), O_CREAT | O_WRONLY, 0600);
+    close(fd);
+    _exit(0);  // without releasing: as if killed
+  }
+  Result<Claim> live = Claim::Make(dir.path(), {"live.tierflow-runs-2"});
+  ASSERT_TRUE(live.ok());
+  dir.Write("live.tierflow-runs-2", std::vector<unsigned char>(10, 0));
+  siginfo_t info{};
+  // Waits for the child's exit without reaping it.
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);
+  ASSERT_EQ(info.si_status, 0);
+  const std::vector<std::string> removed = RemoveStale(dir.path());
+  waitpid(zombie, nullptr, 0);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_NE(removed[0].find("zombie.tierflow-runs-1"), std::string::npos) << removed[0];
+  const std::vector<std::string> left = Files(dir.path());
+  EXPECT_EQ(std::count(left.begin(), left.end(), "zombie.tierflow-runs-1"), 0);
+  EXPECT_EQ(std::count(left.begin(), left.end(), "live.tierflow-runs-2"), 1);
 }
 
 }  // namespace
