@@ -163,6 +163,10 @@ struct Pass {
     if (h.ok()) reads[run % 2] = std::move(*h);
   }
   Status Round(std::uint64_t k);
+  void Progress(std::uint64_t k);
+  // Bytes so far: read from the input, sent to other ranks, received (all written when the
+  // pass ends).
+  std::uint64_t read = 0, sent = 0, received = 0;
   void Store(std::uint64_t records);
   bool Step(Steps& s, const std::byte* grouped);
 };
@@ -199,12 +203,30 @@ bool Pass::Step(Steps& s, const std::byte* grouped) {
   MPI_Ialltoallv(grouped, s.send_bytes.data(), s.send_at.data(), MPI_BYTE, Buffer(3),
                  s.recv_bytes.data(), s.recv_at.data(), MPI_BYTE, j.comm, &req);
   MPI_Wait(&req, MPI_STATUS_IGNORE);
+  for (int d = 0; d < j.ranks; ++d) sent += d == j.rank ? 0 : s.send_bytes[d];
+  this->received += received * c.record;
   Store(received);
   const std::uint64_t mine[2] = {s.Left(), local.ok() ? 0u : 1u};
   std::uint64_t all[2];
   MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_MAX, j.comm);
   stop = all[1] != 0;
   return all[0] != 0 && !stop;
+}
+
+// Every rank's bytes so far, in one line on rank 0 (collective: every rank calls it).
+void Pass::Progress(std::uint64_t k) {
+  const std::uint64_t mine[3] = {read, sent, received};
+  std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(j.ranks));
+  MPI_Gather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, 0, j.comm);
+  if (j.rank != 0 || !j.config.progress) return;
+  std::string line =
+      fmt::format("exchange: round {} of {}; MiB read/sent/received by rank:", k + 1, j.rounds);
+  auto mib = [](std::uint64_t b) { return static_cast<double>(b) / (1 << 20); };
+  for (int r = 0; r < j.ranks; ++r) {
+    line += fmt::format(" {}: {:.1f}/{:.1f}/{:.1f}", r, mib(all[3 * r]), mib(all[3 * r + 1]),
+                        mib(all[3 * r + 2]));
+  }
+  j.config.progress(line);
 }
 
 Status Pass::Round(std::uint64_t k) {
@@ -218,6 +240,7 @@ Status Pass::Round(std::uint64_t k) {
   const std::byte* grouped = Buffer(0);
   if (k < my_runs && local.ok()) {
     if (Status st = reads[k % 2].Wait(); !st.ok()) local = st;
+    read += RunBytes(k);
     Read(k + 1);
   }
   if (k < my_runs && local.ok()) {
@@ -263,9 +286,7 @@ Status ExchangeRuns(Job& j) {
   pass.Read(0);
   for (std::uint64_t k = 0; k < j.rounds; ++k) {
     if (!pass.Round(k).ok()) break;
-    if (j.rank == 0 && j.config.progress) {
-      j.config.progress(fmt::format("exchange: round {} of {}", k + 1, j.rounds));
-    }
+    pass.Progress(k);
   }
   Status drained = pass.in.Drain();
   if (Status w = pass.out.Drain(); drained.ok()) drained = w;
