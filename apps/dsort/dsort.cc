@@ -55,6 +55,11 @@ Status Prepare(Job& j) {
   const Config& cfg = j.config;
   std::error_code ec;
   if (cfg.threads < 1 || cfg.threads > 64) return Status::InvalidArgument("threads: use 1..64");
+  if (j.ranks > kMaxRanks) {
+    return Status::InvalidArgument(
+        fmt::format("{} ranks: the sort takes at most {}; run fewer ranks, each with more data",
+                    j.ranks, kMaxRanks));
+  }
   if (cfg.dir.empty() || !std::filesystem::is_directory(cfg.dir, ec)) {
     return Status::InvalidArgument(
         fmt::format("'{}' is not a directory: give every rank a directory for its temporary "

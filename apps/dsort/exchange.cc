@@ -25,8 +25,10 @@ using extsort::RecordBytes;
 
 namespace {
 
-constexpr std::uint64_t kSamplesPerRank = 4096;
-constexpr std::uint64_t kSampleBatch = 256;  // sample reads in flight at once
+// 4096 keys per rank: 256 places of 16 records (few reads; records next to each other are as
+// good a sample as any where the input's order is random, and where it is not, 256 places
+// still show its distribution).
+constexpr std::uint64_t kSampleSpots = 256, kSampleRecords = 16;
 
 std::uint64_t Mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -35,29 +37,32 @@ std::uint64_t Mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Keys of `count` records of the input at random places, read through a pipe.
-Result<std::vector<Key>> ReadSample(Job& j, std::uint64_t count) {
+// Keys of kSampleSpots x kSampleRecords records of the input: kSampleRecords consecutive at
+// each of kSampleSpots random places (one read each), read through a pipe.
+Result<std::vector<Key>> ReadSample(Job& j) {
   Context& c = j.c;
-  std::vector<std::uint64_t> at(count);
-  for (std::uint64_t i = 0; i < count; ++i) {
-    at[i] =
-        Mix(j.config.seed ^ Mix((static_cast<std::uint64_t>(j.rank) << 32) + i)) % j.input_records;
+  const std::uint64_t run = std::min(kSampleRecords, j.input_records);
+  std::vector<std::uint64_t> at(kSampleSpots);
+  for (std::uint64_t i = 0; i < kSampleSpots; ++i) {
+    const std::uint64_t r =
+        Mix(j.config.seed ^ Mix((static_cast<std::uint64_t>(j.rank) << 32) + i));
+    at[i] = r % (j.input_records - run + 1);
   }
   std::sort(at.begin(), at.end());
   Result<Pipe> pipe = c.rt->Connect(c.input, c.arena, extsort::FilePipeOptions());
   if (!pipe.ok()) return pipe.status();
+  const std::uint64_t slot = (run * c.record + 4095) / 4096 * 4096;
+  std::vector<Handle> reads;
+  for (std::uint64_t i = 0; i < kSampleSpots; ++i) {
+    Result<Handle> h = pipe->Submit(at[i] * c.record, i * slot, run * c.record);
+    if (!h.ok()) return h.status();
+    reads.push_back(std::move(*h));
+  }
   std::vector<Key> keys;
-  for (std::uint64_t b = 0; b < count; b += kSampleBatch) {
-    const std::uint64_t n = std::min(kSampleBatch, count - b);
-    std::vector<Handle> reads;
-    for (std::uint64_t i = 0; i < n; ++i) {
-      Result<Handle> h = pipe->Submit(at[b + i] * c.record, i * 4096, c.record);
-      if (!h.ok()) return h.status();
-      reads.push_back(std::move(*h));
-    }
-    for (std::uint64_t i = 0; i < n; ++i) {
-      if (Status s = reads[i].Wait(); !s.ok()) return s;
-      keys.push_back(extsort::KeyOf(c.config.format, c.arena.data() + i * 4096));
+  for (std::uint64_t i = 0; i < kSampleSpots; ++i) {
+    if (Status s = reads[i].Wait(); !s.ok()) return s;
+    for (std::uint64_t k = 0; k < run; ++k) {
+      keys.push_back(extsort::KeyOf(c.config.format, c.arena.data() + i * slot + k * c.record));
     }
   }
   if (Status s = pipe->Drain(); !s.ok()) return s;
@@ -67,8 +72,7 @@ Result<std::vector<Key>> ReadSample(Job& j, std::uint64_t count) {
 }  // namespace
 
 Status SampleSplitters(Job& j) {
-  const std::uint64_t count = std::min(kSamplesPerRank, j.input_records);
-  Result<std::vector<Key>> mine = count == 0 ? std::vector<Key>{} : ReadSample(j, count);
+  Result<std::vector<Key>> mine = j.input_records == 0 ? std::vector<Key>{} : ReadSample(j);
   if (Status s = Agree(j, mine.status()); !s.ok()) return s;
   // Keys travel as bytes: every rank runs this very program.
   int bytes = static_cast<int>(mine->size() * sizeof(Key));
@@ -163,6 +167,11 @@ struct Pass {
     if (h.ok()) reads[run % 2] = std::move(*h);
   }
   Status Round(std::uint64_t k);
+  void WaitWrite() {
+    if (!write.valid()) return;
+    if (Status st = write.Wait(); !st.ok() && local.ok()) local = st;
+    write = Handle();
+  }
   void Progress(std::uint64_t k);
   // Bytes so far: read from the input, sent to other ranks, received (all written when the
   // pass ends).
@@ -194,11 +203,7 @@ void Pass::Store(std::uint64_t records) {
 // One step; false once every rank has sent everything (or one failed).
 bool Pass::Step(Steps& s, const std::byte* grouped) {
   const std::uint64_t received = s.Plan(j, c.record);
-  // What was received last is written from buffer 3 or 4: done before they are reused.
-  if (write.valid()) {
-    if (Status st = write.Wait(); !st.ok() && local.ok()) local = st;
-    write = Handle();
-  }
+  WaitWrite();  // what was received last is written from buffer 3 or 4
   MPI_Request req;
   MPI_Ialltoallv(grouped, s.send_bytes.data(), s.send_at.data(), MPI_BYTE, Buffer(3),
                  s.recv_bytes.data(), s.recv_at.data(), MPI_BYTE, j.comm, &req);
@@ -244,11 +249,14 @@ Status Pass::Round(std::uint64_t k) {
     Read(k + 1);
   }
   if (k < my_runs && local.ok()) {
-    // Only the receivers sort: a run is just grouped by rank here.
+    // Only the receivers sort: a run is just grouped by rank here, each record's rank noted
+    // in buffer 4 (free once the last write from it is done).
     const std::uint64_t n = RunBytes(k) / c.record;
     grouped = Buffer(2);
+    WaitWrite();
     const std::vector<std::uint64_t> cut =
-        Partition(c.config.format, Buffer(static_cast<int>(k % 2)), n, j.splitters, Buffer(2));
+        Partition(c.config.format, Buffer(static_cast<int>(k % 2)), n, j.splitters, Buffer(2),
+                  reinterpret_cast<std::uint16_t*>(Buffer(4)));
     for (int d = 0; d < j.ranks; ++d) {
       s.next[d] = cut[d];
       s.end[d] = cut[d + 1];

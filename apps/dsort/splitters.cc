@@ -69,7 +69,8 @@ class Router {
 }  // namespace
 
 std::vector<std::uint64_t> Partition(Format f, const std::byte* in, std::uint64_t count,
-                                     const std::vector<Splitter>& splitters, std::byte* out) {
+                                     const std::vector<Splitter>& splitters, std::byte* out,
+                                     std::uint16_t* route) {
   const std::size_t size = extsort::RecordBytes(f);
   const std::size_t ranks = splitters.size() + 1;
   const Router router(splitters);
@@ -77,7 +78,13 @@ std::vector<std::uint64_t> Partition(Format f, const std::byte* in, std::uint64_
   std::size_t g = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
     const int r = router.Rank(extsort::KeyOf(f, in + i * size), g);
-    ++(r >= 0 ? per_rank[static_cast<std::size_t>(r)] : equal[g]);
+    if (r >= 0) {
+      ++per_rank[static_cast<std::size_t>(r)];
+      route[i] = static_cast<std::uint16_t>(r);
+    } else {
+      ++equal[g];
+      route[i] = static_cast<std::uint16_t>(kEqualKey | g);
+    }
   }
   // Each group's records, in input order, fill its ranks' shares one after the other.
   std::vector<std::vector<std::uint64_t>> shares(splitters.size());
@@ -91,14 +98,14 @@ std::vector<std::uint64_t> Partition(Format f, const std::byte* in, std::uint64_
   std::copy(cut.begin(), cut.end() - 1, next.begin());
   std::vector<std::size_t> turn(splitters.size(), 0);  // the group's rank now being filled
   for (std::uint64_t i = 0; i < count; ++i) {
-    const std::byte* rec = in + i * size;
-    int r = router.Rank(extsort::KeyOf(f, rec), g);
-    if (r < 0) {
+    std::size_t r = route[i];
+    if (r & kEqualKey) {
+      g = r & ~std::size_t{kEqualKey};
       while (shares[g][turn[g]] == 0) ++turn[g];
       --shares[g][turn[g]];
-      r = static_cast<int>(g + turn[g]);
+      r = g + turn[g];
     }
-    std::memcpy(out + next[static_cast<std::size_t>(r)]++ * size, rec, size);
+    std::memcpy(out + next[r]++ * size, in + i * size, size);
   }
   return cut;
 }

@@ -32,7 +32,11 @@ std::vector<Splitter> ChooseSplitters(std::vector<Key>& sample, int ranks);
 // within a group; of the records whose key equals a splitter's, the first `below` fraction in
 // input order go to the ranks below). Returns cut: rank d's records are [cut[d], cut[d + 1])
 // of `out` (cut[0] = 0, cut[ranks] = count).
+// `route` is scratch of `count` entries. At most kMaxRanks ranks.
+constexpr int kMaxRanks = 0x7fff;
+constexpr std::uint16_t kEqualKey = 0x8000;  // in `route`: equal to a splitter's key
 std::vector<std::uint64_t> Partition(Format f, const std::byte* in, std::uint64_t count,
-                                     const std::vector<Splitter>& splitters, std::byte* out);
+                                     const std::vector<Splitter>& splitters, std::byte* out,
+                                     std::uint16_t* route);
 
 }  // namespace tierflow::dsort

@@ -38,7 +38,8 @@ double CheckPartition(Format f, const std::vector<std::byte>& in, std::uint64_t 
                       const std::vector<Splitter>& s) {
   const std::size_t size = extsort::RecordBytes(f);
   std::vector<std::byte> out(in.size());
-  const std::vector<std::uint64_t> cut = Partition(f, in.data(), n, s, out.data());
+  std::vector<std::uint16_t> route(n);
+  const std::vector<std::uint64_t> cut = Partition(f, in.data(), n, s, out.data(), route.data());
   EXPECT_EQ(cut.size(), s.size() + 2);
   EXPECT_EQ(cut.front(), 0u);
   EXPECT_EQ(cut.back(), n);
@@ -102,8 +103,9 @@ TEST(Splitters, AllEqualKeysAreSharedEvenly) {
   std::vector<std::byte> out(in.size());
   std::vector<Splitter> on_input = s;
   for (Splitter& x : on_input) x.key = extsort::KeyOf(Format::kU64, in.data());
+  std::vector<std::uint16_t> route(1000);
   const std::vector<std::uint64_t> cut =
-      Partition(Format::kU64, in.data(), 1000, on_input, out.data());
+      Partition(Format::kU64, in.data(), 1000, on_input, out.data(), route.data());
   EXPECT_EQ(cut, (std::vector<std::uint64_t>{0, 250, 500, 750, 1000}));
 }
 
@@ -113,9 +115,11 @@ TEST(Splitters, EmptyInputsAndSamples) {
   ASSERT_EQ(s.size(), 2u);
   std::vector<std::byte> out(16 * 10);
   const std::vector<std::byte> in = Records(Format::kU64, Keys::kUniform, 10, 1);
-  const std::vector<std::uint64_t> cut = Partition(Format::kU64, in.data(), 10, s, out.data());
+  std::vector<std::uint16_t> route(10);
+  const std::vector<std::uint64_t> cut =
+      Partition(Format::kU64, in.data(), 10, s, out.data(), route.data());
   EXPECT_EQ(cut, (std::vector<std::uint64_t>{0, 10, 10, 10}));
-  const std::vector<std::uint64_t> empty = Partition(Format::kU64, nullptr, 0, s, nullptr);
+  const std::vector<std::uint64_t> empty = Partition(Format::kU64, nullptr, 0, s, nullptr, nullptr);
   EXPECT_EQ(empty, (std::vector<std::uint64_t>{0, 0, 0, 0}));
 }
 
@@ -124,7 +128,8 @@ TEST(Splitters, OneRankTakesEverything) {
   EXPECT_TRUE(ChooseSplitters(sample, 1).empty());
   const std::vector<std::byte> in = Records(Format::kGensort, Keys::kZipf, 100, 2);
   std::vector<std::byte> out(in.size());
-  EXPECT_EQ(Partition(Format::kGensort, in.data(), 100, {}, out.data()),
+  std::vector<std::uint16_t> route(100);
+  EXPECT_EQ(Partition(Format::kGensort, in.data(), 100, {}, out.data(), route.data()),
             (std::vector<std::uint64_t>{0, 100}));
   EXPECT_EQ(in, out);
 }
