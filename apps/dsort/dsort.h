@@ -20,6 +20,11 @@
 
 namespace tierflow::dsort {
 
+// How runs travel between ranks: MPI_Ialltoallv, or MPI_Put into a window over every
+// receiver's buffer between two fences (one-sided; libtierflow_rma takes these over when
+// preloaded).
+enum class Exchange { kAlltoallv, kPut };
+
 struct Config {
   extsort::Format format = extsort::Format::kU64;
   // This rank's input; generated there first when generate_bytes > 0 (records
@@ -39,6 +44,7 @@ struct Config {
   bool verify = false;        // checksums across ranks, as valsort does
   bool measure_floor = true;  // the I/O floor and the exchange floor, before the sort
   bool overwrite = false;     // replace existing part-RANK files
+  Exchange exchange = Exchange::kAlltoallv;
   // Called on rank 0 with one line per stage and, while runs are exchanged, per round.
   std::function<void(const std::string&)> progress;
 };

@@ -2,8 +2,9 @@
 // The first pass of the distributed sort. SampleSplitters reads a random sample of each rank's
 // keys and cuts the key space at its quantiles. ExchangeRuns then reads the input run by run
 // through a pipe (the next run while this one is exchanged), groups a run's records by the rank
-// the splitters send them to and sends every rank its group with MPI_Ialltoallv, in steps that
-// never send a rank more than one buffer; each step's received pieces are sorted and written,
+// the splitters send them to and sends every rank its group with MPI_Ialltoallv (or MPI_Put
+// into a window over the receivers' buffers, between fences), in steps that never send a rank
+// more than one buffer; each step's received pieces are sorted and written,
 // through a pipe, as a run of the rank's runs file. MeasureExchangeFloor times the same bytes
 // through MPI_Alltoallv alone, in the same steps.
 #include <algorithm>
@@ -173,6 +174,8 @@ struct Pass {
     write = Handle();
   }
   void Progress(std::uint64_t k);
+  void Put(const Steps& s, const std::byte* grouped);
+  MPI_Win window = MPI_WIN_NULL;  // over buffer 3, for Exchange::kPut
   // Bytes so far: read from the input, sent to other ranks, received (all written when the
   // pass ends).
   std::uint64_t read = 0, sent = 0, received = 0;
@@ -200,14 +203,33 @@ void Pass::Store(std::uint64_t records) {
   if (h.ok()) write = std::move(*h);
 }
 
+// The step's pieces put into the receivers' buffer 3 (a window over it), each where its
+// receiver places it; fences around. The first must be a barrier (not MPI_MODE_NOPRECEDE,
+// which need not be one): no rank puts before every receiver is done with its buffer.
+void Pass::Put(const Steps& s, const std::byte* grouped) {
+  std::vector<int> at(static_cast<std::size_t>(j.ranks));
+  MPI_Alltoall(s.recv_at.data(), 1, MPI_INT, at.data(), 1, MPI_INT, j.comm);
+  MPI_Win_fence(0, window);
+  for (int d = 0; d < j.ranks; ++d) {
+    if (s.send_bytes[d] == 0) continue;
+    MPI_Put(grouped + s.send_at[d], s.send_bytes[d], MPI_BYTE, d, at[d], s.send_bytes[d], MPI_BYTE,
+            window);
+  }
+  MPI_Win_fence(MPI_MODE_NOSUCCEED, window);
+}
+
 // One step; false once every rank has sent everything (or one failed).
 bool Pass::Step(Steps& s, const std::byte* grouped) {
   const std::uint64_t received = s.Plan(j, c.record);
   WaitWrite();  // what was received last is written from buffer 3 or 4
-  MPI_Request req;
-  MPI_Ialltoallv(grouped, s.send_bytes.data(), s.send_at.data(), MPI_BYTE, Buffer(3),
-                 s.recv_bytes.data(), s.recv_at.data(), MPI_BYTE, j.comm, &req);
-  MPI_Wait(&req, MPI_STATUS_IGNORE);
+  if (window != MPI_WIN_NULL) {
+    Put(s, grouped);
+  } else {
+    MPI_Request req;
+    MPI_Ialltoallv(grouped, s.send_bytes.data(), s.send_at.data(), MPI_BYTE, Buffer(3),
+                   s.recv_bytes.data(), s.recv_at.data(), MPI_BYTE, j.comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+  }
   for (int d = 0; d < j.ranks; ++d) sent += d == j.rank ? 0 : s.send_bytes[d];
   this->received += received * c.record;
   Store(received);
@@ -291,11 +313,16 @@ Status ExchangeRuns(Job& j) {
   pass.in = *in;
   pass.out = *out;
   c.records = 0;
+  if (j.config.exchange == Exchange::kPut) {
+    MPI_Win_create(pass.Buffer(3), static_cast<MPI_Aint>(pass.plan.buffer_bytes), 1, MPI_INFO_NULL,
+                   j.comm, &pass.window);
+  }
   pass.Read(0);
   for (std::uint64_t k = 0; k < j.rounds; ++k) {
     if (!pass.Round(k).ok()) break;
     pass.Progress(k);
   }
+  if (pass.window != MPI_WIN_NULL) MPI_Win_free(&pass.window);
   Status drained = pass.in.Drain();
   if (Status w = pass.out.Drain(); drained.ok()) drained = w;
   c.runs = c.run_at.size();

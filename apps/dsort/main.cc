@@ -22,7 +22,7 @@ using tierflow::dsort::Report;
 
 struct Options {
   Config config;
-  std::string generate, memory, format = "u64", keys = "uniform";
+  std::string generate, memory, format = "u64", keys = "uniform", exchange = "alltoallv";
   bool json = false, quiet = false;
 };
 
@@ -69,6 +69,9 @@ void AddOptions(CLI::App& app, Options& o) {
       "--no-floor", [&o](std::int64_t) { o.config.measure_floor = false; },
       "Skip measuring the I/O and exchange floors");
   app.add_flag("--overwrite", o.config.overwrite, "Replace existing part-RANK files");
+  app.add_option("--exchange", o.exchange,
+                 "How runs travel: alltoallv (MPI_Ialltoallv) or put (MPI_Put into windows)")
+      ->check(CLI::IsMember({"alltoallv", "put"}));
   app.add_flag("--json", o.json, "One JSON object on rank 0's standard output");
   app.add_flag("--quiet", o.quiet, "No progress lines");
 }
@@ -89,6 +92,8 @@ std::string Finish(Options& o, int rank) {
   }
   o.config.format = *tierflow::extsort::ParseFormat(o.format);
   o.config.keys = *tierflow::extsort::ParseKeys(o.keys);
+  o.config.exchange =
+      o.exchange == "put" ? tierflow::dsort::Exchange::kPut : tierflow::dsort::Exchange::kAlltoallv;
   return "";
 }
 
@@ -124,6 +129,7 @@ void PrintJson(const Options& o, const Report& r, std::pair<int, int> hosts) {
   j["mpi"] = MpiName();
   j["format"] = o.format;
   j["keys"] = o.config.generate_bytes > 0 ? o.keys : "input";
+  j["exchange"] = o.exchange;
   j["records"] = r.records;
   j["bytes"] = r.bytes;
   j["sort_ms"] = r.sort_ms;

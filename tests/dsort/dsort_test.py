@@ -19,18 +19,27 @@ MPI, LAUNCHER, PROGRAM = sys.argv[1:4]
 RANKS = 4
 
 
-def launch(args, ranks=RANKS):
+# libtierflow_rma of this MPI (DSORT_RMA_LIBRARY), preloaded where a test asks for it.
+RMA_LIBRARY = os.environ.get("DSORT_RMA_LIBRARY", "")
+
+
+def launch(args, ranks=RANKS, preload=None):
     if MPI == "openmpi":
         cmd = [LAUNCHER, "--oversubscribe", "-np", str(ranks)]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
+        if preload:
+            cmd += ["-x", f"LD_PRELOAD={preload}"]
     else:
         cmd = [LAUNCHER, "-n", str(ranks)]
+        if preload:
+            cmd += ["-genv", "LD_PRELOAD", preload]
     return cmd + [PROGRAM] + args
 
 
-def run(args, timeout=240, ranks=RANKS):
-    return subprocess.run(launch(args, ranks), capture_output=True, text=True, timeout=timeout)
+def run(args, timeout=240, ranks=RANKS, preload=None):
+    return subprocess.run(launch(args, ranks, preload), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def key_of(fmt, record):
@@ -96,6 +105,23 @@ class DsortTest(unittest.TestCase):
                 self.assertEqual(before, after, "an input was modified")
                 left = [f for f in os.listdir(self.dir) if f.startswith("tierflow-")]
                 self.assertEqual(left, [], "temporary files left behind")
+
+    def test_one_sided_exchange_sorts_alike(self):
+        """MPI_Put into windows, by the MPI alone and with libtierflow_rma preloaded."""
+        inputs = self.write_inputs("u64", 40000)
+        for preload in [None] + ([RMA_LIBRARY] if RMA_LIBRARY else []):
+            with self.subTest(preload=preload):
+                for f in os.listdir(self.out):
+                    os.unlink(os.path.join(self.out, f))
+                p = run(["--input", os.path.join(self.dir, "in-{rank}"), "--dir", self.dir,
+                         "--output-dir", self.out, "--memory", "32MiB", "--threads", "1",
+                         "--verify", "--exchange", "put", "--json", "--quiet"], preload=preload)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(json.loads(p.stdout)["exchange"], "put")
+                joined = [r for part in self.parts("u64") for r in part]
+                keys = [key_of("u64", r) for r in joined]
+                self.assertEqual(keys, sorted(keys))
+                self.assertEqual(sorted(joined), sorted(inputs))
 
     def test_skewed_keys_balance_and_verify(self):
         for keys in ("equal", "zipf", "sorted", "uniform"):
