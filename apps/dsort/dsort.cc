@@ -73,6 +73,10 @@ Status Prepare(Job& j) {
   if (cfg.input.empty() == (cfg.generate_bytes == 0)) {
     return Status::InvalidArgument("give each rank an input or a size to generate, not both");
   }
+  if (cfg.compare_single && cfg.generate_bytes == 0) {
+    return Status::InvalidArgument(
+        "the single-node comparison sorts generated input: use --generate with it");
+  }
   const std::string base = fmt::format("{}/tierflow-dsort-r{}", cfg.dir, j.rank);
   Context& c = j.c;
   c.config.format = cfg.format;
@@ -270,6 +274,38 @@ Status Stages(Job& j) {
   return Publish(j);
 }
 
+// Rank 0 sorts every rank's generated records alone (the single-node sort, same memory and
+// threads), while the others wait.
+Status SortAlone(Job& j) {
+  j.Say("single: rank 0 sorts the same records alone");
+  extsort::Config single;
+  single.format = j.config.format;
+  single.keys = j.config.keys;
+  single.seed = j.config.seed;
+  single.generate_bytes = j.total_bytes;
+  single.memory_bytes = j.config.memory_bytes;
+  single.threads = j.config.threads;
+  single.measure_floor = false;
+  const std::string base = fmt::format("{}/tierflow-dsort-single", j.config.dir);
+  single.input = extsort::TempName(base, "input");
+  single.output = extsort::TempName(base, "output");
+  single.runs = extsort::TempName(base, "runs");
+  std::error_code ec;
+  for (const std::string* p : {&single.input, &single.output}) {
+    // Not this run's file: left alone (unlinked below only as the sort's own).
+    if (std::filesystem::exists(*p, ec)) {
+      return Status::InvalidArgument(fmt::format("{} exists: remove it or use another --dir", *p));
+    }
+  }
+  Result<extsort::Report> r = extsort::Run(single);
+  // The generated input and the output were kept by the sort: they were only for this.
+  unlink(single.input.c_str());
+  unlink(single.output.c_str());
+  if (!r.ok()) return r.status();
+  j.report.single_ms = r->sort_ms;
+  return Status::Ok();
+}
+
 Status Begin(Job& j, std::vector<extsort::Claim>& claims) {
   Status s = Prepare(j);
   if (s.ok()) s = SizeInput(j);
@@ -298,6 +334,9 @@ Result<Report> Run(const Config& config, MPI_Comm comm) {
   if (config.generate_bytes > 0) extsort::RemoveTempFile(j.c.config.input);
   if (!s.ok()) return s;
   Summarise(j);
+  if (config.compare_single) {
+    if (Status c = Agree(j, j.rank == 0 ? SortAlone(j) : Status::Ok()); !c.ok()) return c;
+  }
   return j.report;
 }
 

@@ -45,6 +45,9 @@ struct Config {
   bool measure_floor = true;  // the I/O floor and the exchange floor, before the sort
   bool overwrite = false;     // replace existing part-RANK files
   Exchange exchange = Exchange::kAlltoallv;
+  // Afterwards, rank 0 sorts the same records (all ranks' generated input) alone with
+  // `tierflow sort`'s stages in `dir`, for comparison (generated input only).
+  bool compare_single = false;
   // Called on rank 0 with one line per stage and, while runs are exchanged, per round.
   std::function<void(const std::string&)> progress;
 };
@@ -66,6 +69,7 @@ struct Report {
   std::uint64_t rss_peak_bytes = 0;              // the most any rank held resident
   std::uint64_t memory_bytes = 0;
   std::uint64_t rounds = 0, runs = 0;  // exchange rounds; runs (most of any rank)
+  double single_ms = 0;                // compare_single: rank 0 alone, the same records and memory
 };
 
 // Collective over `comm`. The report is complete on rank 0 (the others hold their own part).

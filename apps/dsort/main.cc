@@ -72,6 +72,8 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--exchange", o.exchange,
                  "How runs travel: alltoallv (MPI_Ialltoallv) or put (MPI_Put into windows)")
       ->check(CLI::IsMember({"alltoallv", "put"}));
+  app.add_flag("--compare-single", o.config.compare_single,
+               "Then sort the same records on rank 0 alone (tierflow sort), for comparison");
   app.add_flag("--json", o.json, "One JSON object on rank 0's standard output");
   app.add_flag("--quiet", o.quiet, "No progress lines");
 }
@@ -82,6 +84,9 @@ std::string Finish(Options& o, int rank) {
   if (!o.memory.empty()) o.config.memory_bytes = *tierflow::ParseSize(o.memory);
   if ((o.config.generate_bytes != 0) == !o.config.input.empty()) {
     return "give exactly one of --generate SIZE and --input FILE";
+  }
+  if (o.config.compare_single && o.config.generate_bytes == 0) {
+    return "--compare-single sorts generated input on rank 0: use it with --generate";
   }
   if (o.config.dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
@@ -146,6 +151,10 @@ void PrintJson(const Options& o, const Report& r, std::pair<int, int> hosts) {
   j["rss_peak_bytes"] = r.rss_peak_bytes;
   j["memory_bytes"] = r.memory_bytes;
   j["rounds"] = r.rounds;
+  if (o.config.compare_single) {
+    j["single_ms"] = r.single_ms;
+    j["vs_single"] = r.single_ms > 0 ? r.sort_ms / r.single_ms : 0.0;
+  }
   j["runs"] = r.runs;
   std::cout << j.dump() << "\n";
 }
@@ -166,6 +175,10 @@ void PrintTable(const Options& o, const Report& r, std::pair<int, int> hosts) {
     std::cout << fmt::format("{:<34}{:>12.1f}\n", "  exchange floor (slowest rank)",
                              r.exchange_floor_ms);
     std::cout << fmt::format("sort / floor: {:.2f}x\n", r.sort_ms / r.floor_ms);
+  }
+  if (o.config.compare_single) {
+    std::cout << fmt::format("{:<34}{:>12.1f}\n", "the same on rank 0 alone", r.single_ms);
+    std::cout << fmt::format("sort / alone: {:.2f}x\n", r.sort_ms / r.single_ms);
   }
   std::cout << fmt::format(
       "largest partition / mean: {:.3f}; temporary space at most {} per rank; resident at most "

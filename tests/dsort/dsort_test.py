@@ -126,8 +126,9 @@ class DsortTest(unittest.TestCase):
     def test_skewed_keys_balance_and_verify(self):
         for keys in ("equal", "zipf", "sorted", "uniform"):
             with self.subTest(keys=keys):
+                extra = ["--compare-single"] if keys == "uniform" else []
                 p = run(["--generate", "4MiB", "--keys", keys, "--dir", self.dir, "--memory",
-                         "32MiB", "--threads", "1", "--verify", "--json", "--quiet"])
+                         "32MiB", "--threads", "1", "--verify", "--json", "--quiet"] + extra)
                 self.assertEqual(p.returncode, 0, p.stderr)
                 report = json.loads(p.stdout)
                 self.assertTrue(report["verified"])
@@ -136,6 +137,10 @@ class DsortTest(unittest.TestCase):
                 for key in ("sort_ms", "floor_ms", "vs_floor", "exchange_ms", "temp_peak_bytes",
                             "rss_peak_bytes", "memory_bytes", "bytes"):
                     self.assertIn(key, report)
+                if extra:
+                    self.assertGreater(report["single_ms"], 0)
+                    self.assertAlmostEqual(report["vs_single"],
+                                           report["sort_ms"] / report["single_ms"], places=6)
                 self.assertEqual(os.listdir(self.dir), ["out"], "temporary files left behind")
 
     def test_an_existing_output_is_not_overwritten(self):
@@ -169,6 +174,10 @@ class DsortTest(unittest.TestCase):
              "every rank at least"),
             (["--generate", "1MiB", "--dir", self.dir, "--memory", "lots"], 2, "--memory"),
             (["--generate", "1MiB", "--dir", self.dir, "--keys", "wild"], 2, "--keys"),
+            (["--input", odd, "--dir", self.dir, "--compare-single"], 2,
+             "--compare-single sorts generated input"),
+            (["--generate", "1MiB", "--dir", self.dir, "--exchange", "carrier-pigeon"], 2,
+             "--exchange"),
         ]
         for args, code, words in cases:
             with self.subTest(args=args):
