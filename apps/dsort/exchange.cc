@@ -6,11 +6,12 @@
 // into a window over the receivers' buffers, between fences), in steps that never send a rank
 // more than one buffer; each step's received pieces are sorted and written,
 // through a pipe, as a run of the rank's runs file. MeasureExchangeFloor times the same bytes
-// through MPI_Alltoallv alone, in the same steps.
+// through MPI_Ialltoallv alone, in the same steps.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,17 @@ using extsort::Context;
 using extsort::RecordBytes;
 
 namespace {
+
+// Waits for `req` without holding the CPU once it takes longer than a short spin: ranks that
+// share CPUs (more ranks than cores, as on a small test machine) would otherwise spend the time
+// the others need to reach the same collective.
+void Await(MPI_Request& req) {
+  int done = 0;
+  for (int spins = 0; !done; ++spins) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!done && spins >= 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
 
 // 4096 keys per rank: 256 places of 16 records (few reads; records next to each other are as
 // good a sample as any where the input's order is random, and where it is not, 256 places
@@ -123,7 +135,9 @@ struct Steps {
   std::uint64_t Plan(const Job& j, std::size_t record) {
     std::vector<std::uint64_t> out(j.ranks), in(j.ranks);
     for (int d = 0; d < j.ranks; ++d) out[d] = std::min(per_step, end[d] - next[d]);
-    MPI_Alltoall(out.data(), 1, MPI_UINT64_T, in.data(), 1, MPI_UINT64_T, j.comm);
+    MPI_Request req;
+    MPI_Ialltoall(out.data(), 1, MPI_UINT64_T, in.data(), 1, MPI_UINT64_T, j.comm, &req);
+    Await(req);
     std::uint64_t received = 0;
     for (int d = 0; d < j.ranks; ++d) {
       send_bytes[d] = static_cast<int>(out[d] * record);
@@ -228,14 +242,16 @@ bool Pass::Step(Steps& s, const std::byte* grouped) {
     MPI_Request req;
     MPI_Ialltoallv(grouped, s.send_bytes.data(), s.send_at.data(), MPI_BYTE, Buffer(3),
                    s.recv_bytes.data(), s.recv_at.data(), MPI_BYTE, j.comm, &req);
-    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    Await(req);
   }
   for (int d = 0; d < j.ranks; ++d) sent += d == j.rank ? 0 : s.send_bytes[d];
   this->received += received * c.record;
   Store(received);
   const std::uint64_t mine[2] = {s.Left(), local.ok() ? 0u : 1u};
   std::uint64_t all[2];
-  MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_MAX, j.comm);
+  MPI_Request req;
+  MPI_Iallreduce(mine, all, 2, MPI_UINT64_T, MPI_MAX, j.comm, &req);
+  Await(req);
   stop = all[1] != 0;
   return all[0] != 0 && !stop;
 }
@@ -347,11 +363,14 @@ Status MeasureExchangeFloor(Job& j) {
   for (;;) {
     s.Plan(j, c.record);
     for (int d = 0; d < j.ranks; ++d) s.send_at[d] = 0;  // the same bytes again and again
-    MPI_Alltoallv(c.arena.data(), s.send_bytes.data(), s.send_at.data(), MPI_BYTE,
-                  c.arena.data() + plan.buffer_bytes, s.recv_bytes.data(), s.recv_at.data(),
-                  MPI_BYTE, j.comm);
+    MPI_Request req;
+    MPI_Ialltoallv(c.arena.data(), s.send_bytes.data(), s.send_at.data(), MPI_BYTE,
+                   c.arena.data() + plan.buffer_bytes, s.recv_bytes.data(), s.recv_at.data(),
+                   MPI_BYTE, j.comm, &req);
+    Await(req);
     std::uint64_t left = s.Left(), any = 0;
-    MPI_Allreduce(&left, &any, 1, MPI_UINT64_T, MPI_MAX, j.comm);
+    MPI_Iallreduce(&left, &any, 1, MPI_UINT64_T, MPI_MAX, j.comm, &req);
+    Await(req);
     if (any == 0) break;
   }
   j.exchange_floor_ms = extsort::MsSince(t0);
