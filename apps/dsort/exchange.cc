@@ -320,8 +320,11 @@ Status ExchangeRuns(Job& j) {
   c.Phase("exchange", bytes);
   Result<Locator> runs = c.rt->File(c.config.runs, 0, capacity, FileMode::kCreate);
   if (runs.ok()) extsort::TrackTempFile(c.config.runs);
-  Result<Pipe> in = runs.ok() ? c.rt->Connect(c.input, c.arena, extsort::FilePipeOptions())
-                              : Result<Pipe>(runs.status());
+  // A rank with no input only receives: it has no pipe from an input.
+  Result<Pipe> in = !runs.ok() ? Result<Pipe>(runs.status())
+                    : j.input_records == 0
+                        ? Result<Pipe>(Pipe())
+                        : c.rt->Connect(c.input, c.arena, extsort::FilePipeOptions());
   Result<Pipe> out = in.ok() ? c.rt->Connect(c.arena, *runs, extsort::FilePipeOptions())
                              : Result<Pipe>(in.status());
   if (Status s = Agree(j, out.status()); !s.ok()) return s;
@@ -339,7 +342,7 @@ Status ExchangeRuns(Job& j) {
     pass.Progress(k);
   }
   if (pass.window != MPI_WIN_NULL) MPI_Win_free(&pass.window);
-  Status drained = pass.in.Drain();
+  Status drained = j.input_records == 0 ? Status::Ok() : pass.in.Drain();
   if (Status w = pass.out.Drain(); drained.ok()) drained = w;
   c.runs = c.run_at.size();
   return Agree(j, pass.local.ok() ? drained : pass.local);
