@@ -137,36 +137,12 @@ bool Fits(const Job& j, std::uint64_t memory) {
 
 Status CheckMemory(const Job& j) {
   if (Fits(j, j.config.memory_bytes)) return Status::Ok();
-  // The least whole MiB that fits: doubling to a size that does, then halving the gap.
-  constexpr std::uint64_t kMiB = 1u << 20;
-  std::uint64_t low = 16 * kMiB, high = 32 * kMiB;
-  while (!Fits(j, high) && high < (std::uint64_t{1} << 50)) {
-    low = high;
-    high *= 2;
-  }
-  while (high - low > kMiB) {
-    const std::uint64_t mid = (low + high) / 2 / kMiB * kMiB;
-    (Fits(j, mid) ? high : low) = mid;
-  }
+  const std::uint64_t need = extsort::LeastMemory([&](std::uint64_t m) { return Fits(j, m); });
   return Status::InvalidArgument(fmt::format(
       "--memory {} is too small for {} ranks sorting {} of {} records with {} threads each: "
       "give every rank at least {} (or fewer threads)",
       FormatSize(j.config.memory_bytes), j.ranks, FormatSize(j.total_bytes),
-      extsort::FormatName(j.config.format), j.config.threads, FormatSize(high)));
-}
-
-Status MakeRuntime(Context& c) {
-  PipeRuntimeOptions ro;
-  ro.cpu_workers = 1;
-  ro.use_dsa = false;
-  Result<std::unique_ptr<PipeRuntime>> rt = PipeRuntime::Create(ro);
-  if (!rt.ok()) return rt.status();
-  c.rt = std::move(*rt);
-  Result<Locator> arena =
-      c.rt->Memory(TierKind::kDram, -1, extsort::ArenaBytes(c.config.memory_bytes));
-  if (!arena.ok()) return arena.status();
-  c.arena = *arena;
-  return Status::Ok();
+      extsort::FormatName(j.config.format), j.config.threads, FormatSize(need)));
 }
 
 // Removes what dead runs left in this rank's directories, then claims this run's files there.
@@ -314,7 +290,7 @@ Status Begin(Job& j, std::vector<extsort::Claim>& claims) {
   MPI_Allreduce(&mine, &j.total_bytes, 1, MPI_UINT64_T, MPI_SUM, j.comm);
   s = CheckMemory(j);
   if (s.ok()) s = ClaimFiles(j, claims);
-  if (s.ok()) s = MakeRuntime(j.c);
+  if (s.ok()) s = extsort::MakeRuntime(j.c);
   return Agree(j, s);
 }
 

@@ -56,6 +56,10 @@ PipeOptions FilePipeOptions();
 
 double MsSince(std::chrono::steady_clock::time_point t0);
 
+// The pipe runtime and the arena of config.memory_bytes (less the program's reserve); a
+// calibration warning goes to the report.
+Status MakeRuntime(Context& c);
+
 // What a scan of a file of records found (verify.cc).
 struct Scan {
   std::uint64_t records = 0;

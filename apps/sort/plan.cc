@@ -70,19 +70,24 @@ bool Fits(Format f, std::uint64_t memory, int threads, std::uint64_t input) {
 }
 }  // namespace
 
-Status CheckMemory(const Config& c, std::uint64_t input) {
-  if (Fits(c.format, c.memory_bytes, c.threads, input)) return Status::Ok();
-  // The least whole MiB that fits: doubling to a size that does, then halving the gap.
+std::uint64_t LeastMemory(const std::function<bool(std::uint64_t)>& fits) {
+  // Doubling to a size that fits, then halving the gap.
   std::uint64_t low = 16 * kMiB, high = 32 * kMiB;
-  while (!Fits(c.format, high, c.threads, input) && high < (std::uint64_t{1} << 50)) {
+  while (!fits(high) && high < (std::uint64_t{1} << 50)) {
     low = high;
     high *= 2;
   }
   while (high - low > kMiB) {
     const std::uint64_t mid = (low + high) / 2 / kMiB * kMiB;
-    (Fits(c.format, mid, c.threads, input) ? high : low) = mid;
+    (fits(mid) ? high : low) = mid;
   }
-  const std::uint64_t need = high;
+  return high;
+}
+
+Status CheckMemory(const Config& c, std::uint64_t input) {
+  if (Fits(c.format, c.memory_bytes, c.threads, input)) return Status::Ok();
+  const std::uint64_t need =
+      LeastMemory([&](std::uint64_t m) { return Fits(c.format, m, c.threads, input); });
   return Status::InvalidArgument(fmt::format(
       "--memory {} is too small to sort {} of {} records with {} threads in two passes: give at "
       "least {} (or fewer threads)",

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "sort/sort.h"
 
@@ -31,6 +32,10 @@ struct MergePlan {
 MergePlan PlanMerge(Format f, std::uint64_t arena, std::uint64_t runs);
 // The arena of each of the merge's `threads` parts (each merges one key range of every run).
 std::uint64_t MergePartBytes(std::uint64_t arena, int threads);
+
+// The least whole MiB of memory (from 16 MiB) for which `fits` holds, assuming it holds for
+// all larger amounts.
+std::uint64_t LeastMemory(const std::function<bool(std::uint64_t)>& fits);
 
 // Errors: memory too small for this input in two passes (the message gives the least that
 // works), or for the threads at all.

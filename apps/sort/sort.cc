@@ -29,6 +29,22 @@ PipeOptions FilePipeOptions() {
   return o;
 }
 
+Status MakeRuntime(Context& c) {
+  PipeRuntimeOptions ro;
+  ro.cpu_workers = 1;
+  ro.use_dsa = false;
+  Result<std::unique_ptr<PipeRuntime>> rt = PipeRuntime::Create(ro);
+  if (!rt.ok()) return rt.status();
+  c.rt = std::move(*rt);
+  if (c.rt->calibration_note().starts_with("warning: ")) {
+    c.report.warnings.push_back(c.rt->calibration_note().substr(9));
+  }
+  Result<Locator> arena = c.rt->Memory(TierKind::kDram, -1, ArenaBytes(c.config.memory_bytes));
+  if (!arena.ok()) return arena.status();
+  c.arena = *arena;
+  return Status::Ok();
+}
+
 namespace {
 
 std::string DirOf(const std::string& path) {
@@ -72,22 +88,6 @@ Result<std::uint64_t> InputBytes(const Config& c) {
   if (ec)
     return Status::NotFound(fmt::format("cannot read the input {}: {}", c.input, ec.message()));
   return static_cast<std::uint64_t>(n);
-}
-
-Status MakeRuntime(Context& c) {
-  PipeRuntimeOptions ro;
-  ro.cpu_workers = 1;
-  ro.use_dsa = false;
-  Result<std::unique_ptr<PipeRuntime>> rt = PipeRuntime::Create(ro);
-  if (!rt.ok()) return rt.status();
-  c.rt = std::move(*rt);
-  if (c.rt->calibration_note().starts_with("warning: ")) {
-    c.report.warnings.push_back(c.rt->calibration_note().substr(9));
-  }
-  Result<Locator> arena = c.rt->Memory(TierKind::kDram, -1, ArenaBytes(c.config.memory_bytes));
-  if (!arena.ok()) return arena.status();
-  c.arena = *arena;
-  return Status::Ok();
 }
 
 // Reports progress about ten times a second while `running`.
