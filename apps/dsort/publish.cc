@@ -42,11 +42,9 @@ Result<Edge> ScanOutput(Job& j, std::uint64_t& in_sum, std::uint64_t& out_sum,
                         std::uint64_t& disorder) {
   extsort::Context& c = j.c;
   c.Phase("verify", (j.input_records + c.records) * c.record);
-  Result<extsort::Scan> in =
-      j.input_records == 0 ? extsort::Scan{} : extsort::ScanFile(c, c.config.input, false);
+  Result<extsort::Scan> in = extsort::ScanFile(c, c.config.input, false);
   if (!in.ok()) return in.status();
-  Result<extsort::Scan> out =
-      c.records == 0 ? extsort::Scan{} : extsort::ScanFile(c, c.partial, true);
+  Result<extsort::Scan> out = extsort::ScanFile(c, c.partial, true);
   if (!out.ok()) return out.status();
   in_sum = in->checksum;
   out_sum = out->checksum;

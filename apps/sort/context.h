@@ -62,7 +62,6 @@ Status MakeRuntime(Context& c);
 
 // What a scan of a file of records found (verify.cc).
 struct Scan {
-  std::uint64_t records = 0;
   std::uint64_t checksum = 0;  // the sum of per-record CRC-32
   std::uint64_t disorder = 0;  // records with a smaller key than the one before (if checked)
   bool any = false;            // first and last hold keys (order checked, a record seen)
