@@ -6,8 +6,6 @@
 #include "dsort/dsort.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,11 +42,6 @@ Status Agree(const Job& j, const Status& local) {
 }
 
 namespace {
-
-std::uint64_t FileBytes(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
-}
 
 // The checks that need no I/O beyond looking at the files, and the names of this rank's files.
 Status Prepare(Job& j) {
@@ -225,7 +218,7 @@ Status SortStages(Job& j) {
   const auto t1 = std::chrono::steady_clock::now();
   if (Status s = ExchangeRuns(j); !s.ok()) return s;
   j.exchange_ms = extsort::MsSince(t1);
-  j.report.temp_peak_bytes = FileBytes(j.c.config.runs);
+  j.report.temp_peak_bytes = extsort::FileBytes(j.c.config.runs);
   if (Status s = MergeReceived(j); !s.ok()) return s;
   MPI_Barrier(j.comm);
   j.report.sort_ms = extsort::MsSince(t0);

@@ -23,6 +23,7 @@
 namespace tierflow::dsort {
 
 using extsort::Context;
+using extsort::Mix;
 using extsort::RecordBytes;
 
 namespace {
@@ -42,13 +43,6 @@ void Await(MPI_Request& req) {
 // good a sample as any where the input's order is random, and where it is not, 256 places
 // still show its distribution).
 constexpr std::uint64_t kSampleSpots = 256, kSampleRecords = 16;
-
-std::uint64_t Mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Keys of kSampleSpots x kSampleRecords records of the input: kSampleRecords consecutive at
 // each of kSampleSpots random places (one read each), read through a pipe.
@@ -127,6 +121,16 @@ namespace {
 
 // One rank's part in the steps of a round: what it still has to send to each rank.
 struct Steps {
+  // Nothing to send yet, in steps of the exchange's size: a step sends every rank at most its
+  // share of a receiver's buffer.
+  Steps(const Job& j, const ExchangePlan& plan)
+      : next(j.ranks, 0),
+        end(j.ranks, 0),
+        per_step(std::max<std::uint64_t>(1, plan.run_bytes / j.c.record / j.ranks)),
+        send_bytes(j.ranks, 0),
+        send_at(j.ranks, 0),
+        recv_bytes(j.ranks, 0),
+        recv_at(j.ranks, 0) {}
   std::vector<std::uint64_t> next, end;  // records: next to send and end, per rank
   std::uint64_t per_step = 0;            // records to one rank in one step
   std::vector<int> send_bytes, send_at, recv_bytes, recv_at;
@@ -273,13 +277,7 @@ void Pass::Progress(std::uint64_t k) {
 }
 
 Status Pass::Round(std::uint64_t k) {
-  Steps s;
-  s.per_step = std::max<std::uint64_t>(1, plan.run_bytes / c.record / j.ranks);
-  s.next.assign(j.ranks, 0);
-  s.end.assign(j.ranks, 0);
-  for (std::vector<int>* v : {&s.send_bytes, &s.send_at, &s.recv_bytes, &s.recv_at}) {
-    v->assign(j.ranks, 0);
-  }
+  Steps s(j, plan);
   const std::byte* grouped = Buffer(0);
   if (k < my_runs && local.ok()) {
     if (Status st = reads[k % 2].Wait(); !st.ok()) local = st;
@@ -353,14 +351,9 @@ Status MeasureExchangeFloor(Job& j) {
   const ExchangePlan plan = PlanExchange(c.config.format, c.arena.capacity(), j.ranks);
   // This rank's bytes, a like share to every rank, in steps of the exchange's size.
   const std::uint64_t share = j.input_records / static_cast<std::uint64_t>(j.ranks);
-  Steps s;
-  s.per_step = std::max<std::uint64_t>(1, plan.run_bytes / c.record / j.ranks);
-  s.next.assign(j.ranks, 0);
+  Steps s(j, plan);
   s.end.assign(j.ranks, share);
   s.end[j.rank] = j.input_records - share * static_cast<std::uint64_t>(j.ranks - 1);
-  for (std::vector<int>* v : {&s.send_bytes, &s.send_at, &s.recv_bytes, &s.recv_at}) {
-    v->assign(j.ranks, 0);
-  }
   MPI_Barrier(j.comm);
   const auto t0 = std::chrono::steady_clock::now();
   for (;;) {

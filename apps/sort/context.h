@@ -56,6 +56,10 @@ PipeOptions FilePipeOptions();
 
 double MsSince(std::chrono::steady_clock::time_point t0);
 
+// The length of the file at `path`, 0 when it cannot be read. Of a runs file: the temporary
+// space the sort asked for (the file system adds its own metadata, an extent block or so).
+std::uint64_t FileBytes(const std::string& path);
+
 // The pipe runtime and the arena of config.memory_bytes (less the program's reserve); a
 // calibration warning goes to the report.
 Status MakeRuntime(Context& c);

@@ -21,15 +21,14 @@ Result<Format> ParseFormat(std::string_view name) {
 std::string_view FormatName(Format f) { return f == Format::kU64 ? "u64" : "gensort"; }
 std::size_t RecordBytes(Format f) { return f == Format::kU64 ? 16 : 100; }
 
-namespace {
-
-// SplitMix64: one independent 64-bit value per (seed, record, word).
 std::uint64_t Mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+
+namespace {
 
 // The 64-bit key of record n (for gensort records, the first 8 bytes of the key, big-endian).
 std::uint64_t KeyValue(Keys keys, std::uint64_t seed, std::uint64_t n) {

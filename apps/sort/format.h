@@ -43,6 +43,10 @@ inline Key KeyOf(Format f, const std::byte* r) {
   return k;
 }
 
+// SplitMix64: one independent 64-bit value per input (the generator's, and any other
+// seeded choice the sorts make).
+std::uint64_t Mix(std::uint64_t x);
+
 // How generated keys are distributed: uniform (every key its own random value), equal (one key
 // for all records), zipf (a record's key is the k-th of 2^24 keys with probability about 1/k:
 // a few keys very often), sorted (keys in record-number order).

@@ -3,7 +3,6 @@
 // it and writes it through a pipe to the runs file (run i at offset i x run size). A thread holds
 // four buffers: the run being sorted, the scratch of the sort, the next run being read ahead and
 // the last sorted run being written behind, so the disk works while the CPU sorts.
-#include <sys/stat.h>
 
 #include <atomic>
 #include <thread>
@@ -93,13 +92,6 @@ Status RunPass::Work(int t) {
     d = p;
     run = upcoming;
   }
-}
-
-// The runs file's length: the temporary space the sort asked for (the file system adds its own
-// metadata, an extent block or so).
-std::uint64_t FileBytes(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
 }
 
 }  // namespace
