@@ -3,7 +3,6 @@
 
 #include <sys/random.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -32,19 +31,6 @@ struct Settings {
   PoolOptions options;
 };
 
-Result<std::uint64_t> LeaseFromEnvironment() {
-  const char* v = std::getenv("TIERFLOW_RMA_POOL_LEASE_MS");
-  if (v == nullptr || *v == '\0') return PoolOptions().lease_ms;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long ms = std::strtoull(v, &end, 10);
-  if (errno != 0 || *end != '\0' || *v == '-' || ms < 100 || ms > 3600 * 1000) {
-    return Status::InvalidArgument(fmt::format(
-        "TIERFLOW_RMA_POOL_LEASE_MS={} is not a lease: give milliseconds from 100 to 3600000", v));
-  }
-  return static_cast<std::uint64_t>(ms);
-}
-
 Result<Settings> SettingsFromEnvironment() {
   Settings s;
   s.path = std::getenv("TIERFLOW_RMA_POOL");
@@ -64,7 +50,9 @@ Result<Settings> SettingsFromEnvironment() {
     }
     s.options.create_size = *size;
   }
-  Result<std::uint64_t> lease = LeaseFromEnvironment();
+  Result<std::uint64_t> lease =
+      NumberFromEnvironment("TIERFLOW_RMA_POOL_LEASE_MS", PoolOptions().lease_ms, 100, 3600 * 1000,
+                            "a lease", "milliseconds");
   if (!lease.ok()) return lease.status();
   s.options.lease_ms = *lease;
   return s;

@@ -175,21 +175,28 @@ namespace {
 std::atomic<int> g_held{0};
 }  // namespace
 
+Result<std::uint64_t> NumberFromEnvironment(const char* name, std::uint64_t fallback,
+                                            std::uint64_t low, std::uint64_t high, const char* what,
+                                            const char* unit) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || *end != '\0' || *v == '-' || n < low || n > high) {
+    return Status::InvalidArgument(fmt::format("{}={} is not {}: give {} from {} to {} (unset: {})",
+                                               name, v, what, unit, low, high, fallback));
+  }
+  return static_cast<std::uint64_t>(n);
+}
+
 Result<int> CommunicatorBudget() {
   static const Result<int> budget = []() -> Result<int> {
-    const char* v = std::getenv("TIERFLOW_RMA_COMMUNICATORS");
-    if (v == nullptr || v[0] == '\0') return 512;
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || errno != 0 || n < 0 || n > 1'000'000) {
-      return Status::InvalidArgument(
-          fmt::format("TIERFLOW_RMA_COMMUNICATORS={} is not a count: give how many "
-                      "communicators the library may hold for its windows (0 to 1000000; "
-                      "unset: 512)",
-                      v));
-    }
-    return static_cast<int>(n);
+    Result<std::uint64_t> n =
+        NumberFromEnvironment("TIERFLOW_RMA_COMMUNICATORS", 512, 0, 1'000'000, "a count",
+                              "how many communicators the library may hold for its windows,");
+    if (!n.ok()) return n.status();
+    return static_cast<int>(*n);
   }();
   return budget;
 }

@@ -134,6 +134,13 @@ int Guarded(const char* call, Body&& body) noexcept {
   }
 }
 
+// The whole number in the environment variable `name`: `fallback` when it is unset or empty.
+// Anything but a number in [low, high] is an error that says "NAME=VALUE is not `what`: give
+// `unit` from LOW to HIGH (unset: FALLBACK)".
+Result<std::uint64_t> NumberFromEnvironment(const char* name, std::uint64_t fallback,
+                                            std::uint64_t low, std::uint64_t high, const char* what,
+                                            const char* unit);
+
 // Communicators (and windows underneath) the library holds beyond the one per window that the
 // MPI alone would hold. An MPI has a fixed number of context ids (MPICH: 2048 per process);
 // past TIERFLOW_RMA_COMMUNICATORS (default 512) held at once, new windows are left to the MPI
