@@ -240,16 +240,6 @@ void PrintTables(const nlohmann::json& doc, std::ostream& out) {
 
 // Where the MPI programs and libraries are (the executable's directory, and once installed
 // the library and libexec directories): the hosts must see them.
-std::vector<std::string> ProgramDirectories() {
-  const std::string dir = ExecutableDirectory();
-  std::vector<std::string> out{dir};
-  for (const std::string& d : {dir + "/../" TIERFLOW_INSTALL_LIBDIR,
-                               dir + "/../" TIERFLOW_INSTALL_LIBEXECDIR "/tierflow"}) {
-    if (access(d.c_str(), X_OK) == 0) out.push_back(d);
-  }
-  return out;
-}
-
 // Across hosts: every row's hosts, ranks per host and path (local: ranks 0 and 1, or the GATS
 // origin and all its targets, on host0; mpi: some target on another host, reached through the
 // MPI; pool: ... through the pool).

@@ -21,9 +21,23 @@
 
 namespace tierflow::bench {
 
-namespace {
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
 
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
+std::vector<std::string> ProgramDirectories() {
+  const std::string dir = ExecutableDirectory();
+  std::vector<std::string> out{dir};
+  for (const std::string& d : {dir + "/../" TIERFLOW_INSTALL_LIBDIR,
+                               dir + "/../" TIERFLOW_INSTALL_LIBEXECDIR "/tierflow"}) {
+    if (access(d.c_str(), X_OK) == 0) out.push_back(d);
+  }
+  return out;
+}
+
+namespace {
 
 std::string FirstExisting(const std::vector<std::string>& paths, int mode) {
   for (const std::string& p : paths) {
@@ -139,14 +153,15 @@ Result<std::string> Hosts::MpirunArgs(const std::string& mpi, int per_host) cons
 namespace {
 
 // One line of a launch's output: a JSON row joins `rows`; true for the marker
-// {"complete":true}, which does not.
-bool TakeLine(const std::string& line, std::vector<nlohmann::json>& rows) {
+// {"complete":true}, which does not, and for the `complete_after`-th row (0: none).
+bool TakeLine(const std::string& line, std::vector<nlohmann::json>& rows,
+              std::size_t complete_after = 0) {
   if (line.empty() || line[0] != '{') return false;
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded()) return false;
   if (j.contains("complete")) return true;
   rows.push_back(std::move(j));
-  return false;
+  return complete_after > 0 && rows.size() >= complete_after;
 }
 
 }  // namespace
@@ -194,7 +209,8 @@ pid_t Spawn(const std::string& command, int& out) {
 
 }  // namespace
 
-Result<std::vector<nlohmann::json>> LaunchJsonGrace(const std::string& command, int grace_s) {
+Result<std::vector<nlohmann::json>> LaunchJsonGrace(const std::string& command, int grace_s,
+                                                    std::size_t complete_after) {
   int fd = -1;
   const pid_t pid = Spawn(command, fd);
   if (pid < 0) return Status::IoError("cannot start " + command);
@@ -223,7 +239,7 @@ Result<std::vector<nlohmann::json>> LaunchJsonGrace(const std::string& command, 
     for (std::size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
       const std::string line = pending.substr(0, eol);
       pending.erase(0, eol + 1);
-      if (TakeLine(line, rows)) {
+      if (TakeLine(line, rows, complete_after)) {
         complete = true;
         deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
       }
@@ -234,7 +250,7 @@ Result<std::vector<nlohmann::json>> LaunchJsonGrace(const std::string& command, 
   waitpid(pid, &rc, 0);
   if (ended) {
     std::fprintf(stderr,
-                 "tierflow bench rma: the job printed all its rows and then did not end within "
+                 "tierflow bench: the job printed all its rows and then did not end within "
                  "%d s (the MPI hung in MPI_Finalize: docs/hosts.md); ended it, rows kept\n",
                  grace_s);
   } else if (rc != 0 || rows.empty() || !complete) {

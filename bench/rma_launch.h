@@ -20,6 +20,13 @@ struct Mpi {
   std::string name, launcher;
 };
 
+// `s` quoted for /bin/sh, whatever it holds.
+std::string Quote(const std::string& s);
+
+// The directories a job's ranks need (the executable's; the installed libraries' and
+// programs'): what a test bed of hosts must show them.
+std::vector<std::string> ProgramDirectories();
+
 // Every MPI the build made a library for, with its launcher.
 std::vector<Mpi> BuiltMpis();
 
@@ -70,9 +77,11 @@ std::string LaunchCommand(const Mpi& m, const std::string& program, const std::s
 Result<std::vector<nlohmann::json>> LaunchJson(const std::string& command, int tolerated = -1);
 
 // LaunchJson for a job across hosts: once the program printed {"complete":true} (after its last
-// row, before MPI_Finalize), a job still running `grace_s` seconds later is ended and its rows
-// kept, with a line on stderr: Debian's MPICH over TCP may hang in MPI_Finalize
+// row, before MPI_Finalize), or its `complete_after`-th object when that is not 0 (a program
+// whose one object is its last word), a job still running `grace_s` seconds later is ended
+// and its rows kept, with a line on stderr: Debian's MPICH over TCP may hang in MPI_Finalize
 // (docs/hosts.md). The marker is not among the objects returned.
-Result<std::vector<nlohmann::json>> LaunchJsonGrace(const std::string& command, int grace_s);
+Result<std::vector<nlohmann::json>> LaunchJsonGrace(const std::string& command, int grace_s,
+                                                    std::size_t complete_after = 0);
 
 }  // namespace tierflow::bench

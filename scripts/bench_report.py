@@ -37,6 +37,10 @@ JOBS = {
                  ["bench", "rma", "--apps", "ft,ca", "--ft-class", "S", "--ft-ranks", "2",
                   "--ca-ranks", "2", "--ca-rows", "240", "--ca-cells", "1022", "--ca-iterations",
                   "10", "--reps", "1", "--mpi", "openmpi", "--offload", "cpu", "--json"]),
+    "dsort": (["bench", "dsort", "--hosts", "2", "--ranks-per-host", "2", "--mpi", "mpich",
+               "--size", "4GiB", "--memory", "256MiB", "--json"],
+              ["bench", "dsort", "--hosts", "1", "--ranks-per-host", "2", "--mpi", "mpich",
+               "--size", "32MiB", "--memory", "32MiB", "--keys", "uniform,equal", "--json"]),
     "coherence": (["bench", "coherence", "--json"],
                   ["bench", "coherence", "--orders", "0,4", "--samples", "5", "--json"]),
     "submit": (["bench", "submit", "--json"], ["bench", "submit", "--samples", "5", "--json"]),
@@ -45,7 +49,7 @@ JOBS = {
               ["bench", "pipes", "--size", "64MiB", "--reps", "1", "--transfers", "1000",
                "--json"]),
 }
-MAIN_JOBS = ["qdp", "sort", "copy", "rma", "rma_apps", "coherence"]
+MAIN_JOBS = ["qdp", "sort", "copy", "rma", "rma_apps", "dsort", "coherence"]
 
 
 def machine():
@@ -224,6 +228,21 @@ def rma_apps_tables(d):
     return targets, targets + "\n\n" + full
 
 
+def dsort_tables(d):
+    rows = [[r["mpi"], r["keys"], size(r["bytes"]), r["ranks"], f"{r['sort_ms'] / 1e3:.2f}",
+             f"{r['floor_ms'] / 1e3:.2f}", f"{r['vs_floor']:.2f}×",
+             f"{r['vs_uniform']:.2f}×" if "vs_uniform" in r else "—",
+             f"{r['max_partition_vs_mean']:.3f}", f"{r['temp_peak_bytes'] / 2**20:.1f} MiB",
+             f"{r['rss_peak_bytes'] / 2**20:.1f} MiB"] for r in d["rows"]]
+    short = table(["MPI", "keys", "input", "ranks", "sort s", "floor s", "vs floor", "vs uniform",
+                   "largest partition / mean", "temp peak", "RSS peak"], rows)
+    targets = table(["MPI", "keys", "measure", "ratio", "target", "met"],
+                    [[t["mpi"], t["keys"], t["what"], f"{t['ratio']:.3f}", f"≤ {t['limit']:.2f}",
+                      "yes" if t["met"] else "no"] for t in d["targets"]])
+    where = f"{d['where'][0].upper()}{d['where'][1:]}; every output verified."
+    return short + "\n\n" + where, short + "\n\n" + where + "\n\n" + targets
+
+
 def coherence_tables(d):
     orders = sorted({r["order"] for r in d["rows"]})
     lo, hi = orders[0], orders[-1]
@@ -286,7 +305,7 @@ def pipes_tables(d):
 
 RENDER = {"qdp": qdp_tables, "sort": sort_tables, "copy": copy_tables, "rma": rma_tables,
           "rma_hosts": rma_hosts_tables,
-          "rma_apps": rma_apps_tables,
+          "rma_apps": rma_apps_tables, "dsort": dsort_tables,
           "coherence": coherence_tables, "submit": submit_tables, "cache": cache_tables,
           "pipes": pipes_tables}
 TITLES = {"qdp": "Query-driven prefetching", "sort": "External sort against its I/O floor",
@@ -295,6 +314,7 @@ TITLES = {"qdp": "Query-driven prefetching", "sort": "External sort against its 
           "rma_hosts": "One-sided MPI across two hosts with a pool they share (test bed of "
                        "namespaces: an upper bound for a CXL device)",
           "rma_apps": "One-sided MPI applications: NAS FT and the cellular automaton",
+          "dsort": "The distributed sort against its I/O and exchange floor",
           "coherence": "Cache-line maintenance against pmem_persist",
           "submit": "The library's cost per operation", "cache": "The offloading cache",
           "pipes": "Data pipes against liburing"}

@@ -9,7 +9,8 @@ A test passes when it exits 0 and prints "No Errors", as MPICH's runtests decide
 RMA_CONFORMANCE_TIMEOUT (seconds, default 60) bounds each run: with more ranks than CPUs
 some tests spin in the MPI's own calls for minutes, with or without the library. A job still
 running 10 s after its "No Errors" is ended and counted as passed then hung.
-RMA_CONFORMANCE_FILTER (a regular expression) runs only the tests whose names match.
+RMA_CONFORMANCE_FILTER (a regular expression) runs only the tests whose names match, and
+RMA_CONFORMANCE_RANKS=MIN-MAX (or N) only those of that many ranks.
 RMA_CONFORMANCE_HOSTS=N runs every test as one job across the N hosts of the test bed in
 TIERFLOW_HOSTS (scripts/hosts.sh, docs/hosts.md), launched from host0, its ranks spread over the
 hosts (as many per host as it takes); TESTDIR must be shown to every host.
@@ -105,13 +106,26 @@ def run(testdir, cmd, timeout, grace=10):
     return ("pass" if ok else "fail"), out[-2000:]
 
 
+def rank_range():
+    """(least, most) ranks of the tests to run, from RMA_CONFORMANCE_RANKS."""
+    text = os.environ.get("RMA_CONFORMANCE_RANKS", "")
+    if not text:
+        return 0, sys.maxsize
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text)
+    if not m:
+        sys.exit(f"rma_conformance: RMA_CONFORMANCE_RANKS={text!r} is not N or MIN-MAX "
+                 "(e.g. 3-8); set it so or unset it")
+    return int(m[1]), int(m[2] or m[1])
+
+
 def main():
     testdir, mpi, library, out_path = sys.argv[1:5]
     timeout = int(os.environ.get("RMA_CONFORMANCE_TIMEOUT", "60"))
     only = re.compile(os.environ.get("RMA_CONFORMANCE_FILTER", ""))
+    least, most = rank_range()
     results = []
     for line, program, ranks, args, env in tests(testdir):
-        if not only.search(program):
+        if not only.search(program) or not least <= ranks <= most:
             continue
         if not os.path.exists(os.path.join(testdir, program)):
             results.append({"test": line, "with": "not built"})

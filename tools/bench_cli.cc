@@ -13,6 +13,7 @@
 #include "bench/coherence_bench.h"
 #include "bench/copy_bench.h"
 #include "bench/dsa_copy_bench.h"
+#include "bench/dsort_bench.h"
 #include "bench/pipes_bench.h"
 #include "bench/rma_bench.h"
 #include "bench/submit_bench.h"
@@ -406,8 +407,82 @@ int RunRmaBenchCli(RmaBenchCli& c) {
   return s.ok() ? 0 : Fail(s);
 }
 
+// --- bench dsort -------------------------------------------------------------------------
+
+struct DsortBenchCli final : Command {
+  int Run() override;
+  bool quiet = false;
+  bench::DsortBenchConfig cfg;
+  std::string size, memory, keys, mpis;
+};
+
+void AddDsortBench(CLI::App& bench_cmd, DsortBenchCli& c) {
+  c.cmd = bench_cmd.add_subcommand(
+      "dsort", "The distributed sort across a test bed of hosts, per key distribution");
+  c.cmd
+      ->add_option("--hosts", c.cfg.hosts,
+                   "Hosts of a test bed of namespaces on this machine (scripts/hosts.sh, root "
+                   "only); 1: every rank on this machine (default 2)")
+      ->check(tools::IntegerIn(1, 8));
+  c.cmd->add_option("--ranks-per-host", c.cfg.ranks_per_host, "Ranks on each host (default 2)")
+      ->check(tools::IntegerIn(1, 16));
+  c.cmd->add_option("--size", c.size, "Input of the whole job, shared evenly (default 4GiB)")
+      ->check(tools::SizeIn(4096, std::uint64_t{1} << 44));
+  c.cmd->add_option("--memory", c.memory, "What each rank may hold (default 256MiB)")
+      ->check(tools::SizeIn(17u << 20, std::uint64_t{1} << 40));
+  c.cmd
+      ->add_option("--keys", c.keys,
+                   "Key distributions, comma-separated (default uniform,equal,zipf,sorted)")
+      ->check(tools::ListOf("key distribution", {"uniform", "equal", "zipf", "sorted"}));
+  c.cmd->add_option("--format", c.cfg.format, "Records: u64 or gensort (default u64)")
+      ->check(CLI::IsMember({"u64", "gensort"}));
+  c.cmd->add_option("--exchange", c.cfg.exchange, "alltoallv or put (default alltoallv)")
+      ->check(CLI::IsMember({"alltoallv", "put"}));
+  c.cmd->add_option("--threads", c.cfg.threads, "Threads per rank (default 1)")
+      ->check(tools::IntegerIn(1, 256));
+  c.cmd->add_option("--reps", c.cfg.reps, "Alternations of the distributions (default 1)")
+      ->check(tools::IntegerIn(1, 50));
+  c.cmd->add_option("--dir", c.cfg.dir, "Where the ranks' files go (default: TMPDIR or /tmp)")
+      ->check(tools::WritableDirectory());
+  std::vector<std::string> built = bench::RmaBenchMpis();
+  c.cmd->add_option("--mpi", c.mpis, "Only these MPIs, comma-separated (default: all built)")
+      ->check(tools::ListOf("MPI", built));
+  c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
+  c.cmd
+      ->add_option("--plot", c.cfg.plot, "Also write a PNG plot with matplotlib (default: no plot)")
+      ->check(tools::NewPng());
+  AddQuiet(c.cmd, c.quiet);
+}
+
+// `text`'s words, each once: a word given twice is refused (it would run twice).
+int Words(const std::string& text, const char* option, std::vector<std::string>& out) {
+  out.clear();
+  for (const std::string& w : SplitList(text)) {
+    if (std::find(out.begin(), out.end(), w) != out.end()) {
+      return UsageError(fmt::format("{}: {} is given twice; give each once", option, w));
+    }
+    out.push_back(w);
+  }
+  return 0;
+}
+
+int RunDsortBenchCli(DsortBenchCli& c) {
+  if (!c.keys.empty()) {
+    if (int rc = Words(c.keys, "--keys", c.cfg.keys); rc != 0) return rc;
+  }
+  if (!c.mpis.empty()) {
+    if (int rc = Words(c.mpis, "--mpi", c.cfg.mpis); rc != 0) return rc;
+  }
+  if (!c.size.empty()) c.cfg.total_bytes = *tierflow::ParseSize(c.size);
+  if (!c.memory.empty()) c.cfg.memory_bytes = *tierflow::ParseSize(c.memory);
+  c.cfg.progress = !c.quiet;
+  Status s = bench::RunDsortBench(c.cfg, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
 int PipesBenchCli::Run() { return RunPipesBenchCli(*this); }
 int RmaBenchCli::Run() { return RunRmaBenchCli(*this); }
+int DsortBenchCli::Run() { return RunDsortBenchCli(*this); }
 
 }  // namespace
 
@@ -424,12 +499,15 @@ void AddBenchCommands(CLI::App& bench_cmd, Commands& out) {
   AddPipesBench(bench_cmd, *pipes);
   auto rma = std::make_unique<RmaBenchCli>();
   AddRmaBench(bench_cmd, *rma);
+  auto dsort = std::make_unique<DsortBenchCli>();
+  AddDsortBench(bench_cmd, *dsort);
   out.push_back(std::move(copy));
   out.push_back(std::move(submit));
   out.push_back(std::move(cache));
   out.push_back(std::move(coherence));
   out.push_back(std::move(pipes));
   out.push_back(std::move(rma));
+  out.push_back(std::move(dsort));
 }
 
 }  // namespace tierflow::tools

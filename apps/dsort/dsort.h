@@ -69,6 +69,7 @@ struct Report {
   std::uint64_t rss_peak_bytes = 0;              // the most any rank held resident
   std::uint64_t memory_bytes = 0;
   std::uint64_t rounds = 0, runs = 0;  // exchange rounds; runs (most of any rank)
+  std::uint64_t run_bytes = 0;         // what one rank reads for a round (one run of input)
   double single_ms = 0;                // compare_single: rank 0 alone, the same records and memory
 };
 

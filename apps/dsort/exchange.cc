@@ -311,6 +311,7 @@ Status ExchangeRuns(Job& j) {
   const std::uint64_t bytes = j.input_records * c.record;
   pass.my_runs = (bytes + pass.plan.run_bytes - 1) / pass.plan.run_bytes;
   MPI_Allreduce(&pass.my_runs, &j.rounds, 1, MPI_UINT64_T, MPI_MAX, j.comm);
+  j.report.run_bytes = pass.plan.run_bytes;
   // The runs file holds what this rank receives: at most everything, plus a block of padding
   // per run (at most ranks + 1 runs per round).
   const std::uint64_t block = extsort::BlockBytes(c.config.format);

@@ -151,6 +151,7 @@ void PrintJson(const Options& o, const Report& r, std::pair<int, int> hosts) {
   j["rss_peak_bytes"] = r.rss_peak_bytes;
   j["memory_bytes"] = r.memory_bytes;
   j["rounds"] = r.rounds;
+  j["run_bytes"] = r.run_bytes;
   if (o.config.compare_single) {
     j["single_ms"] = r.single_ms;
     j["vs_single"] = r.single_ms > 0 ? r.sort_ms / r.single_ms : 0.0;

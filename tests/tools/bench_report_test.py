@@ -32,7 +32,7 @@ class BenchReport(unittest.TestCase):
             for title in ("Query-driven prefetching", "External sort", "Copy throughput",
                           "One-sided MPI", "One-sided MPI applications", "Cache-line maintenance",
                           "cost per operation",
-                          "offloading cache", "Data pipes"):
+                          "offloading cache", "Data pipes", "distributed sort"):
                 self.assertIn(title, doc)
             self.assertTrue(text.startswith("# before\n<!-- bench:begin -->\nMachine: "))
             self.assertTrue(text.endswith("<!-- bench:end -->\nafter\n"))

@@ -34,6 +34,8 @@ BASE = {
     ("sort",): ["--generate", "1MiB", "--memory", "32MiB", "--no-floor"],
     ("bench", "pipes"): ["--size", "1MiB", "--reps", "1", "--transfers", "10"],
     ("bench", "rma"): ["--reps", "1", "--iters", "10", "--sizes", "1", "--gats-ranks", "2"],
+    ("bench", "dsort"): ["--hosts", "1", "--ranks-per-host", "2", "--size", "64KiB", "--memory",
+                         "32MiB", "--keys", "uniform"],
 }
 
 HUGE = ["99999999999999999999999", "18446744073709551615", "9223372036854775808"]
@@ -160,6 +162,20 @@ CASES = {
         "--offload": WORD_BAD + ["gpu", "off", "cpu,gpu"],
         "--plot": PLOT_BAD,
     },
+    ("bench", "dsort"): {
+        "--hosts": INT_BAD + ["0", "9"],
+        "--ranks-per-host": INT_BAD + ["0", "17"],
+        "--size": SIZE_BAD + ["1000"],
+        "--memory": SIZE_BAD + ["16MiB"],
+        "--keys": WORD_BAD + ["normal", "uniform,"],
+        "--format": WORD_BAD + ["u32"],
+        "--exchange": WORD_BAD + ["send"],
+        "--threads": INT_BAD + ["0", "257"],
+        "--reps": INT_BAD + ["0", "51"],
+        "--dir": DIR_BAD + ["/proc"],
+        "--mpi": WORD_BAD + ["lam"],
+        "--plot": PLOT_BAD,
+    },
     ("pipes", "calibrate"): {
         "--dir": DIR_BAD + ["/proc"],
         "--bytes": SIZE_BAD + ["1000", "17GiB"],
@@ -204,6 +220,8 @@ COMMAND_LINES = [
     (["bench", "rma", "--pool"], "--hosts"),
     (["bench", "rma", "--apps", "ft", "--pool"], "--pool"),
     (["bench", "rma", "--hosts", "2", "--gats-ranks", "3"], "--gats-ranks"),
+    (["bench", "dsort", "--hosts", "1", "--ranks-per-host", "4", "--size", "8KiB"], "--size"),
+    (["bench", "dsort", "--hosts", "1", "--size", "64KiB", "--keys", "zipf,zipf"], "--keys"),
     (["sort"], "--generate"),
     (["sort", "--generate", "1MiB", "--input", "/etc/hostname"], "--input"),
     (["sort", "--input", "/etc/hostname", "--memory", "32MiB"], "/etc/hostname"),

@@ -61,7 +61,7 @@ class ExitStatus(unittest.TestCase):
 
 COMMANDS = [["topology"], ["qdp"], ["sort"], ["pipes", "explain"], ["pipes", "copy"],
             ["pipes", "calibrate"], ["bench", "copy"], ["bench", "submit"], ["bench", "cache"],
-            ["bench", "coherence"], ["bench", "pipes"], ["bench", "rma"]]
+            ["bench", "coherence"], ["bench", "pipes"], ["bench", "rma"], ["bench", "dsort"]]
 
 
 def option_entries(help_text):
@@ -557,6 +557,46 @@ class BenchRma(unittest.TestCase):
         r = run("bench", "rma", "--mpi", "lam", ok=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("--mpi", r.stderr)
+
+
+class BenchDsort(unittest.TestCase):
+    def test_json_contract_targets_and_plot(self):
+        with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
+            png = os.path.join(d, "dsort.png")
+            doc = json.loads(run("bench", "dsort", "--hosts", "1", "--ranks-per-host", "2",
+                                 "--size", "8MiB", "--memory", "32MiB", "--keys", "uniform,zipf",
+                                 "--reps", "2", "--dir", d, "--plot", png, "--json").stdout)
+            self.assertIn("on this machine", doc["where"])
+            mpis = {r["mpi"] for r in doc["rows"]}
+            self.assertTrue(mpis, "no rows: was no MPI built?")
+            self.assertEqual(len(doc["rows"]), 2 * len(mpis))
+            for r in doc["rows"]:
+                for k in ("ranks", "hosts", "records", "bytes", "sort_ms", "floor_ms", "vs_floor",
+                          "vs_uniform", "max_partition_vs_mean", "temp_peak_bytes",
+                          "rss_peak_bytes", "memory_bytes", "run_bytes"):
+                    self.assertIn(k, r)
+                self.assertEqual((r["ranks"], r["bytes"], r["memory_bytes"]),
+                                 (2, 8 << 20, 32 << 20))
+                self.assertEqual(len(r["sort_ms_runs"]), 2)
+                self.assertTrue(r["verified"])
+                self.assertAlmostEqual(r["vs_uniform"], r["sort_ms"] / next(
+                    u["sort_ms"] for u in doc["rows"] if u["mpi"] == r["mpi"]
+                    and u["keys"] == "uniform"))
+            whats = {(t["keys"], t["what"]) for t in doc["targets"]}
+            self.assertIn(("uniform", "sort / floor"), whats)
+            self.assertIn(("zipf", "time / uniform keys' time"), whats)
+            for t in doc["targets"]:
+                self.assertEqual(t["met"], t["ratio"] <= t["limit"])
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            self.assertEqual(sorted(os.listdir(d)), ["dsort.png"], "the run directory is removed")
+
+    def test_too_little_input_per_rank(self):
+        r = run("bench", "dsort", "--hosts", "1", "--ranks-per-host", "4", "--size", "8KiB",
+                ok=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--size", r.stderr)
+        self.assertIn("at least 16KiB", r.stderr)
 
 
 class BenchCopy(unittest.TestCase):
