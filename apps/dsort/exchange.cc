@@ -58,10 +58,13 @@ Result<std::vector<Key>> ReadSample(Job& j) {
   std::sort(at.begin(), at.end());
   Result<Pipe> pipe = c.rt->Connect(c.input, c.arena, extsort::FilePipeOptions());
   if (!pipe.ok()) return pipe.status();
-  const std::uint64_t slot = (run * c.record + 4095) / 4096 * 4096;
+  // Each read lands where its address agrees with its file offset on O_DIRECT's alignment:
+  // a read that did not would be bounced through staging memory outside --memory.
+  const std::uint64_t slot = (run * c.record + 2 * 4096 - 1) / 4096 * 4096;
+  auto place = [&](std::uint64_t i) { return i * slot + at[i] * c.record % 4096; };
   std::vector<Handle> reads;
   for (std::uint64_t i = 0; i < kSampleSpots; ++i) {
-    Result<Handle> h = pipe->Submit(at[i] * c.record, i * slot, run * c.record);
+    Result<Handle> h = pipe->Submit(at[i] * c.record, place(i), run * c.record);
     if (!h.ok()) return h.status();
     reads.push_back(std::move(*h));
   }
@@ -69,7 +72,7 @@ Result<std::vector<Key>> ReadSample(Job& j) {
   for (std::uint64_t i = 0; i < kSampleSpots; ++i) {
     if (Status s = reads[i].Wait(); !s.ok()) return s;
     for (std::uint64_t k = 0; k < run; ++k) {
-      keys.push_back(extsort::KeyOf(c.config.format, c.arena.data() + i * slot + k * c.record));
+      keys.push_back(extsort::KeyOf(c.config.format, c.arena.data() + place(i) + k * c.record));
     }
   }
   if (Status s = pipe->Drain(); !s.ok()) return s;

@@ -101,6 +101,8 @@ class DsortTest(unittest.TestCase):
                 self.assertEqual(keys, sorted(keys), "the partitions are not globally sorted")
                 self.assertEqual(sorted(joined), sorted(inputs), "records lost or changed")
                 self.assertEqual(report["partition_records"], [len(p) for p in parts])
+                # Nothing of size beyond --memory: the MPI and the program take a few MiB.
+                self.assertLess(report["rss_peak_bytes"], (32 + 12) << 20, "held beyond --memory")
                 after = {f: open(os.path.join(self.dir, f), "rb").read() for f in before}
                 self.assertEqual(before, after, "an input was modified")
                 left = [f for f in os.listdir(self.dir) if f.startswith("tierflow-")]
