@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared by the binding's files: errors as Python exceptions, and views of Python buffers.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "tierflow/status.h"
+
+namespace tierflow::python {
+
+namespace nb = nanobind;
+
+// Raises the Python exception for `s` (errors.cc) unless it is ok.
+void Check(const Status& s);
+
+template <typename T>
+T Take(Result<T>&& r) {
+  Check(r.status());
+  return std::move(*r);
+}
+
+// A view of a Python object's memory through the buffer protocol, held (and so the object kept
+// alive and its memory in place) until the view is released, which needs the GIL.
+class View {
+ public:
+  View() = default;
+  ~View() { Release(); }
+  View(View&& o) noexcept : view_(o.view_), held_(std::exchange(o.held_, false)) {}
+  View& operator=(View&& o) noexcept;
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
+  // A C-contiguous view of `obj` (writable when `writable`); `what` names the argument in the
+  // ValueError raised for anything else.
+  static View Of(nb::handle obj, bool writable, const char* what);
+  void* data() const { return view_.buf; }
+  std::size_t size() const { return static_cast<std::size_t>(view_.len); }
+  void Release();
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
+
+void BindErrors(nb::module_& m);
+void BindTopology(nb::module_& m);
+void BindBuffers(nb::module_& m);
+void BindOperations(nb::module_& m);
+void BindHandles(nb::module_& m);
+void BindEngines(nb::module_& m);
+
+}  // namespace tierflow::python

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+// tierflow.Engine and the engines Python creates (tierflow/engine.h, cpu_engine.h): submit of
+// one operation or a batch, capabilities and counters.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <vector>
+
+#include "handles.h"
+#include "operations.h"
+#include "tierflow/cpu_engine.h"
+
+namespace tierflow::python {
+
+namespace {
+
+PyHandle Start(nb::handle self, std::span<const Operation> ops,
+               std::vector<std::shared_ptr<std::vector<View>>> views, nb::object callback) {
+  Engine& e = nb::cast<Engine&>(self);
+  PyHandle h;
+  h.state = NewHandleState(std::move(callback));
+  h.views = std::move(views);
+  h.engine = nb::borrow(self);
+  SubmitOptions o;
+  o.callback = CallbackFor(h.state);
+  Result<Handle> r =
+      ops.size() == 1 ? e.Submit(ops[0], std::move(o)) : e.SubmitBatch(ops, std::move(o));
+  if (!r.ok()) {
+    DropCallback(*h.state);
+    Check(r.status());
+  }
+  h.handle = std::move(*r);
+  return h;
+}
+
+PyHandle Submit(nb::handle self, const PyOperation& op, nb::object callback) {
+  return Start(self, {&op.op, 1}, {op.views}, std::move(callback));
+}
+
+PyHandle SubmitBatch(nb::handle self, const std::vector<const PyOperation*>& ops,
+                     nb::object callback) {
+  if (ops.empty()) Check(Status::InvalidArgument("submit_batch: give at least one operation"));
+  std::vector<Operation> plain;
+  std::vector<std::shared_ptr<std::vector<View>>> views;
+  for (const PyOperation* op : ops) {
+    plain.push_back(op->op);
+    views.push_back(op->views);
+  }
+  return Start(self, plain, std::move(views), std::move(callback));
+}
+
+nb::dict Capabilities(const Engine& e) {
+  const EngineCapabilities& c = e.capabilities();
+  nb::list ops;
+  for (unsigned k = 0; k <= static_cast<unsigned>(kLastOpKind); ++k) {
+    if ((c.ops & (1u << k)) != 0) ops.append(std::string(OpKindName(static_cast<OpKind>(k))));
+  }
+  nb::dict d;
+  d["name"] = c.name;
+  d["kind"] = std::string(EngineKindName(c.kind));
+  d["ops"] = ops;
+  d["max_op_bytes"] = c.max_op_bytes;
+  d["max_batch"] = c.max_batch;
+  d["preferred_min_bytes"] = c.preferred_min_bytes;
+  d["preferred_chunk_bytes"] = c.preferred_chunk_bytes;
+  d["node"] = c.node;
+  d["is_model"] = c.is_model;
+  return d;
+}
+
+nb::dict Stats(const Engine& e) {
+  const EngineStats s = e.stats();
+  nb::dict d;
+  d["queue_capacity"] = s.queue_capacity;
+  d["queued"] = s.queued;
+  d["in_flight"] = s.in_flight;
+  d["ops_submitted"] = s.ops_submitted;
+  d["pieces_completed"] = s.pieces_completed;
+  d["bytes_completed"] = s.bytes_completed;
+  d["ops_inline"] = s.ops_inline;
+  d["pieces_failed"] = s.pieces_failed;
+  d["pieces_cancelled"] = s.pieces_cancelled;
+  d["callback_errors"] = s.callback_errors;
+  return d;
+}
+
+std::unique_ptr<CpuEngine> CreateCpu(int node, int workers, bool pin, size_t inline_max_bytes) {
+  Topology t = Take(Topology::Discover());
+  CpuEngineOptions o;
+  o.node = node;
+  o.workers = workers;
+  o.pin = pin;
+  o.inline_max_bytes = inline_max_bytes;
+  return Take(CpuEngine::Create(t, o));
+}
+
+}  // namespace
+
+void BindEngines(nb::module_& m) {
+  nb::class_<Engine>(m, "Engine", "Runs operations asynchronously; known by its capabilities.")
+      .def("submit", &Submit, nb::arg("op"), nb::arg("callback") = nb::none(),
+           "Starts `op` and returns its Handle. callback(completion), when given, is called "
+           "once on the thread that completes the operation, holding the GIL only while it "
+           "runs. Raises InvalidArgumentError for what the engine refuses (overlap, size).")
+      .def("submit_batch", &SubmitBatch, nb::arg("ops"), nb::arg("callback") = nb::none(),
+           "Starts the operations as one batch: one Handle for all of them.")
+      .def_prop_ro("capabilities", &Capabilities, "What the engine does: name, kind, ops, ...")
+      .def_prop_ro("stats", &Stats, "Its counters.");
+  nb::class_<CpuEngine, Engine>(m, "CpuEngine", "The tuned CPU engine on one node's cores.")
+      .def_static("create", &CreateCpu, nb::arg("node") = 0, nb::arg("workers") = 0,
+                  nb::arg("pin") = true, nb::arg("inline_max_bytes") = 32 * 1024,
+                  "An engine whose workers (0: one per core of the node, less one) run on "
+                  "`node`'s cores; copies up to inline_max_bytes run on the submitting thread.")
+      .def_prop_ro("workers", &CpuEngine::workers, "Worker threads.");
+}
+
+}  // namespace tierflow::python

@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: Apache-2.0
+"""tierflow: explicit, asynchronous data movement between memory tiers (docs/python.md).
+
+A thin face of the C++ library: buffers on NUMA nodes and tiers, engines that run operations
+asynchronously, handles that can be waited on (the GIL released), given a callback, or awaited
+in asyncio.
+"""
+from ._tierflow import (  # noqa: F401
+    Buffer, Completion, CpuEngine, Engine, Handle, NumaNode, Operation, Topology,
+    Error, InvalidArgumentError, NotFoundError, OutOfMemoryError, UnsupportedError,
+    CancelledError, FailedError, IOError, InternalError,
+    __version__, system_memory_nodes,
+)

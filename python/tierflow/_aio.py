@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`await handle`: one notifier per event loop (an eventfd the loop watches with add_reader);
+the operation's completion queues its handle there from whatever thread completes it, and the
+loop resolves the awaiting future. No thread per handle, no polling."""
+import asyncio
+import weakref
+
+from . import _tierflow
+
+_notifiers = weakref.WeakKeyDictionary()
+
+
+def _notifier(loop):
+    n = _notifiers.get(loop)
+    if n is None:
+        n = _tierflow._Notifier()
+        loop.add_reader(n.fd, n.dispatch)
+        _notifiers[loop] = n
+    return n
+
+
+def await_handle(handle):
+    """The generator behind Handle.__await__: the Completion, or the operation's error."""
+    if not handle.done():
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if handle._notify(_notifier(loop), future):
+            yield from future.__await__()
+    return handle.wait()
