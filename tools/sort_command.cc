@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/python.h"
+#include "sort/report.h"
 #include "sort/sort.h"
 #include "sort/temp_files.h"
 #include "tierflow/size.h"
@@ -90,31 +91,6 @@ Result<extsort::Config> MakeConfig(const SortCommandOptions& o, const std::strin
   c.overwrite = o.overwrite;
   if (o.progress && !o.json && isatty(STDERR_FILENO)) c.progress = Progress;
   return c;
-}
-
-nlohmann::json ToJson(const extsort::Report& r) {
-  nlohmann::json j{{"records", r.records},
-                   {"bytes", r.bytes},
-                   {"sort_ms", r.sort_ms},
-                   {"floor_ms", r.floor_ms},
-                   {"vs_floor", r.floor_ms > 0 ? nlohmann::json(r.sort_ms / r.floor_ms) : nullptr},
-                   {"verified", r.verified},
-                   {"temp_peak_bytes", r.temp_peak_bytes},
-                   {"rss_peak_bytes", r.rss_peak_bytes},
-                   {"memory_bytes", r.memory_bytes},
-                   {"runs", r.runs},
-                   {"run_bytes", r.run_bytes},
-                   {"generate_ms", r.generate_ms},
-                   {"verify_ms", r.verify_ms}};
-  for (const auto& [key, phases] :
-       {std::pair{"floor_phases", &r.floor_phases}, std::pair{"sort_phases", &r.sort_phases}}) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const extsort::PhaseTime& p : *phases) a.push_back({{"name", p.name}, {"ms", p.ms}});
-    j[key] = a;
-  }
-  j["stale_removed"] = r.stale_removed;
-  if (!r.warnings.empty()) j["warnings"] = r.warnings;
-  return j;
 }
 
 Status CompareDuckDb(const extsort::Config& c, const std::string& dir, nlohmann::json& j) {
@@ -199,7 +175,7 @@ Status RunSortCommand(const SortCommandOptions& o, std::ostream& out) {
   Result<extsort::Report> r = extsort::Run(*c);
   if (c->progress) std::fprintf(stderr, "\r%80s\r", "");
   if (!r.ok()) return r.status();
-  nlohmann::json j = ToJson(*r);
+  nlohmann::json j = extsort::ReportJson(*r);
   for (const std::string& line : dir.stale_removed) j["stale_removed"].push_back(line);
   // With the default directory and no --output or --keep, the output goes with the directory.
   const bool kept = !dir.remove || !o.output.empty();

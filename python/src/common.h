@@ -50,5 +50,8 @@ void BindBuffers(nb::module_& m);
 void BindOperations(nb::module_& m);
 void BindHandles(nb::module_& m);
 void BindEngines(nb::module_& m);
+void BindCache(nb::module_& m);
+void BindPipes(nb::module_& m);
+void BindSort(nb::module_& m);
 
 }  // namespace tierflow::python

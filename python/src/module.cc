@@ -13,5 +13,8 @@ NB_MODULE(_tierflow, m) {
   BindOperations(m);
   BindHandles(m);
   BindEngines(m);
+  BindCache(m);
+  BindPipes(m);
+  BindSort(m);
   m.attr("__version__") = tierflow::Version();
 }

@@ -6,8 +6,8 @@ asynchronously, handles that can be waited on (the GIL released), given a callba
 in asyncio.
 """
 from ._tierflow import (  # noqa: F401
-    Buffer, Completion, CpuEngine, Engine, Handle, NumaNode, Operation, Topology,
+    Buffer, CacheEntry, Completion, Locator, OffloadCache, Pipe, PipeRuntime, CpuEngine, Engine, Handle, NumaNode, Operation, Topology,
     Error, InvalidArgumentError, NotFoundError, OutOfMemoryError, UnsupportedError,
     CancelledError, FailedError, IOError, InternalError,
-    __version__, system_memory_nodes,
+    __version__, sort, system_memory_nodes,
 )

@@ -27,3 +27,19 @@ def await_handle(handle):
         if handle._notify(_notifier(loop), future):
             yield from future.__await__()
     return handle.wait()
+
+
+async def reap(pipe, most=64):
+    """The pipe's next completions (see Pipe.reap), waiting for its eventfd in the running loop
+    rather than polling: Pipe.reap_async."""
+    got = pipe.reap(most)
+    while not got:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(pipe.fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_reader(pipe.fd)
+        got = pipe.reap(most)
+    return got

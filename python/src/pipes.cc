@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// tierflow.PipeRuntime and tierflow.Pipe (tierflow/pipe_runtime.h, pipe.h): locators from the
+// CLI's strings or from Python buffers, and pipes in the three flavours — transfer (blocking,
+// the GIL released), submit (a Handle, awaitable), post/reap with the eventfd that asyncio
+// watches (tierflow._aio.reap). A locator over a Python buffer holds its view; a pipe holds its
+// locators and its runtime.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "handles.h"
+#include "tierflow/pipe_runtime.h"
+
+namespace tierflow::python {
+
+namespace {
+
+// Members in the order they must outlive each other (destroyed last first): the runtime's
+// engines close a locator's files, and a borrowed buffer's view outlives what points into it.
+struct PyLocator {
+  nb::object runtime;
+  std::shared_ptr<View> view;  // borrowed memory: the Python object's
+  Locator locator;
+};
+
+struct PyPipe {
+  PyLocator from, to;
+  Pipe pipe;
+};
+
+FileMode ParseMode(const std::string& m) {
+  if (m == "read") return FileMode::kRead;
+  if (m == "create") return FileMode::kCreate;
+  if (m == "replace") return FileMode::kReplace;
+  if (m == "modify") return FileMode::kModify;
+  Check(Status::InvalidArgument("mode='" + m + "': give 'read', 'create', 'replace' or 'modify'"));
+  return FileMode::kRead;
+}
+
+PipeRuntime& Runtime(nb::handle self) { return nb::cast<PipeRuntime&>(self); }
+
+PyLocator Wrap(nb::handle runtime, Result<Locator> r, std::shared_ptr<View> view = {}) {
+  return PyLocator{nb::borrow(runtime), std::move(view), Take(std::move(r))};
+}
+
+// A locator from a string ("file:/x", "dram:0:1GiB"), or over a Python buffer.
+PyLocator Locate(nb::handle self, nb::handle what, const std::string& mode, size_t size) {
+  if (nb::isinstance<PyLocator>(what)) return nb::cast<PyLocator>(what);
+  if (nb::isinstance<nb::str>(what)) {
+    return Wrap(self, Runtime(self).Parse(nb::cast<std::string>(what), ParseMode(mode), size));
+  }
+  auto v = std::make_shared<View>(View::Of(what, true, "locator"));
+  return Wrap(self, Runtime(self).Borrow(v->data(), v->size()), v);
+}
+
+std::unique_ptr<PipeRuntime> Create(int cpu_workers, bool use_dsa, bool dsa_model,
+                                    const std::string& calibration_path,
+                                    const std::string& topology_xml) {
+  PipeRuntimeOptions o;
+  o.cpu_workers = cpu_workers;
+  o.use_dsa = use_dsa;
+  o.dsa_model = dsa_model;
+  o.calibration_path = calibration_path;
+  o.topology_xml = topology_xml;
+  return Take(PipeRuntime::Create(o));
+}
+
+PyPipe Connect(nb::handle self, nb::handle from, nb::handle to, unsigned queue_depth,
+               size_t chunk_bytes, std::optional<std::string> mechanism, bool in_order) {
+  PyPipe p;
+  p.from = Locate(self, from, "read", 0);
+  p.to = Locate(self, to, "create", p.from.locator.capacity());
+  PipeOptions o;
+  o.queue_depth = queue_depth;
+  o.chunk_bytes = chunk_bytes;
+  if (mechanism) o.mechanism = Take(ParseMechanism(*mechanism));
+  o.in_order_completions = in_order;
+  p.pipe = Take(Runtime(self).Connect(p.from.locator, p.to.locator, o));
+  return p;
+}
+
+nb::object Json(const std::string& text) {
+  return nb::module_::import_("json").attr("loads")(text);
+}
+
+void Transfer(PyPipe& p, uint64_t src, uint64_t dst, uint64_t length) {
+  Status s;
+  {
+    nb::gil_scoped_release r;
+    s = p.pipe.Transfer(src, dst, length);
+  }
+  Check(s);
+}
+
+PyHandle Submit(nb::handle self, uint64_t src, uint64_t dst, uint64_t length, nb::object callback) {
+  PyPipe& p = nb::cast<PyPipe&>(self);
+  PyHandle h;
+  h.state = NewHandleState(std::move(callback));
+  h.engine = nb::borrow(self);  // the pipe, which holds its locators' buffers
+  Result<Handle> r = p.pipe.Submit(src, dst, length, CallbackFor(h.state));
+  if (!r.ok()) {
+    DropCallback(*h.state);
+    Check(r.status());
+  }
+  h.handle = std::move(*r);
+  return h;
+}
+
+nb::list Reap(PyPipe& p, size_t most) {
+  std::vector<PipeCompletion> got(std::max<size_t>(1, most));
+  got.resize(p.pipe.Reap(got));
+  nb::list out;
+  for (const PipeCompletion& c : got) {
+    out.append(nb::make_tuple(
+        c.tag, c.bytes,
+        c.status.ok() ? nb::object(nb::none()) : nb::object(nb::str(c.status.message().c_str()))));
+  }
+  return out;
+}
+
+void BindLocator(nb::module_& m) {
+  nb::class_<PyLocator>(m, "Locator",
+                        "A place data moves from or to: memory, a file, a spill chain.")
+      .def_prop_ro("name", [](const PyLocator& l) { return l.locator.name(); })
+      .def_prop_ro(
+          "kind", [](const PyLocator& l) { return std::string(LocatorKindName(l.locator.kind())); })
+      .def_prop_ro("capacity", [](const PyLocator& l) { return l.locator.capacity(); })
+      .def_prop_ro("tier",
+                   [](const PyLocator& l) { return std::string(TierKindName(l.locator.tier())); })
+      .def_prop_ro("node", [](const PyLocator& l) { return l.locator.node(); })
+      .def_prop_ro("path", [](const PyLocator& l) { return l.locator.path(); })
+      .def("__repr__",
+           [](const PyLocator& l) { return "<tierflow.Locator " + l.locator.name() + ">"; });
+}
+
+void BindPipe(nb::module_& m) {
+  nb::class_<PyPipe>(m, "Pipe", "A declared path between two locators, in three flavours.")
+      .def("transfer", &Transfer, nb::arg("src_offset"), nb::arg("dst_offset"), nb::arg("length"),
+           "Moves length bytes and returns when done (the GIL released).")
+      .def("submit", &Submit, nb::arg("src_offset"), nb::arg("dst_offset"), nb::arg("length"),
+           nb::arg("callback") = nb::none(), "Starts a transfer: a Handle (wait, await, callback).")
+      .def(
+          "post",
+          [](PyPipe& p, uint64_t s, uint64_t d, uint64_t n, uint64_t tag) {
+            Check(p.pipe.Post(s, d, n, tag));
+          },
+          nb::arg("src_offset"), nb::arg("dst_offset"), nb::arg("length"), nb::arg("tag"),
+          "Starts a transfer whose completion reap() reports with `tag`; fd becomes readable.")
+      .def("reap", &Reap, nb::arg("most") = 64,
+           "Up to `most` completions as (tag, bytes, error or None); never blocks.")
+      .def_prop_ro(
+          "fd", [](const PyPipe& p) { return p.pipe.fd(); },
+          "The eventfd, readable while completions wait (loop.add_reader, poll).")
+      .def_prop_ro("posted", [](const PyPipe& p) { return p.pipe.posted(); })
+      .def(
+          "drain",
+          [](PyPipe& p) {
+            Status s;
+            {
+              nb::gil_scoped_release r;
+              s = p.pipe.Drain();
+            }
+            Check(s);
+          },
+          "Waits until every transfer is over; raises the first error.")
+      .def(
+          "explain", [](const PyPipe& p) { return Json(p.pipe.plan().ToJson()); },
+          "The plan as a dict: hops, mechanisms, expected GB/s, what was rejected and why.")
+      .def_prop_ro("stats", [](const PyPipe& p) { return Json(p.pipe.stats().ToJson()); })
+      .def_prop_ro("source", [](const PyPipe& p) { return p.from; })
+      .def_prop_ro("destination", [](const PyPipe& p) { return p.to; })
+      .def(
+          "reap_async",
+          [](nb::handle self, size_t most) {
+            return nb::module_::import_("tierflow._aio").attr("reap")(self, most);
+          },
+          nb::arg("most") = 64,
+          "Awaitable: the next completions, waiting on fd in the event loop.");
+}
+
+}  // namespace
+
+void BindPipes(nb::module_& m) {
+  BindLocator(m);
+  BindPipe(m);
+  nb::class_<PipeRuntime>(m, "PipeRuntime", "Locators and pipes on this machine.")
+      .def_static("create", &Create, nb::arg("cpu_workers") = 0, nb::arg("use_dsa") = true,
+                  nb::arg("dsa_model") = false, nb::arg("calibration_path") = "",
+                  nb::arg("topology_xml") = "",
+                  "The runtime: its engines (CPU, io_uring, DSA when present or modelled), the "
+                  "topology and the calibration.")
+      .def("locator", &Locate, nb::arg("what"), nb::arg("mode") = "read", nb::arg("size") = 0,
+           "A locator: the CLI's spelling ('file:PATH[:OFFSET[:LENGTH]]', 'dram:0:1GiB', "
+           "'hbm:0', 'spill:A,B') or a writable Python buffer (borrowed, not copied). mode "
+           "for files: 'read', 'create', 'replace', 'modify'; size for memory and new files "
+           "that name none.")
+      .def("connect", &Connect, nb::arg("src"), nb::arg("dst"), nb::arg("queue_depth") = 0,
+           nb::arg("chunk_bytes") = 0, nb::arg("mechanism") = nb::none(),
+           nb::arg("in_order") = false,
+           "A pipe from src to dst (Locators, strings or buffers; a new destination file "
+           "takes the source's size). Raises what cannot be served, with the reason.")
+      .def(
+          "explain",
+          [](nb::handle self, nb::handle from, nb::handle to) {
+            PyLocator f = Locate(self, from, "read", 0);
+            PyLocator t = Locate(self, to, "create", f.locator.capacity());
+            return Json(Take(Runtime(self).Plan(f.locator, t.locator)).ToJson());
+          },
+          nb::arg("src"), nb::arg("dst"), "The plan a pipe would use, as a dict, without one.");
+}
+
+}  // namespace tierflow::python
