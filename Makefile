@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: setup configure build demo bench test rma-conformance test-format test-unit test-asan test-tsan test-clang test-arm64 test-install format clean
+.PHONY: setup configure build demo bench test rma-conformance test-format test-unit test-asan test-tsan test-clang test-arm64 test-install test-python format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -35,7 +35,7 @@ bench:
 	python3 scripts/bench_report.py $(BUILD)/tierflow --json-dir $(BUILD)/bench
 
 test: build
-	$(MAKE) --no-print-directory test-format test-unit test-asan test-tsan test-arm64 test-install
+	$(MAKE) --no-print-directory test-format test-unit test-asan test-tsan test-arm64 test-install test-python
 
 # MPICH's RMA test suite under both MPIs with libtierflow_rma preloaded (docs/rma.md): not part
 # of `make test`, it fetches Debian's mpich source and runs for tens of minutes.
@@ -105,5 +105,24 @@ test-arm64:
 test-install:
 	bash tests/consumer/run.sh $(BUILD)
 
+# The Python package as users get it: the wheel `pip install .` builds (made with the .venv's
+# nanobind and scikit-build-core, so that the build directory under build/python stays valid
+# between runs), installed into a new venv with nothing else; there its tests (tests/python),
+# the examples, and mypy with the package's stubs over the examples.
+PYVENV = $(BUILD)-python
+test-python:
+	rm -rf $(PYVENV) $(BUILD)-wheel && python3 -m venv $(PYVENV)
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) .venv/bin/pip wheel -q --no-build-isolation --no-deps \
+	  --disable-pip-version-check -w $(BUILD)-wheel .
+	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps \
+	  $(BUILD)-wheel/tierflow-*.whl
+	$(PYVENV)/bin/pip install -q --disable-pip-version-check $(BUILD)-wheel/tierflow-*.whl \
+	  -r scripts/requirements-python-test.txt
+	cd $(PYVENV) && bin/python -m pytest -q -p no:cacheprovider $(CURDIR)/tests/python
+	@set -e; for e in examples/python/*.py; do echo "test-python: $$e"; \
+	  $(PYVENV)/bin/python $$e >/dev/null; done
+	$(PYVENV)/bin/python -m mypy --no-incremental examples/python
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-clang $(BUILD)-arm64
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-clang $(BUILD)-arm64 $(BUILD)-python \
+	  $(BUILD)-wheel build/python

@@ -21,8 +21,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c "import matplotlib, numpy, duckdb, lizard" 2>/dev/null; then
-  echo "setup: creating .venv with matplotlib, numpy, duckdb and lizard"
+if [ ! -x .venv/bin/python3 ] ||
+   ! .venv/bin/python3 -c "import matplotlib, numpy, duckdb, lizard, nanobind, scikit_build_core" 2>/dev/null; then
+  echo "setup: creating .venv with matplotlib, numpy, duckdb, lizard, nanobind and scikit-build-core"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
+fi
+
+# The Python package (docs/python.md) in .venv, built once here with the .venv's nanobind;
+# `make test-python` rebuilds it from the sources and reinstalls it.
+if ! .venv/bin/python3 -c "import tierflow" 2>/dev/null; then
+  echo "setup: building the tierflow Python package into .venv (pip install .)"
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q --no-build-isolation \
+    --disable-pip-version-check .
 fi

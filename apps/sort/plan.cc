@@ -89,7 +89,7 @@ Status CheckMemory(const Config& c, std::uint64_t input) {
   const std::uint64_t need =
       LeastMemory([&](std::uint64_t m) { return Fits(c.format, m, c.threads, input); });
   return Status::InvalidArgument(fmt::format(
-      "--memory {} is too small to sort {} of {} records with {} threads in two passes: give at "
+      "memory {} is too small to sort {} of {} records with {} threads in two passes: give at "
       "least {} (or fewer threads)",
       FormatSize(c.memory_bytes), FormatSize(input), FormatName(c.format), c.threads,
       FormatSize((need + kMiB - 1) / kMiB * kMiB)));

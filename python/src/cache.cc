@@ -112,10 +112,12 @@ void BindEntry(nb::module_& m) {
                       "A reference to a cached range; a context manager that releases it.")
       .def_prop_ro(
           "data", [](nb::handle s) { return Data(s, false); },
+          nb::for_getter(nb::sig("def data(self) -> numpy.typing.NDArray[numpy.uint8]")),
           "The bytes (a read-only numpy uint8 view): the copy once cached, else the "
           "source.")
       .def_prop_ro(
           "mutable_data", [](nb::handle s) { return Data(s, true); },
+          nb::for_getter(nb::sig("def mutable_data(self) -> numpy.typing.NDArray[numpy.uint8]")),
           "The cached copy to modify, then mark_dirty(); an error when not cached.")
       .def_prop_ro("size", [](const PyEntry& e) { return e.entry.size(); })
       .def_prop_ro("cached", [](const PyEntry& e) { return e.entry.valid() && e.entry.cached(); })
@@ -144,7 +146,9 @@ void BindEntry(nb::module_& m) {
       .def(
           "release", [](PyEntry& e) { e.entry = CacheEntry(); },
           "Drops the reference (the cache may then evict the range).")
-      .def("__enter__", [](nb::handle s) { return s; })
+      .def(
+          "__enter__", [](nb::handle s) { return nb::borrow(s); },
+          nb::sig("def __enter__(self) -> CacheEntry"))
       .def("__exit__", [](PyEntry& e, nb::args) { e.entry = CacheEntry(); });
 }
 

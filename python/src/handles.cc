@@ -206,9 +206,13 @@ void BindHandles(nb::module_& m) {
           "Waits with the GIL released and returns the Completion; raises the operation's "
           "error. mode: 'adaptive' (spin briefly, then sleep), 'block', 'spin', 'yield'.")
       .def("_notify", &Notify)
-      .def("__await__", [](nb::handle self) {
-        return nb::module_::import_("tierflow._aio").attr("await_handle")(self);
-      });
+      .def(
+          "__await__",
+          [](nb::handle self) {
+            return nb::module_::import_("tierflow._aio").attr("await_handle")(self);
+          },
+          nb::sig("def __await__(self) -> collections.abc.Generator[typing.Any, None, "
+                  "Completion]"));
 }
 
 }  // namespace tierflow::python

@@ -172,8 +172,11 @@ void BindPipe(nb::module_& m) {
           "Waits until every transfer is over; raises the first error.")
       .def(
           "explain", [](const PyPipe& p) { return Json(p.pipe.plan().ToJson()); },
+          nb::sig("def explain(self) -> dict[str, typing.Any]"),
           "The plan as a dict: hops, mechanisms, expected GB/s, what was rejected and why.")
-      .def_prop_ro("stats", [](const PyPipe& p) { return Json(p.pipe.stats().ToJson()); })
+      .def_prop_ro(
+          "stats", [](const PyPipe& p) { return Json(p.pipe.stats().ToJson()); },
+          nb::for_getter(nb::sig("def stats(self) -> dict[str, typing.Any]")))
       .def_prop_ro("source", [](const PyPipe& p) { return p.from; })
       .def_prop_ro("destination", [](const PyPipe& p) { return p.to; })
       .def(
@@ -182,6 +185,8 @@ void BindPipe(nb::module_& m) {
             return nb::module_::import_("tierflow._aio").attr("reap")(self, most);
           },
           nb::arg("most") = 64,
+          nb::sig("def reap_async(self, most: int = 64) -> "
+                  "collections.abc.Awaitable[list[tuple[int, int, str | None]]]"),
           "Awaitable: the next completions, waiting on fd in the event loop.");
 }
 
@@ -213,7 +218,9 @@ void BindPipes(nb::module_& m) {
             PyLocator t = Locate(self, to, "create", f.locator.capacity());
             return Json(Take(Runtime(self).Plan(f.locator, t.locator)).ToJson());
           },
-          nb::arg("src"), nb::arg("dst"), "The plan a pipe would use, as a dict, without one.");
+          nb::arg("src"), nb::arg("dst"),
+          nb::sig("def explain(self, src: object, dst: object) -> dict[str, typing.Any]"),
+          "The plan a pipe would use, as a dict, without one.");
 }
 
 }  // namespace tierflow::python

@@ -63,6 +63,10 @@ void BindSort(nb::module_& m) {
         nb::arg("verify") = true, nb::arg("format") = "u64", nb::arg("threads") = nb::none(),
         nb::arg("dir") = nb::none(), nb::arg("generate") = 0, nb::arg("measure_floor") = false,
         nb::arg("overwrite") = false,
+        nb::sig("def sort(input: str, output: str, memory: int = 268435456, verify: bool = True, "
+                "format: str = 'u64', threads: int | None = None, dir: str | None = None, "
+                "generate: int = 0, measure_floor: bool = False, overwrite: bool = False) -> "
+                "dict[str, typing.Any]"),
         "Sorts the records of file `input` into `output` (created; an existing one only with "
         "overwrite) in at most `memory` bytes, as `tierflow sort` does: runs through pipes, "
         "then a merge. format: 'u64' (16-byte records, u64 key) or 'gensort' (the Sort "
