@@ -118,7 +118,8 @@ test-python:
 	  $(BUILD)-wheel/tierflow-*.whl
 	$(PYVENV)/bin/pip install -q --disable-pip-version-check $(BUILD)-wheel/tierflow-*.whl \
 	  -r scripts/requirements-python-test.txt
-	cd $(PYVENV) && bin/python -m pytest -q -p no:cacheprovider $(CURDIR)/tests/python
+	cd $(PYVENV) && TIERFLOW_CLI=$(abspath $(BUILD))/tierflow bin/python -m pytest -q \
+	  -p no:cacheprovider $(CURDIR)/tests/python
 	@set -e; for e in examples/python/*.py; do echo "test-python: $$e"; \
 	  $(PYVENV)/bin/python $$e >/dev/null; done
 	$(PYVENV)/bin/python -m mypy --no-incremental examples/python
