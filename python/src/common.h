@@ -53,5 +53,6 @@ void BindEngines(nb::module_& m);
 void BindCache(nb::module_& m);
 void BindPipes(nb::module_& m);
 void BindSort(nb::module_& m);
+void BindCoherence(nb::module_& m);
 
 }  // namespace tierflow::python

@@ -11,6 +11,9 @@
 #include "handles.h"
 #include "operations.h"
 #include "tierflow/cpu_engine.h"
+#include "tierflow/dsa_engine.h"
+#include "tierflow/dsa_inventory.h"
+#include "tierflow/dsa_model.h"
 
 namespace tierflow::python {
 
@@ -96,6 +99,39 @@ std::unique_ptr<CpuEngine> CreateCpu(int node, int workers, bool pin, size_t inl
   return Take(CpuEngine::Create(t, o));
 }
 
+// On this machine's DSA work queues (an error naming every WQ's reason when none is usable), or
+// on the software device model of one DSA on `node` (its capabilities say is_model).
+std::unique_ptr<DsaEngine> CreateDsa(bool model, int node) {
+  if (model) {
+    DsaModelConfig c;
+    c.numa_node = node;
+    return Take(DsaEngine::CreateOnModel(Take(DsaDeviceModel::Create(c))));
+  }
+  return Take(DsaEngine::Create(Take(DsaInventory::Discover())));
+}
+
+// Every work queue the kernel shows, with whether it is usable and why not.
+nb::list DsaQueues(const std::string& sysfs_root, const std::string& dev_root) {
+  DsaDiscoveryOptions o;
+  o.sysfs_root = sysfs_root;
+  o.dev_root = dev_root;
+  const DsaInventory inv = Take(DsaInventory::Discover(o));
+  nb::list out;
+  for (const DsaDevice& d : inv.devices()) {
+    for (const DsaWq& w : d.wqs) {
+      nb::dict q;
+      q["device"] = d.name;
+      q["wq"] = w.name;
+      q["node"] = d.numa_node;
+      q["shared"] = w.shared;
+      q["usable"] = w.usable();
+      q["reason"] = w.reason;
+      out.append(q);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void BindEngines(nb::module_& m) {
@@ -114,6 +150,17 @@ void BindEngines(nb::module_& m) {
                   "An engine whose workers (0: one per core of the node, less one) run on "
                   "`node`'s cores; copies up to inline_max_bytes run on the submitting thread.")
       .def_prop_ro("workers", &CpuEngine::workers, "Worker threads.");
+  nb::class_<DsaEngine, Engine>(m, "DsaEngine",
+                                "Intel DSA: the kernel's work queues, or the device model.")
+      .def_static("create", &CreateDsa, nb::arg("model") = false, nb::arg("node") = 0,
+                  "model=False: this machine's usable work queues (an error names why each "
+                  "is unusable when none is); model=True: the software model of one DSA on "
+                  "`node`, which executes the same descriptors (capabilities['is_model']).")
+      .def_static("queues", &DsaQueues, nb::arg("sysfs_root") = "/sys",
+                  nb::arg("dev_root") = "/dev",
+                  "Every DSA work queue the kernel shows: device, wq, node, shared, usable and "
+                  "the reason it is not.")
+      .def_prop_ro("description", &DsaEngine::description, "What it submits to, and how.");
 }
 
 }  // namespace tierflow::python

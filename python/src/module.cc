@@ -16,5 +16,6 @@ NB_MODULE(_tierflow, m) {
   BindCache(m);
   BindPipes(m);
   BindSort(m);
+  BindCoherence(m);
   m.attr("__version__") = tierflow::Version();
 }

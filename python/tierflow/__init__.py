@@ -6,8 +6,9 @@ asynchronously, handles that can be waited on (the GIL released), given a callba
 in asyncio.
 """
 from ._tierflow import (  # noqa: F401
-    Buffer, CacheEntry, Completion, Locator, OffloadCache, Pipe, PipeRuntime, CpuEngine, Engine, Handle, NumaNode, Operation, Topology,
+    Buffer, CacheEntry, Completion, DsaEngine, Locator, OffloadCache, Pipe, PipeRuntime, CpuEngine, Engine, Handle, NumaNode, Operation, Topology,
     Error, InvalidArgumentError, NotFoundError, OutOfMemoryError, UnsupportedError,
     CancelledError, FailedError, IOError, InternalError,
-    __version__, sort, system_memory_nodes,
+    __version__, coherence_support, complete, fence, invalidate, sort, system_memory_nodes,
+    write_back, write_back_invalidate,
 )
