@@ -10,6 +10,7 @@
 
 #include "handles.h"
 #include "operations.h"
+#include "tierflow/copy_policy.h"
 #include "tierflow/cpu_engine.h"
 #include "tierflow/dsa_engine.h"
 #include "tierflow/dsa_inventory.h"
@@ -132,9 +133,51 @@ nb::list DsaQueues(const std::string& sysfs_root, const std::string& dev_root) {
   return out;
 }
 
+// One copy (or fill) divided over several engines by a copy policy (tierflow/copy_policy.h):
+// the parts run at once, one Handle for all; the engines stay alive with it.
+PyHandle SubmitWithPolicy(const PyOperation& op, std::vector<nb::object> engines,
+                          const std::string& policy, int engine_node, int socket,
+                          nb::object callback) {
+  if (op.op.kind != OpKind::kCopy && op.op.kind != OpKind::kFill) {
+    Check(Status::InvalidArgument("a copy policy divides copies and fills; submit '" +
+                                  std::string(OpKindName(op.op.kind)) + "' to one engine"));
+  }
+  CopyPolicy p;
+  p.kind = Take(ParsePolicyKind(policy));
+  p.engine_node = engine_node;
+  p.socket = socket;
+  std::vector<Engine*> plain;
+  for (const nb::object& e : engines) plain.push_back(&nb::cast<Engine&>(e));
+  const Topology t = Take(Topology::Discover());
+  const int dst = Take(NodeOfAddress(op.op.dst));
+  const int src = op.op.kind == OpKind::kCopy ? Take(NodeOfAddress(op.op.src)) : dst;
+  const std::vector<CopyPart> parts =
+      Take(op.op.kind == OpKind::kCopy ? PlanCopy(p, t, plain, src, dst, op.op.size)
+                                       : PlanFill(p, t, plain, nullptr, src, dst, op.op.size));
+  PyHandle h;
+  h.state = NewHandleState(std::move(callback));
+  h.views = {op.views};
+  h.engine = nb::cast(engines);
+  SubmitOptions o;
+  o.callback = CallbackFor(h.state);
+  Result<Handle> r = SubmitParts(op.op, parts, std::move(o));
+  if (!r.ok()) {
+    DropCallback(*h.state);
+    Check(r.status());
+  }
+  h.handle = std::move(*r);
+  return h;
+}
+
 }  // namespace
 
 void BindEngines(nb::module_& m) {
+  m.def("submit_with_policy", &SubmitWithPolicy, nb::arg("op"), nb::arg("engines"),
+        nb::arg("policy") = "auto", nb::arg("engine_node") = -1, nb::arg("socket") = -1,
+        nb::arg("callback") = nb::none(),
+        "Divides a copy or fill over `engines` as the copy policy says ('single', 'push-pull', "
+        "'socket', 'brute-force', 'auto') from where its memory lives, and starts every part: "
+        "one Handle for all.");
   nb::class_<Engine>(m, "Engine", "Runs operations asynchronously; known by its capabilities.")
       .def("submit", &Submit, nb::arg("op"), nb::arg("callback") = nb::none(),
            "Starts `op` and returns its Handle. callback(completion), when given, is called "

@@ -14,6 +14,7 @@ namespace {
 
 struct Classes {
   PyObject* base = nullptr;
+  PyObject* file_not_found = nullptr;  // a NotFound that names a path
   PyObject* by_code[static_cast<int>(StatusCode::kInternal) + 1] = {};
 };
 Classes g_classes;
@@ -35,10 +36,26 @@ int ErrnoIn(const std::string& message) {
   return 0;
 }
 
+// The first absolute path the message names ("cannot open /x/y: ..."), or "".
+std::string PathIn(const std::string& message) {
+  for (size_t at = message.find('/'); at != std::string::npos; at = message.find('/', at + 1)) {
+    if (at > 0 && message[at - 1] != ' ' && message[at - 1] != '\'' && message[at - 1] != '(') {
+      continue;
+    }
+    size_t end = message.find_first_of(" ':,)", at);
+    if (end == std::string::npos) end = message.size();
+    return message.substr(at, end - at);
+  }
+  return "";
+}
+
+// OSError(errno, message[, filename]): errno where the message carries its text.
 void RaiseIoError(PyObject* cls, const std::string& message) {
   const int e = ErrnoIn(message);
-  PyObject* args =
-      e != 0 ? Py_BuildValue("(is)", e, message.c_str()) : Py_BuildValue("(s)", message.c_str());
+  const std::string path = PathIn(message);
+  PyObject* args = e == 0         ? Py_BuildValue("(s)", message.c_str())
+                   : path.empty() ? Py_BuildValue("(is)", e, message.c_str())
+                                  : Py_BuildValue("(iss)", e, message.c_str(), path.c_str());
   if (args == nullptr) throw nb::python_error();
   PyErr_SetObject(cls, args);
   Py_DECREF(args);
@@ -52,6 +69,12 @@ void Check(const Status& s) {
   if (cls == nullptr) cls = g_classes.base;
   if (s.code() == StatusCode::kIoError) {
     RaiseIoError(cls, s.message());
+  } else if (s.code() == StatusCode::kNotFound && !PathIn(s.message()).empty()) {
+    PyObject* args =
+        Py_BuildValue("(iss)", ENOENT, s.message().c_str(), PathIn(s.message()).c_str());
+    if (args == nullptr) throw nb::python_error();
+    PyErr_SetObject(g_classes.file_not_found, args);
+    Py_DECREF(args);
   } else {
     PyErr_SetString(cls, s.message().c_str());
   }
@@ -84,7 +107,7 @@ void BindErrors(nb::module_& m) {
       {StatusCode::kCancelled, "CancelledError", PyExc_RuntimeError,
        "An operation dropped before it ran (its engine shut down)."},
       {StatusCode::kFailed, "FailedError", PyExc_RuntimeError, "An operation that ran and failed."},
-      {StatusCode::kIoError, "IOError", PyExc_OSError,
+      {StatusCode::kIoError, "IoError", PyExc_OSError,
        "An OS call that failed (errno set where the message names one)."},
       {StatusCode::kInternal, "InternalError", PyExc_RuntimeError,
        "A broken invariant inside tierflow: please report it."},
@@ -95,6 +118,12 @@ void BindErrors(nb::module_& m) {
     Py_DECREF(bases);
   }
   c.by_code[static_cast<int>(StatusCode::kPending)] = c.base;
+  PyObject* bases =
+      PyTuple_Pack(2, c.by_code[static_cast<int>(StatusCode::kIoError)], PyExc_FileNotFoundError);
+  if (bases == nullptr) throw nb::python_error();
+  c.file_not_found = NewClass(m, "MissingFileError", bases,
+                              "A file or directory that does not exist (errno ENOENT, filename).");
+  Py_DECREF(bases);
 }
 
 View& View::operator=(View&& o) noexcept {

@@ -8,7 +8,7 @@ in asyncio.
 from ._tierflow import (  # noqa: F401
     Buffer, CacheEntry, Completion, DsaEngine, Locator, OffloadCache, Pipe, PipeRuntime, CpuEngine, Engine, Handle, NumaNode, Operation, Topology,
     Error, InvalidArgumentError, NotFoundError, OutOfMemoryError, UnsupportedError,
-    CancelledError, FailedError, IOError, InternalError,
+    CancelledError, FailedError, IoError, MissingFileError, InternalError,
     __version__, coherence_support, complete, fence, invalidate, sort, system_memory_nodes,
-    write_back, write_back_invalidate,
+    submit_with_policy, write_back, write_back_invalidate,
 )

@@ -82,3 +82,23 @@ def test_an_engine_works_in_a_forked_child():
     assert os.waitstatus_to_exitcode(status) == 0
     engine.submit(tf.Operation.fill(dst, 0)).wait()  # and in the parent
     assert not dst.any()
+
+
+def test_copy_policies_divide_over_engines():
+    cpu = tf.CpuEngine.create(workers=1)
+    dsa = tf.DsaEngine.create(model=True)
+    src = np.random.default_rng(4).integers(0, 255, 8 << 20, dtype=np.uint8)
+    for policy in ("single", "brute-force", "auto"):
+        dst = np.zeros_like(src)
+        h = tf.submit_with_policy(tf.Operation.copy(dst, src), [cpu, dsa], policy=policy)
+        assert h.wait().bytes_completed == src.nbytes
+        assert (dst == src).all(), policy
+    dst = np.zeros_like(src)
+    tf.submit_with_policy(tf.Operation.fill(dst, 0x0101010101010101), [cpu, dsa]).wait()
+    assert (dst == 1).all()
+    with pytest.raises(ValueError, match="one engine"):
+        tf.submit_with_policy(tf.Operation.crc32c(src), [cpu])
+    with pytest.raises(ValueError):
+        tf.submit_with_policy(tf.Operation.copy(dst, src), [cpu], policy="fastest")
+    with pytest.raises(tf.Error):
+        tf.submit_with_policy(tf.Operation.copy(dst, src), [], policy="single")

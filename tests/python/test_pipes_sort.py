@@ -72,9 +72,10 @@ def test_pipe_errors(runtime, d):
         runtime.locator("floppy:0")
     with pytest.raises(LookupError):
         runtime.locator("dram:77:1MiB")
-    with pytest.raises(tf.Error) as e:
+    with pytest.raises(FileNotFoundError) as e:
         runtime.locator(f"file:{d}/missing")
-    assert isinstance(e.value, OSError) or isinstance(e.value, LookupError)
+    assert isinstance(e.value, tf.MissingFileError) and isinstance(e.value, tf.IoError)
+    assert (e.value.errno, e.value.filename) == (2, f"{d}/missing")
     with pytest.raises(ValueError, match="mode="):
         runtime.locator(f"file:{d}/x", mode="append")
     src = np.zeros(4096, np.uint8)
