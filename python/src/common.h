@@ -44,6 +44,11 @@ class View {
   bool held_ = false;
 };
 
+// tierflow._aio's functions, looked up once (the GIL held) and kept for the life of the
+// process: never released, since the interpreter may be gone when statics are destroyed.
+enum class Aio { kAwaitHandle, kReap };
+nb::handle AioFunction(Aio which);
+
 void BindErrors(nb::module_& m);
 void BindTopology(nb::module_& m);
 void BindBuffers(nb::module_& m);

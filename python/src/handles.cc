@@ -124,6 +124,16 @@ CompletionCallback CallbackFor(const std::shared_ptr<HandleState>& state) {
   };
 }
 
+nb::handle AioFunction(Aio which) {
+  static PyObject* functions[2] = {nullptr, nullptr};
+  PyObject*& f = functions[static_cast<int>(which)];
+  if (f == nullptr) {
+    nb::object aio = nb::module_::import_("tierflow._aio");
+    f = nb::getattr(aio, which == Aio::kReap ? "reap" : "await_handle").release().ptr();
+  }
+  return f;
+}
+
 PyHandle::~PyHandle() {
   if (handle.valid() && !handle.done()) {
     // The operation still reads or writes the buffers this handle holds: wait for it.
@@ -207,10 +217,7 @@ void BindHandles(nb::module_& m) {
           "error. mode: 'adaptive' (spin briefly, then sleep), 'block', 'spin', 'yield'.")
       .def("_notify", &Notify)
       .def(
-          "__await__",
-          [](nb::handle self) {
-            return nb::module_::import_("tierflow._aio").attr("await_handle")(self);
-          },
+          "__await__", [](nb::handle self) { return AioFunction(Aio::kAwaitHandle)(self); },
           nb::sig("def __await__(self) -> collections.abc.Generator[typing.Any, None, "
                   "Completion]"));
 }

@@ -181,9 +181,7 @@ void BindPipe(nb::module_& m) {
       .def_prop_ro("destination", [](const PyPipe& p) { return p.to; })
       .def(
           "reap_async",
-          [](nb::handle self, size_t most) {
-            return nb::module_::import_("tierflow._aio").attr("reap")(self, most);
-          },
+          [](nb::handle self, size_t most) { return AioFunction(Aio::kReap)(self, most); },
           nb::arg("most") = 64,
           nb::sig("def reap_async(self, most: int = 64) -> "
                   "collections.abc.Awaitable[list[tuple[int, int, str | None]]]"),
