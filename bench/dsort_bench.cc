@@ -124,7 +124,7 @@ json Target(const json& row, std::string what, double ratio, double limit) {
           {"ratio", ratio},    {"limit", limit},      {"met", ratio <= limit}};
 }
 
-// The targets for one MPI's rows (docs/dsort.md).
+// The distributed sort's targets for one MPI's rows (docs/benchmark-methods.md).
 void AddTargets(json& rows, json& targets) {
   const json* uniform = nullptr;
   for (const json& r : rows) {
