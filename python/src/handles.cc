@@ -145,13 +145,15 @@ PyHandle::~PyHandle() {
 
 namespace {
 
-// Registers an awaiting coroutine's future; false when the operation is already done.
-bool Notify(PyHandle& h, std::shared_ptr<Notifier> n, nb::object future) {
+// The future an awaiting coroutine waits on: `future`, registered now, or the one an earlier
+// awaiter of the same handle registered (every awaiter is woken); None when already done.
+nb::object Notify(PyHandle& h, std::shared_ptr<Notifier> n, nb::object future) {
   std::lock_guard lock(h.state->mu);
-  if (h.state->done) return false;
+  if (h.state->done) return nb::none();
+  if (h.state->future != nullptr) return nb::borrow(h.state->future);
   h.state->notifier = std::move(n);
-  Py_XDECREF(std::exchange(h.state->future, future.release().ptr()));
-  return true;
+  h.state->future = future.inc_ref().ptr();
+  return future;
 }
 
 PyCompletion Result(PyHandle& h, WaitMode mode) {

@@ -23,8 +23,8 @@ def await_handle(handle):
     """The generator behind Handle.__await__: the Completion, or the operation's error."""
     if not handle.done():
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        if handle._notify(_notifier(loop), future):
+        future = handle._notify(_notifier(loop), loop.create_future())
+        if future is not None:  # shared by every coroutine that awaits this handle
             yield from future.__await__()
     return handle.wait()
 

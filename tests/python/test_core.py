@@ -226,6 +226,19 @@ def test_asyncio_thousand_concurrent_awaits(engine):
     asyncio.run(main())
 
 
+def test_several_coroutines_await_one_handle(engine):
+    async def main():
+        h = engine.submit(tf.Operation.copy(np.zeros(256 << 20, np.uint8),
+                                            np.ones(256 << 20, np.uint8)))
+
+        async def waiter():
+            return (await h).bytes_completed
+
+        return await asyncio.wait_for(asyncio.gather(*(waiter() for _ in range(3))), 60)
+
+    assert asyncio.run(main()) == [256 << 20] * 3
+
+
 def test_await_raises_the_operations_error(engine):
     async def main():
         a = bytearray(100)
