@@ -49,7 +49,9 @@ std::unique_ptr<PyCache> Create(std::vector<nb::object> engines, std::map<int, s
                                 int place_on, const std::string& policy) {
   auto py = std::make_unique<PyCache>();
   CacheConfig c;
-  for (const nb::object& e : engines) c.engines.push_back(&nb::cast<Engine&>(e));
+  for (const nb::object& e : engines) {
+    c.engines.push_back(&Arg<Engine>(e, "engines", "tierflow engines (CpuEngine, DsaEngine)"));
+  }
   c.capacity = std::move(capacity);
   if (place_on >= 0) c.placement = [place_on](const void*, size_t, int) { return place_on; };
   c.copy_policy.kind = Take(ParsePolicyKind(policy));

@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 
 #include <cstddef>
+#include <string>
 #include <utility>
 
 #include "tierflow/status.h"
@@ -37,12 +38,25 @@ class View {
   static View Of(nb::handle obj, bool writable, const char* what);
   void* data() const { return view_.buf; }
   std::size_t size() const { return static_cast<std::size_t>(view_.len); }
+  bool readonly() const { return view_.readonly != 0; }
   void Release();
 
  private:
   Py_buffer view_{};
   bool held_ = false;
 };
+
+// `obj` as an argument of a bound class T (an engine, an operation); anything else, None
+// included, raises InvalidArgumentError naming `what` and the type it got.
+template <typename T>
+T& Arg(nb::handle obj, const char* what, const char* expected) {
+  if (obj.is_none() || !nb::isinstance<T>(obj)) {
+    Check(Status::InvalidArgument(
+        std::string(what) + ": give " + expected + ", not " +
+        (obj.is_none() ? std::string("None") : std::string("a ") + Py_TYPE(obj.ptr())->tp_name)));
+  }
+  return nb::cast<T&>(obj);
+}
 
 // tierflow._aio's functions, looked up once (the GIL held) and kept for the life of the
 // process: never released, since the interpreter may be gone when statics are destroyed.

@@ -43,14 +43,14 @@ PyHandle Submit(nb::handle self, const PyOperation& op, nb::object callback) {
   return Start(self, {&op.op, 1}, {op.views}, std::move(callback));
 }
 
-PyHandle SubmitBatch(nb::handle self, const std::vector<const PyOperation*>& ops,
-                     nb::object callback) {
+PyHandle SubmitBatch(nb::handle self, const std::vector<nb::handle>& ops, nb::object callback) {
   if (ops.empty()) Check(Status::InvalidArgument("submit_batch: give at least one operation"));
   std::vector<Operation> plain;
   std::vector<std::shared_ptr<std::vector<View>>> views;
-  for (const PyOperation* op : ops) {
-    plain.push_back(op->op);
-    views.push_back(op->views);
+  for (nb::handle o : ops) {
+    const PyOperation& op = Arg<PyOperation>(o, "submit_batch", "tierflow.Operation objects");
+    plain.push_back(op.op);
+    views.push_back(op.views);
   }
   return Start(self, plain, std::move(views), std::move(callback));
 }
@@ -147,7 +147,9 @@ PyHandle SubmitWithPolicy(const PyOperation& op, std::vector<nb::object> engines
   p.engine_node = engine_node;
   p.socket = socket;
   std::vector<Engine*> plain;
-  for (const nb::object& e : engines) plain.push_back(&nb::cast<Engine&>(e));
+  for (const nb::object& e : engines) {
+    plain.push_back(&Arg<Engine>(e, "engines", "tierflow engines (CpuEngine, DsaEngine)"));
+  }
   const Topology t = Take(Topology::Discover());
   const int dst = Take(NodeOfAddress(op.op.dst));
   const int src = op.op.kind == OpKind::kCopy ? Take(NodeOfAddress(op.op.src)) : dst;

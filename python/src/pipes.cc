@@ -56,7 +56,9 @@ PyLocator Locate(nb::handle self, nb::handle what, const std::string& mode, size
   if (nb::isinstance<nb::str>(what)) {
     return Wrap(self, Runtime(self).Parse(nb::cast<std::string>(what), ParseMode(mode), size));
   }
-  auto v = std::make_shared<View>(View::Of(what, true, "locator"));
+  // Read-only memory (bytes, a read-only array) may only be a source: Connect refuses it as a
+  // destination.
+  auto v = std::make_shared<View>(View::Of(what, false, "locator"));
   return Wrap(self, Runtime(self).Borrow(v->data(), v->size()), v);
 }
 
@@ -77,6 +79,10 @@ PyPipe Connect(nb::handle self, nb::handle from, nb::handle to, unsigned queue_d
   PyPipe p;
   p.from = Locate(self, from, "read", 0);
   p.to = Locate(self, to, "create", p.from.locator.capacity());
+  if (p.to.view && p.to.view->readonly()) {
+    Check(Status::InvalidArgument(
+        "dst: it is read-only memory; give a writable buffer (a numpy array, bytearray, ...)"));
+  }
   PipeOptions o;
   o.queue_depth = queue_depth;
   o.chunk_bytes = chunk_bytes;

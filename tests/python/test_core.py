@@ -271,3 +271,16 @@ def test_capabilities_and_stats(engine):
     assert c["kind"] == "cpu" and "copy" in c["ops"] and not c["is_model"]
     assert engine.stats["ops_submitted"] > 0
     assert engine.workers == 2
+
+
+def test_wrong_objects_are_refused_by_name(engine):
+    with pytest.raises(tf.InvalidArgumentError, match="submit_batch: give tierflow.Operation"):
+        engine.submit_batch([None])
+    with pytest.raises(tf.InvalidArgumentError, match="engines: give tierflow engines"):
+        tf.OffloadCache.create([1], {0: 1 << 20})
+    with pytest.raises(tf.InvalidArgumentError, match="not a str"):
+        tf.submit_with_policy(tf.Operation.copy(bytearray(8), b"12345678"), ["cpu"])
+    for bad in (lambda: engine.submit(None), lambda: tf.Operation.fill(bytearray(8), 2 ** 64),
+                lambda: tf.Operation.copy(bytearray(8), b"x", size=-1)):
+        with pytest.raises(TypeError):
+            bad()

@@ -79,8 +79,11 @@ def test_pipe_errors(runtime, d):
     with pytest.raises(ValueError, match="mode="):
         runtime.locator(f"file:{d}/x", mode="append")
     src = np.zeros(4096, np.uint8)
-    with pytest.raises(ValueError, match="read-only"):
+    with pytest.raises(ValueError, match="dst: it is read-only"):
         runtime.connect(src, b"immutable")
+    copy = np.zeros(9, np.uint8)
+    runtime.connect(b"immutable", copy).transfer(0, 0, 9)  # read-only memory as a source
+    assert copy.tobytes() == b"immutable"
     pipe = runtime.connect(src, np.zeros(4096, np.uint8))
     with pytest.raises(ValueError):
         pipe.transfer(0, 0, 8192)
