@@ -7,13 +7,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "sort/format.h"
+#include "sort/radix.h"
 #include "sort/sort.h"
 #include "sort/temp_files.h"
 #include "testing/temp_dir.h"
@@ -23,6 +28,67 @@ namespace {
 
 using testkit::SmallFileSystem;
 using testkit::TempDir;
+
+// Records of `f` whose keys `key(i)` makes (the rest of each record: its index).
+std::vector<std::byte> Records(Format f, std::uint64_t n,
+                               const std::function<std::uint64_t(std::uint64_t)>& key) {
+  const std::size_t size = RecordBytes(f);
+  std::vector<std::byte> out(n * size);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::byte* r = out.data() + i * size;
+    const std::uint64_t k = key(i);
+    if (f == Format::kU64) {
+      std::memcpy(r, &k, 8);
+      std::memcpy(r + 8, &i, 8);
+    } else {
+      for (int b = 0; b < 8; ++b) r[b] = static_cast<std::byte>(k >> (56 - 8 * b));
+      r[8] = static_cast<std::byte>(i % 3);  // key bytes 8-9: few values, so ties reach them
+      r[9] = static_cast<std::byte>(k & 1);
+      std::memcpy(r + 10, &i, 8);
+    }
+  }
+  return out;
+}
+
+// SortRun's output is the records in key order (every one of them, each once).
+void ExpectSorted(Format f, std::vector<std::byte> in, const std::string& what) {
+  const std::size_t size = RecordBytes(f), n = in.size() / size;
+  std::vector<std::byte> scratch(SortScratchBytes(f, n) + size);
+  std::vector<std::byte> data = in;
+  const std::byte* out = SortRun(f, data.data(), scratch.data(), n);
+  std::vector<std::string> got, want;  // records as strings: compared and sorted as bytes
+  for (std::size_t i = 0; i < n; ++i) {
+    got.emplace_back(reinterpret_cast<const char*>(out + i * size), size);
+    want.emplace_back(reinterpret_cast<const char*>(in.data() + i * size), size);
+  }
+  for (std::size_t i = 1; i < n; ++i) {
+    ASSERT_FALSE(KeyOf(f, out + i * size) < KeyOf(f, out + (i - 1) * size)) << what << " at " << i;
+  }
+  std::sort(got.begin(), got.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want) << what << ": records lost or changed";
+}
+
+TEST(Radix, SortRunOrdersEveryDistribution) {
+  std::mt19937_64 rng(7);
+  const std::pair<const char*, std::function<std::uint64_t(std::uint64_t)>> keys[] = {
+      {"uniform", [&](std::uint64_t) { return rng(); }},
+      {"all equal", [](std::uint64_t) { return std::uint64_t{42}; }},
+      {"record order", [](std::uint64_t i) { return i; }},
+      {"reversed", [](std::uint64_t i) { return ~i; }},
+      {"few high values, spread low bits",
+       [&](std::uint64_t) { return (rng() % 3) << 61 | (rng() & 0xffffffff); }},
+      {"zipf-like", [&](std::uint64_t) { return std::uint64_t{1} << (rng() % 40); }},
+      {"top digits spread, ties below", [&](std::uint64_t) { return rng() & ~0xfffffULL; }},
+  };
+  for (Format f : {Format::kU64, Format::kGensort}) {
+    for (const auto& [name, key] : keys) {
+      for (std::uint64_t n : {0ULL, 1ULL, 2ULL, 1000ULL, 100000ULL}) {
+        ExpectSorted(f, Records(f, n, key), std::string(FormatName(f)) + " " + name);
+      }
+    }
+  }
+}
 
 Config Basic(const TempDir& dir, Format f, std::uint64_t generate, std::uint64_t memory) {
   Config c;
