@@ -110,7 +110,7 @@ test-install:
 # between runs), installed into a new venv with nothing else; there its tests (tests/python),
 # the examples, and mypy with the package's stubs over the examples.
 PYVENV = $(BUILD)-python
-test-python:
+test-python: setup
 	rm -rf $(PYVENV) $(BUILD)-wheel && python3 -m venv $(PYVENV)
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) .venv/bin/pip wheel -q --no-build-isolation --no-deps \
 	  --disable-pip-version-check -w $(BUILD)-wheel .
