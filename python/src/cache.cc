@@ -55,8 +55,7 @@ std::unique_ptr<PyCache> Create(std::vector<nb::object> engines, std::map<int, s
   c.capacity = std::move(capacity);
   if (place_on >= 0) c.placement = [place_on](const void*, size_t, int) { return place_on; };
   c.copy_policy.kind = Take(ParsePolicyKind(policy));
-  Topology t = Take(Topology::Discover());
-  py->cache = Take(OffloadCache::Create(t, std::move(c)));
+  py->cache = Take(OffloadCache::Create(ThisSystem(), std::move(c)));
   py->engines = std::move(engines);
   return py;
 }

@@ -10,9 +10,18 @@
 
 #include "tierflow/status.h"
 
+namespace tierflow {
+class Topology;
+}
+
 namespace tierflow::python {
 
 namespace nb = nanobind;
+
+// This system's topology (TIERFLOW_TIERS applied), discovered by the first call that needs it
+// and kept: engines, caches and copy policies are made and planned on it without discovering
+// the machine again each time. A failed discovery is raised and tried again next time.
+const Topology& ThisSystem();
 
 // Raises the Python exception for `s` (errors.cc) unless it is ok.
 void Check(const Status& s);

@@ -23,20 +23,12 @@ namespace {
 PyHandle Start(nb::handle self, std::span<const Operation> ops,
                std::vector<std::shared_ptr<std::vector<View>>> views, nb::object callback) {
   Engine& e = nb::cast<Engine&>(self);
-  PyHandle h;
-  h.state = NewHandleState(std::move(callback));
-  h.views = std::move(views);
-  h.engine = nb::borrow(self);
-  SubmitOptions o;
-  o.callback = CallbackFor(h.state);
-  Result<Handle> r =
-      ops.size() == 1 ? e.Submit(ops[0], std::move(o)) : e.SubmitBatch(ops, std::move(o));
-  if (!r.ok()) {
-    DropCallback(*h.state);
-    Check(r.status());
-  }
-  h.handle = std::move(*r);
-  return h;
+  return StartHandle(
+      nb::borrow(self), std::move(views), std::move(callback), [&](CompletionCallback done) {
+        SubmitOptions o;
+        o.callback = std::move(done);
+        return ops.size() == 1 ? e.Submit(ops[0], std::move(o)) : e.SubmitBatch(ops, std::move(o));
+      });
 }
 
 PyHandle Submit(nb::handle self, const PyOperation& op, nb::object callback) {
@@ -91,7 +83,7 @@ nb::dict Stats(const Engine& e) {
 }
 
 std::unique_ptr<CpuEngine> CreateCpu(int node, int workers, bool pin, size_t inline_max_bytes) {
-  Topology t = Take(Topology::Discover());
+  const Topology& t = ThisSystem();
   CpuEngineOptions o;
   o.node = node;
   o.workers = workers;
@@ -150,25 +142,18 @@ PyHandle SubmitWithPolicy(const PyOperation& op, std::vector<nb::object> engines
   for (const nb::object& e : engines) {
     plain.push_back(&Arg<Engine>(e, "engines", "tierflow engines (CpuEngine, DsaEngine)"));
   }
-  const Topology t = Take(Topology::Discover());
+  const Topology& t = ThisSystem();
   const int dst = Take(NodeOfAddress(op.op.dst));
   const int src = op.op.kind == OpKind::kCopy ? Take(NodeOfAddress(op.op.src)) : dst;
   const std::vector<CopyPart> parts =
       Take(op.op.kind == OpKind::kCopy ? PlanCopy(p, t, plain, src, dst, op.op.size)
                                        : PlanFill(p, t, plain, nullptr, src, dst, op.op.size));
-  PyHandle h;
-  h.state = NewHandleState(std::move(callback));
-  h.views = {op.views};
-  h.engine = nb::cast(engines);
-  SubmitOptions o;
-  o.callback = CallbackFor(h.state);
-  Result<Handle> r = SubmitParts(op.op, parts, std::move(o));
-  if (!r.ok()) {
-    DropCallback(*h.state);
-    Check(r.status());
-  }
-  h.handle = std::move(*r);
-  return h;
+  return StartHandle(nb::cast(engines), {op.views}, std::move(callback),
+                     [&](CompletionCallback done) {
+                       SubmitOptions o;
+                       o.callback = std::move(done);
+                       return SubmitParts(op.op, parts, std::move(o));
+                     });
 }
 
 }  // namespace

@@ -101,6 +101,8 @@ void CallPython(PyObject* callback, const Completion& c) {
 
 }  // namespace
 
+namespace {
+
 std::shared_ptr<HandleState> NewHandleState(nb::object callback) {
   auto s = std::make_shared<HandleState>();
   if (!callback.is_none()) s->callback = callback.release().ptr();
@@ -122,6 +124,24 @@ CompletionCallback CallbackFor(const std::shared_ptr<HandleState>& state) {
     if (callback != nullptr) CallPython(callback, c);
     if (notifier) notifier->Push(state);
   };
+}
+
+}  // namespace
+
+PyHandle StartHandle(nb::object owner, std::vector<std::shared_ptr<std::vector<View>>> views,
+                     nb::object callback,
+                     const std::function<Result<Handle>(CompletionCallback)>& submit) {
+  PyHandle h;
+  h.state = NewHandleState(std::move(callback));
+  h.views = std::move(views);
+  h.engine = std::move(owner);
+  Result<Handle> r = submit(CallbackFor(h.state));
+  if (!r.ok()) {
+    DropCallback(*h.state);
+    Check(r.status());
+  }
+  h.handle = std::move(*r);
+  return h;
 }
 
 nb::handle AioFunction(Aio which) {

@@ -6,6 +6,7 @@
 // loop watches).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,12 +27,12 @@ struct PyHandle {
   nb::object engine;                                      // outlives the operation
 };
 
-// The callback given to Submit: marks the state done, calls `callback` (a Python callable or
-// None) with the completion, and tells an awaiting event loop.
-CompletionCallback CallbackFor(const std::shared_ptr<HandleState>& state);
-std::shared_ptr<HandleState> NewHandleState(nb::object callback);
-// For an operation the engine refused: its callback will never be called; released here (the
-// GIL held).
-void DropCallback(HandleState& state);
+// Starts an operation through `submit`, which is given the completion callback to pass on, and
+// returns its handle, holding `views` and `owner` (what must outlive the operation: the
+// engines, the pipe). `callback`, a Python callable or None, is called with the completion; an
+// error of `submit` is raised, and the callback released then, never called.
+PyHandle StartHandle(nb::object owner, std::vector<std::shared_ptr<std::vector<View>>> views,
+                     nb::object callback,
+                     const std::function<Result<Handle>(CompletionCallback)>& submit);
 
 }  // namespace tierflow::python

@@ -107,16 +107,10 @@ void Transfer(PyPipe& p, uint64_t src, uint64_t dst, uint64_t length) {
 
 PyHandle Submit(nb::handle self, uint64_t src, uint64_t dst, uint64_t length, nb::object callback) {
   PyPipe& p = nb::cast<PyPipe&>(self);
-  PyHandle h;
-  h.state = NewHandleState(std::move(callback));
-  h.engine = nb::borrow(self);  // the pipe, which holds its locators' buffers
-  Result<Handle> r = p.pipe.Submit(src, dst, length, CallbackFor(h.state));
-  if (!r.ok()) {
-    DropCallback(*h.state);
-    Check(r.status());
-  }
-  h.handle = std::move(*r);
-  return h;
+  // The pipe holds its locators' buffers: owning it keeps them.
+  return StartHandle(nb::borrow(self), {}, std::move(callback), [&](CompletionCallback done) {
+    return p.pipe.Submit(src, dst, length, std::move(done));
+  });
 }
 
 nb::list Reap(PyPipe& p, size_t most) {

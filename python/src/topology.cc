@@ -53,6 +53,12 @@ void BindNode(nb::module_& m) {
 
 }  // namespace
 
+const Topology& ThisSystem() {
+  static const Topology* system = nullptr;  // set once, the GIL held; never freed
+  if (system == nullptr) system = new Topology(Take(Topology::Discover()));
+  return *system;
+}
+
 void BindTopology(nb::module_& m) {
   BindNode(m);
   nb::class_<Topology>(m, "Topology", "The machine's memory nodes and their tiers.")
