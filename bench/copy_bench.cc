@@ -208,7 +208,8 @@ void PrintTable(std::ostream& out, const std::vector<Row>& rows, const std::vect
   }
   out << "\n'vs best' = median / best glibc memcpy median (any thread count) for the same size and "
          "nodes\n'paired'  = median over rounds of GB/s / the best glibc memcpy's in the same "
-         "round (rounds interleaved)\n";
+         "round (rounds interleaved)\n'+hwpf'   = streaming copies leave the source to the "
+         "hardware prefetchers (measured faster on this CPU)\n";
 }
 
 Status ValidateLists(const CopyBenchConfig& cfg) {
@@ -334,6 +335,12 @@ void AddBaselines(const CopyBenchConfig& cfg, const std::vector<int>& base_threa
   }
 }
 
+// The streaming kernel's ISA, "+hwpf" where it leaves the source to the hardware prefetchers.
+std::string StreamingKernel(const CpuEngine& e) {
+  return std::string(CpuIsaName(e.streaming_isa())) +
+         (e.streaming_software_prefetch() ? "" : "+hwpf");
+}
+
 // CPU engines with `threads` workers each, one per node with CPUs.
 struct EngineSet {
   std::vector<std::unique_ptr<CpuEngine>> owned;
@@ -349,10 +356,10 @@ Result<EngineSet> MakeEngines(const Topology& topo, int threads, std::string& is
     o.workers = threads;
     Result<std::unique_ptr<CpuEngine>> e = CpuEngine::Create(topo, o);
     if (!e.ok()) return e.status();
-    isa = (*e)->isa() == (*e)->streaming_isa()
+    isa = (*e)->isa() == (*e)->streaming_isa() && (*e)->streaming_software_prefetch()
               ? std::string(CpuIsaName((*e)->isa()))
               : fmt::format("{} (streaming copies: {})", CpuIsaName((*e)->isa()),
-                            CpuIsaName((*e)->streaming_isa()));
+                            StreamingKernel(**e));
     set.engines.push_back(e->get());
     set.owned.push_back(std::move(*e));
   }
@@ -370,7 +377,7 @@ struct EngineSpec {
 
 // The ISA of the kernel that copies operations of `bytes`: streaming at or above the threshold.
 std::string KernelOf(const CpuEngine& e, std::size_t bytes) {
-  return std::string(CpuIsaName(bytes >= e.nt_threshold_bytes() ? e.streaming_isa() : e.isa()));
+  return bytes >= e.nt_threshold_bytes() ? StreamingKernel(e) : std::string(CpuIsaName(e.isa()));
 }
 
 Result<Candidate> EngineCandidate(const Topology& topo, const EngineSet& set,

@@ -89,6 +89,9 @@ class TIERFLOW_EXPORT CpuEngine final : public Engine {
   // engine of the process is created; otherwise both are the one asked for.
   CpuIsa isa() const;
   CpuIsa streaming_isa() const;
+  // Whether streaming copies ask for their source ahead in software (true), or leave it to the
+  // hardware prefetchers; measured with the streaming ISA (true when an ISA is named).
+  bool streaming_software_prefetch() const;
   std::size_t nt_threshold_bytes() const;
   int workers() const;
   const CpuEngineOptions& options() const;

@@ -156,16 +156,14 @@ bool CpuEngine::Impl::PollForWork(Mailbox& box) {
 
 namespace {
 
-// The ISAs of the kernels for cached and for streaming copies: the one asked for (options or
-// TIERFLOW_ISA) for both, else the fastest of each kind as measured on this CPU.
-Result<std::pair<CpuIsa, CpuIsa>> ChooseKernels(CpuIsa asked) {
+// The kernels for cached and for streaming copies: the ISA asked for (options or
+// TIERFLOW_ISA) for both, with software prefetch, else the fastest of each kind as measured on
+// this CPU.
+Result<kernels::MeasuredKernelChoice> ChooseKernels(CpuIsa asked) {
   if (asked == CpuIsa::kAuto) {
     Result<CpuIsa> named = kernels::IsaInEnvironment();
     if (!named.ok()) return named.status();
-    if (*named == CpuIsa::kAuto) {
-      const kernels::MeasuredKernelChoice m = kernels::MeasuredKernels();
-      return std::pair{m.cached, m.streaming};
-    }
+    if (*named == CpuIsa::kAuto) return kernels::MeasuredKernels();
     asked = *named;
   }
   if (!kernels::IsaSupported(asked)) {
@@ -174,7 +172,7 @@ Result<std::pair<CpuIsa, CpuIsa>> ChooseKernels(CpuIsa asked) {
         CpuIsaName(asked),
         CpuIsaName(kernels::IsaSupported(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kBaseline)));
   }
-  return std::pair{asked, asked};
+  return kernels::MeasuredKernelChoice{asked, asked};
 }
 
 }  // namespace
@@ -235,16 +233,17 @@ Result<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Topology& topology,
                                                      const CpuEngineOptions& options) {
   Result<const NumaNode*> node = SanitizeOptions(topology, options);
   if (!node.ok()) return node.status();
-  Result<std::pair<CpuIsa, CpuIsa>> isas = ChooseKernels(options.isa);
+  Result<kernels::MeasuredKernelChoice> isas = ChooseKernels(options.isa);
   if (!isas.ok()) return isas.status();
   if (Status s = InstallFaultHandler(); !s.ok()) return s;
 
   auto impl = std::make_unique<Impl>(options.queue_capacity);
   impl->opts = options;
-  impl->isa = isas->first;
-  impl->streaming_isa = isas->second;
-  impl->kernels = &kernels::KernelsFor(isas->first);
-  impl->nt_kernels = &kernels::KernelsFor(isas->second);
+  impl->isa = isas->cached;
+  impl->streaming_isa = isas->streaming;
+  impl->streaming_prefetch = isas->streaming_prefetch;
+  impl->kernels = &kernels::KernelsFor(isas->cached);
+  impl->nt_kernels = &kernels::KernelsFor(isas->streaming, isas->streaming_prefetch);
   impl->cpus = (*node)->cpus;
   impl->worker_count = options.workers == 0 ? static_cast<int>(impl->cpus.size()) : options.workers;
   impl->mailboxes.reset(new Impl::Mailbox[static_cast<std::size_t>(impl->worker_count)]);
@@ -294,6 +293,9 @@ EngineQueue CpuEngine::queue() const { return {impl_->queue.capacity(), impl_->q
 
 CpuIsa CpuEngine::isa() const { return impl_->isa; }
 CpuIsa CpuEngine::streaming_isa() const { return impl_->streaming_isa; }
+bool CpuEngine::streaming_software_prefetch() const {
+  return impl_->streaming_prefetch == kernels::StreamPrefetch::kSoftware;
+}
 std::size_t CpuEngine::nt_threshold_bytes() const { return impl_->nt_threshold; }
 double CpuEngineInternal::HeldPieceScale(const CpuEngine& engine) {
   return cpu::t_held_bias.engine == engine.impl_->number ? cpu::t_held_bias.bias.scale() : 1.0;

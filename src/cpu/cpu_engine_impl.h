@@ -60,6 +60,7 @@ struct [[gnu::visibility("hidden")]] CpuEngine::Impl final : ForkAware {
   CpuIsa streaming_isa = CpuIsa::kBaseline;
   const kernels::Kernels* kernels = nullptr;     // copies that stay in the cache
   const kernels::Kernels* nt_kernels = nullptr;  // streaming copies (non-temporal stores)
+  kernels::StreamPrefetch streaming_prefetch = kernels::StreamPrefetch::kSoftware;
   std::size_t nt_threshold = 0;
   EngineCapabilities caps;
   std::vector<int> cpus;

@@ -32,14 +32,15 @@ bool IsaSupported(CpuIsa isa) {
   return false;
 }
 
-const Kernels& KernelsFor(CpuIsa isa) {
+const Kernels& KernelsFor(CpuIsa isa, StreamPrefetch prefetch) {
+  const bool sw = prefetch == StreamPrefetch::kSoftware;
   switch (isa) {
     case CpuIsa::kAvx512:
-      return internal::kAvx512Kernels;
+      return sw ? internal::kAvx512Kernels : internal::kAvx512KernelsHw;
     case CpuIsa::kAvx2:
-      return internal::kAvx2Kernels;
+      return sw ? internal::kAvx2Kernels : internal::kAvx2KernelsHw;
     default:
-      return internal::kBaselineKernels;
+      return sw ? internal::kBaselineKernels : internal::kBaselineKernelsHw;
   }
 }
 

@@ -51,16 +51,23 @@ struct Kernels {
 };
 
 bool IsaSupported(CpuIsa isa);
-const Kernels& KernelsFor(CpuIsa isa);  // isa must be supported and not kAuto
+// How a streaming copy (nt) gets its source ahead of the loads: software prefetches a fixed
+// distance ahead, or the hardware prefetchers alone. Which is faster depends on the core.
+enum class StreamPrefetch : std::uint8_t { kSoftware, kHardware };
+// isa must be supported and not kAuto; `prefetch` changes streaming copies only.
+const Kernels& KernelsFor(CpuIsa isa, StreamPrefetch prefetch = StreamPrefetch::kSoftware);
 
 // The supported ISA whose copy kernel is fastest on this CPU for copies that stay in the
 // cache (temporal stores, timed on a block that fits in L1 and one that fits in L2) and for
 // streaming ones (non-temporal stores, a block past L2), measured the first time it is asked
 // for in a process (a few milliseconds; later calls return the same). A narrower ISA is chosen
-// only when it is at least 5% faster at every size timed. Thread-safe.
+// only when it is at least 5% faster at every size timed; so is leaving the streaming copy's
+// source to the hardware prefetchers (streaming_prefetch) over software prefetches.
+// Thread-safe.
 struct MeasuredKernelChoice {
   CpuIsa cached;
   CpuIsa streaming;
+  StreamPrefetch streaming_prefetch = StreamPrefetch::kSoftware;
 };
 MeasuredKernelChoice MeasuredKernels();
 // What TIERFLOW_ISA names: kAuto when it is unset, empty or "auto" (then the kernels are
@@ -129,6 +136,10 @@ namespace internal {
 extern const Kernels kBaselineKernels;
 extern const Kernels kAvx2Kernels;
 extern const Kernels kAvx512Kernels;
+// The same with streaming copies left to the hardware prefetchers (StreamPrefetch::kHardware).
+extern const Kernels kBaselineKernelsHw;
+extern const Kernels kAvx2KernelsHw;
+extern const Kernels kAvx512KernelsHw;
 }  // namespace internal
 
 }  // namespace tierflow::kernels

@@ -18,8 +18,9 @@ struct Avx2 {
   static Vec Broadcast64(std::uint64_t x) { return _mm256_set1_epi64x(static_cast<long long>(x)); }
   static void Fence() { _mm_sfence(); }
 };
+template <bool kSoftwarePrefetch>
 void Copy(void* d, const void* s, std::size_t n, bool nt) {
-  CopyImpl<Avx2>(d, s, n, nt);
+  CopyImpl<Avx2, kSoftwarePrefetch>(d, s, n, nt);
   _mm256_zeroupper();
 }
 void Fill(void* d, std::uint64_t p, std::size_t ph, std::size_t n, bool nt) {
@@ -30,14 +31,17 @@ void Fill(void* d, std::uint64_t p, std::size_t ph, std::size_t n, bool nt) {
 }  // namespace
 
 #if TIERFLOW_RECOVERABLE_COPY
-const Kernels kAvx2Kernels = {&Copy, &Fill, &tierflow_copy_recoverable_avx2};
+const Kernels kAvx2Kernels = {&Copy<true>, &Fill, &tierflow_copy_recoverable_avx2};
+const Kernels kAvx2KernelsHw = {&Copy<false>, &Fill, &tierflow_copy_recoverable_avx2};
 #else
-const Kernels kAvx2Kernels = {&Copy, &Fill};
+const Kernels kAvx2Kernels = {&Copy<true>, &Fill};
+const Kernels kAvx2KernelsHw = {&Copy<false>, &Fill};
 #endif
 
 }  // namespace tierflow::kernels::internal
 #else
 namespace tierflow::kernels::internal {
 const Kernels kAvx2Kernels = {nullptr, nullptr};  // never selected: IsaSupported is false
-}
+const Kernels kAvx2KernelsHw = {nullptr, nullptr};
+}  // namespace tierflow::kernels::internal
 #endif

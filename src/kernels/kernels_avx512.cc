@@ -10,8 +10,9 @@
 namespace tierflow::kernels::internal {
 namespace {
 
+template <bool kSoftwarePrefetch>
 void Copy(void* d, const void* s, std::size_t n, bool nt) {
-  CopyImpl<Avx512>(d, s, n, nt);
+  CopyImpl<Avx512, kSoftwarePrefetch>(d, s, n, nt);
   _mm256_zeroupper();
 }
 void Fill(void* d, std::uint64_t p, std::size_t ph, std::size_t n, bool nt) {
@@ -21,11 +22,13 @@ void Fill(void* d, std::uint64_t p, std::size_t ph, std::size_t n, bool nt) {
 
 }  // namespace
 
-const Kernels kAvx512Kernels = {&Copy, &Fill};
+const Kernels kAvx512Kernels = {&Copy<true>, &Fill};
+const Kernels kAvx512KernelsHw = {&Copy<false>, &Fill};
 
 }  // namespace tierflow::kernels::internal
 #else
 namespace tierflow::kernels::internal {
 const Kernels kAvx512Kernels = {nullptr, nullptr};  // never selected: IsaSupported is false
-}
+const Kernels kAvx512KernelsHw = {nullptr, nullptr};
+}  // namespace tierflow::kernels::internal
 #endif

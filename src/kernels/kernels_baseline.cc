@@ -20,12 +20,18 @@ struct Sse2 {
   static Vec Broadcast64(std::uint64_t x) { return _mm_set1_epi64x(static_cast<long long>(x)); }
   static void Fence() { _mm_sfence(); }
 };
-void Copy(void* d, const void* s, std::size_t n, bool nt) { CopyImpl<Sse2>(d, s, n, nt); }
+template <bool kSoftwarePrefetch>
+void Copy(void* d, const void* s, std::size_t n, bool nt) {
+  CopyImpl<Sse2, kSoftwarePrefetch>(d, s, n, nt);
+}
 void Fill(void* d, std::uint64_t p, std::size_t ph, std::size_t n, bool nt) {
   FillImpl<Sse2>(d, p, ph, n, nt);
 }
 #else
-void Copy(void* d, const void* s, std::size_t n, bool) { std::memcpy(d, s, n); }
+template <bool>
+void Copy(void* d, const void* s, std::size_t n, bool) {
+  std::memcpy(d, s, n);
+}
 void Fill(void* dst, std::uint64_t p, std::size_t ph, std::size_t n, bool) {
   auto* d = static_cast<unsigned char*>(dst);
   for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<unsigned char>(p >> (8 * ((ph + i) % 8)));
@@ -35,9 +41,11 @@ void Fill(void* dst, std::uint64_t p, std::size_t ph, std::size_t n, bool) {
 }  // namespace
 
 #if TIERFLOW_RECOVERABLE_COPY
-const Kernels kBaselineKernels = {&Copy, &Fill, &tierflow_copy_recoverable_sse2};
+const Kernels kBaselineKernels = {&Copy<true>, &Fill, &tierflow_copy_recoverable_sse2};
+const Kernels kBaselineKernelsHw = {&Copy<false>, &Fill, &tierflow_copy_recoverable_sse2};
 #else
-const Kernels kBaselineKernels = {&Copy, &Fill};
+const Kernels kBaselineKernels = {&Copy<true>, &Fill};
+const Kernels kBaselineKernelsHw = {&Copy<false>, &Fill};
 #endif
 
 }  // namespace tierflow::kernels::internal

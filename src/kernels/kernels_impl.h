@@ -14,14 +14,16 @@
 
 namespace tierflow::kernels::internal {
 
-// How far ahead of its loads a streaming copy asks for the source (bytes). Streaming copies
-// are the ones larger than the caches, so the source comes from memory, where the hardware
-// prefetchers alone kept the copy behind glibc's memcpy (docs/architecture.md, CPU engine).
+// How far ahead of its loads a streaming copy asks for the source (bytes), in the kernels with
+// software prefetch. Streaming copies are the ones larger than the caches, so the source comes
+// from memory, where on some cores (AMD Zen) the hardware prefetchers alone kept the copy
+// behind glibc's memcpy, and on others (Intel Xeon) these prefetches slow it to 0.7x: which
+// kernel streams is measured (calibrate.cc; docs/architecture.md, CPU engine).
 inline constexpr std::size_t kStreamPrefetchAhead = 512;
 
 // Aligned stores (streaming when kNt) from possibly unaligned loads; advances d, s and n and
 // leaves fewer than V::kWidth bytes.
-template <class V, bool kNt>
+template <class V, bool kNt, bool kSoftwarePrefetch>
 inline void CopyAlignedBody(char*& d, const char*& s, std::size_t& n) {
   constexpr std::size_t W = V::kWidth;
   auto put = [](void* p, typename V::Vec v) {
@@ -32,7 +34,7 @@ inline void CopyAlignedBody(char*& d, const char*& s, std::size_t& n) {
     }
   };
   for (; n >= 4 * W; n -= 4 * W, d += 4 * W, s += 4 * W) {
-    if constexpr (kNt) {
+    if constexpr (kNt && kSoftwarePrefetch) {
       // Non-temporal (locality 0): into the core's nearest cache only, as the line is read
       // once. A prefetch past the source's end is harmless: prefetches never fault.
       for (std::size_t k = 0; k < 4 * W; k += 64) {
@@ -48,7 +50,7 @@ inline void CopyAlignedBody(char*& d, const char*& s, std::size_t& n) {
   for (; n >= W; n -= W, d += W, s += W) put(d, V::LoadU(s));
 }
 
-template <class V>
+template <class V, bool kSoftwarePrefetch>
 void CopyImpl(void* dst, const void* src, std::size_t n, bool nt) {
   constexpr std::size_t W = V::kWidth;
   auto* d = static_cast<char*>(dst);
@@ -67,10 +69,10 @@ void CopyImpl(void* dst, const void* src, std::size_t n, bool nt) {
   s += head;
   n -= head;
   if (nt) {
-    CopyAlignedBody<V, true>(d, s, n);
+    CopyAlignedBody<V, true, kSoftwarePrefetch>(d, s, n);
     V::Fence();
   } else {
-    CopyAlignedBody<V, false>(d, s, n);
+    CopyAlignedBody<V, false, false>(d, s, n);
   }
   if (n != 0) V::StoreU(end - W, last);
 }

@@ -114,6 +114,7 @@ TEST(CpuEngine, AutoIsaIsMeasuredPerKindOfCopy) {
   const kernels::MeasuredKernelChoice again = kernels::MeasuredKernels();
   EXPECT_EQ(again.cached, m.cached);
   EXPECT_EQ(again.streaming, m.streaming);
+  EXPECT_EQ(again.streaming_prefetch, m.streaming_prefetch);
   auto e = MakeCpuEngine();
   EXPECT_EQ(e->isa(), m.cached);
   EXPECT_EQ(e->streaming_isa(), m.streaming);

@@ -126,10 +126,20 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Property, ::testing::ValuesIn(Configs()),
                                   std::to_string(i.param.nt_threshold);
                          });
 
-TEST(Kernels, EdgeSizesEveryIsa) {
+// Every supported ISA's kernels, with software prefetch and with the hardware's alone.
+std::vector<std::pair<CpuIsa, kernels::StreamPrefetch>> EveryKernelSet() {
+  std::vector<std::pair<CpuIsa, kernels::StreamPrefetch>> out;
   for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     if (!kernels::IsaSupported(isa)) continue;
-    const kernels::Kernels& k = kernels::KernelsFor(isa);
+    out.emplace_back(isa, kernels::StreamPrefetch::kSoftware);
+    out.emplace_back(isa, kernels::StreamPrefetch::kHardware);
+  }
+  return out;
+}
+
+TEST(Kernels, EdgeSizesEveryIsa) {
+  for (auto [isa, prefetch] : EveryKernelSet()) {
+    const kernels::Kernels& k = kernels::KernelsFor(isa, prefetch);
     std::vector<unsigned char> src(1024), dst(1200), ref(1200);
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
     for (bool nt : {false, true}) {
@@ -162,9 +172,8 @@ TEST(Kernels, StreamingCopyOfASourceEndingAtAnUnreadablePage) {
   ASSERT_EQ(mprotect(map + data, page, PROT_NONE), 0);
   for (std::size_t i = 0; i < data; ++i) map[i] = static_cast<unsigned char>(i * 13 + 5);
   std::vector<unsigned char> dst(data + 64);
-  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (!kernels::IsaSupported(isa)) continue;
-    const kernels::Kernels& k = kernels::KernelsFor(isa);
+  for (auto [isa, prefetch] : EveryKernelSet()) {
+    const kernels::Kernels& k = kernels::KernelsFor(isa, prefetch);
     for (std::size_t n : {std::size_t{256}, std::size_t{1000}, page, data - 3, data}) {
       const unsigned char* src = map + data - n;  // its last byte is the page's last readable one
       std::fill(dst.begin(), dst.end(), 0);

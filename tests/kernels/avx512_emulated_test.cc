@@ -52,15 +52,21 @@ TEST(Avx512Emulated, CopyEverySmallSizeAndAlignment) {
   auto src = RandomBytes(1024, 1);
   std::vector<unsigned char> dst(1200), ref(1200);
   Counters before;
-  for (bool nt : {false, true}) {
-    for (std::size_t n = 0; n <= 700; ++n) {
-      for (std::size_t d : {0, 1, 31, 63, 64}) {
-        for (std::size_t s : {0, 3, 64}) {
-          std::fill(dst.begin(), dst.end(), 0xee);
-          std::fill(ref.begin(), ref.end(), 0xee);
-          CopyImpl<Avx512>(dst.data() + d, src.data() + s, n, nt);
-          std::memcpy(ref.data() + d, src.data() + s, n);
-          ASSERT_EQ(dst, ref) << "n=" << n << " dst+" << d << " src+" << s << " nt=" << nt;
+  for (bool prefetch : {true, false}) {
+    for (bool nt : {false, true}) {
+      for (std::size_t n = 0; n <= 700; ++n) {
+        for (std::size_t d : {0, 1, 31, 63, 64}) {
+          for (std::size_t s : {0, 3, 64}) {
+            std::fill(dst.begin(), dst.end(), 0xee);
+            std::fill(ref.begin(), ref.end(), 0xee);
+            if (prefetch) {
+              CopyImpl<Avx512, true>(dst.data() + d, src.data() + s, n, nt);
+            } else {
+              CopyImpl<Avx512, false>(dst.data() + d, src.data() + s, n, nt);
+            }
+            std::memcpy(ref.data() + d, src.data() + s, n);
+            ASSERT_EQ(dst, ref) << "n=" << n << " dst+" << d << " src+" << s << " nt=" << nt;
+          }
         }
       }
     }
@@ -102,7 +108,11 @@ TEST(Avx512Emulated, RandomLargeCopiesAndFills) {
     std::size_t d = rng() % 4096, s = rng() % 4096;
     bool nt = rng() & 1;
     std::fill(dst.begin(), dst.end(), 0);
-    CopyImpl<Avx512>(dst.data() + d, src.data() + s, n, nt);
+    if (rng() & 1) {
+      CopyImpl<Avx512, true>(dst.data() + d, src.data() + s, n, nt);
+    } else {
+      CopyImpl<Avx512, false>(dst.data() + d, src.data() + s, n, nt);
+    }
     ASSERT_EQ(std::memcmp(dst.data() + d, src.data() + s, n), 0) << "n=" << n << " nt=" << nt;
     ASSERT_TRUE(std::all_of(dst.begin(), dst.begin() + d, [](unsigned char c) { return c == 0; }));
     ASSERT_TRUE(
