@@ -45,6 +45,8 @@ class View {
   // A C-contiguous view of `obj` (writable when `writable`); `what` names the argument in the
   // ValueError raised for anything else.
   static View Of(nb::handle obj, bool writable, const char* what);
+  // A range that is not Python memory (a file window's addresses), holding `owner` alive.
+  static View Holding(nb::handle owner, void* data, std::size_t size, bool readonly);
   void* data() const { return view_.buf; }
   std::size_t size() const { return static_cast<std::size_t>(view_.len); }
   bool readonly() const { return view_.readonly != 0; }
@@ -78,6 +80,7 @@ void BindBuffers(nb::module_& m);
 void BindOperations(nb::module_& m);
 void BindHandles(nb::module_& m);
 void BindEngines(nb::module_& m);
+void BindFiles(nb::module_& m);
 void BindCache(nb::module_& m);
 void BindPipes(nb::module_& m);
 void BindSort(nb::module_& m);

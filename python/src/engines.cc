@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "files.h"
 #include "handles.h"
 #include "operations.h"
 #include "tierflow/copy_policy.h"
@@ -32,6 +33,7 @@ PyHandle Start(nb::handle self, std::span<const Operation> ops,
 }
 
 PyHandle Submit(nb::handle self, const PyOperation& op, nb::object callback) {
+  CheckFiles(self, op);
   return Start(self, {&op.op, 1}, {op.views}, std::move(callback));
 }
 
@@ -41,6 +43,7 @@ PyHandle SubmitBatch(nb::handle self, const std::vector<nb::handle>& ops, nb::ob
   std::vector<std::shared_ptr<std::vector<View>>> views;
   for (nb::handle o : ops) {
     const PyOperation& op = Arg<PyOperation>(o, "submit_batch", "tierflow.Operation objects");
+    CheckFiles(self, op);
     plain.push_back(op.op);
     views.push_back(op.views);
   }
@@ -134,6 +137,7 @@ PyHandle SubmitWithPolicy(const PyOperation& op, std::vector<nb::object> engines
     Check(Status::InvalidArgument("a copy policy divides copies and fills; submit '" +
                                   std::string(OpKindName(op.op.kind)) + "' to one engine"));
   }
+  CheckFiles(nb::none(), op);
   CopyPolicy p;
   p.kind = Take(ParsePolicyKind(policy));
   p.engine_node = engine_node;

@@ -154,6 +154,17 @@ View View::Of(nb::handle obj, bool writable, const char* what) {
   return v;
 }
 
+View View::Holding(nb::handle owner, void* data, std::size_t size, bool readonly) {
+  View v;
+  // PyBuffer_Release of this view only drops the reference: the owner has no buffer procs.
+  v.view_.obj = nb::handle(owner).inc_ref().ptr();
+  v.view_.buf = data;
+  v.view_.len = static_cast<Py_ssize_t>(size);
+  v.view_.readonly = readonly ? 1 : 0;
+  v.held_ = true;
+  return v;
+}
+
 void View::Release() {
   if (held_) PyBuffer_Release(&view_);
   held_ = false;

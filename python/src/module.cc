@@ -13,6 +13,7 @@ NB_MODULE(_tierflow, m) {
   BindOperations(m);
   BindHandles(m);
   BindEngines(m);
+  BindFiles(m);
   BindCache(m);
   BindPipes(m);
   BindSort(m);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "files.h"
 #include "operations.h"
 
 namespace tierflow::python {
@@ -34,8 +35,8 @@ size_t SizeOf(const Size& size, std::initializer_list<std::pair<const View*, con
 
 PyOperation Copying(OpKind kind, nb::handle dst, nb::handle src, const Size& size) {
   PyOperation p;
-  View d = View::Of(dst, true, "dst");
-  View s = View::Of(src, false, "src");
+  View d = Operand(dst, true, "dst", p);
+  View s = Operand(src, false, "src", p);
   const size_t n = SizeOf(size, {{&d, "dst"}, {&s, "src"}});
   p.op = kind == OpKind::kCopy ? Operation::Copy(d.data(), s.data(), n)
                                : Operation::Move(d.data(), s.data(), n);
@@ -95,7 +96,14 @@ PyOperation Crc32c(nb::handle src, uint32_t seed, const Size& size) {
 // an invalidate may drop what another agent wrote, so the range must be writable memory.
 PyOperation Maintenance(OpKind kind, nb::handle range, const Size& size) {
   PyOperation p;
-  View r = View::Of(range, kind != OpKind::kWriteBack, "range");
+  // A file window's write-back is that engine's fdatasync, of a file opened for writing.
+  View r = kind == OpKind::kWriteBack ? Operand(range, false, "range", p)
+                                      : View::Of(range, true, "range");
+  if (!p.files.empty() && !p.files.back()->window.writable()) {
+    Check(Status::InvalidArgument("write_back: " + p.files.back()->window.path() +
+                                  " is open read-only, so nothing of it needs syncing: open it "
+                                  "with writable=True"));
+  }
   const size_t n = SizeOf(size, {{&r, "range"}});
   p.op = kind == OpKind::kWriteBack    ? Operation::WriteBack(r.data(), n)
          : kind == OpKind::kInvalidate ? Operation::Invalidate(r.data(), n)

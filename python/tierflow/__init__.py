@@ -7,6 +7,7 @@ in asyncio.
 """
 from ._tierflow import (  # noqa: F401
     Buffer, CacheEntry, Completion, DsaEngine, Locator, OffloadCache, Pipe, PipeRuntime, CpuEngine, Engine, Handle, NumaNode, Operation, Topology,
+    IoUringEngine, FileWindow, FileRange,
     Error, InvalidArgumentError, NotFoundError, OutOfMemoryError, UnsupportedError,
     CancelledError, FailedError, IoError, MissingFileError, InternalError,
     __version__, coherence_support, complete, fence, invalidate, sort, system_memory_nodes,
