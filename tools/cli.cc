@@ -2,6 +2,7 @@
 #include "tools/cli.h"
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <regex>
 #include <sstream>
@@ -14,12 +15,20 @@ namespace tierflow::tools {
 
 namespace {
 
-// The library's messages name its API ("FileMode::kReplace (--overwrite)"); on the command line
-// the flag alone is the fix, and a C++ name with no flag beside it says nothing to the user.
-std::string ForCommandLine(const std::string& message) {
-  static const std::regex with_flag(R"([A-Z]\w*::\w+ \((--[\w-]+)\))");
+// The library's messages name its API ("declare it with FileMode::kReplace"); on the command
+// line the flag that sets it is the fix, and a C++ name in parentheses says nothing to the user.
+std::string ForCommandLine(std::string message) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"FileMode::kReplace", "--overwrite"},
+      {"FileMode::kModify", "--modify"},
+      {"set extsort::Config::overwrite", "give --overwrite"}};
+  for (auto [api, flag] : kFlags) {
+    for (size_t at = message.find(api); at != std::string::npos; at = message.find(api, at)) {
+      message.replace(at, std::strlen(api), flag);
+    }
+  }
   static const std::regex bare(R"( \([A-Z]\w*::\w+\))");
-  return std::regex_replace(std::regex_replace(message, with_flag, "$1"), bare, "");
+  return std::regex_replace(message, bare, "");
 }
 
 }  // namespace

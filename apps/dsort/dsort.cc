@@ -85,7 +85,8 @@ Status Prepare(Job& j) {
   c.partial = extsort::TempName(j.final_output, "partial");
   if (std::filesystem::exists(j.final_output, ec) && !cfg.overwrite) {
     return Status::InvalidArgument(fmt::format(
-        "{} exists and is not overwritten: choose another --output-dir, or allow replacing it",
+        "{} exists and is not overwritten: choose another --output-dir, or give --overwrite to "
+        "replace it",
         j.final_output));
   }
   return Status::Ok();

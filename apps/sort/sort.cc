@@ -66,9 +66,10 @@ Status CheckConfig(const Config& c, std::uint64_t input_bytes) {
     return Status::InvalidArgument("the sort needs an input, an output and a runs file");
   }
   if (std::filesystem::exists(c.output, ec) && !c.overwrite) {
-    return Status::InvalidArgument(fmt::format(
-        "{} exists and is not overwritten: choose another output, or allow replacing it",
-        c.output));
+    return Status::InvalidArgument(
+        fmt::format("{} exists and is not overwritten: choose another output, or set "
+                    "extsort::Config::overwrite to replace it",
+                    c.output));
   }
   const std::size_t rec = RecordBytes(c.format);
   if (input_bytes == 0 || input_bytes % rec != 0) {

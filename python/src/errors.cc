@@ -63,8 +63,35 @@ void RaiseIoError(PyObject* cls, const std::string& message) {
 
 }  // namespace
 
-void Check(const Status& s) {
-  if (s.ok()) return;
+namespace {
+
+// The library's messages name its C++ API where they give the fix ("declare it with
+// FileMode::kReplace"); from Python the fix is spelled as the binding's arguments.
+std::string ForPython(std::string message) {
+  static const std::pair<const char*, const char*> kSpellings[] = {
+      {"FileMode::kReplace", "mode='replace'"},
+      {"FileMode::kModify", "mode='modify'"},
+      {"FileMode::kRead", "mode='read'"},
+      {"set extsort::Config::overwrite", "give overwrite=True"},
+      {"PipeRuntimeOptions::model_placement", "model_placement=True"},
+      {"FileOpenOptions::length", "length="},
+      {"OpenFile with FileAccess::kReadWrite", "open_file(writable=True)"},
+      {"open it with FileAccess::kReadWrite", "open it with open_file(writable=True)"},
+      {"RegisterFile/OpenFile the file first", "open the file first (engine.open_file)"}};
+  for (auto [api, spelling] : kSpellings) {
+    for (size_t at = message.find(api); at != std::string::npos;
+         at = message.find(api, at + std::strlen(spelling))) {
+      message.replace(at, std::strlen(api), spelling);
+    }
+  }
+  return message;
+}
+
+}  // namespace
+
+void Check(const Status& status) {
+  if (status.ok()) return;
+  const Status s(status.code(), ForPython(status.message()));
   PyObject* cls = g_classes.by_code[static_cast<int>(s.code())];
   if (cls == nullptr) cls = g_classes.base;
   if (s.code() == StatusCode::kIoError) {

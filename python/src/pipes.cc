@@ -64,8 +64,9 @@ PyLocator Locate(nb::handle self, nb::handle what, const std::string& mode, size
 
 std::unique_ptr<PipeRuntime> Create(int cpu_workers, bool use_dsa, bool dsa_model,
                                     const std::string& calibration_path,
-                                    const std::string& topology_xml) {
+                                    const std::string& topology_xml, bool model_placement) {
   PipeRuntimeOptions o;
+  o.model_placement = model_placement;
   o.cpu_workers = cpu_workers;
   o.use_dsa = use_dsa;
   o.dsa_model = dsa_model;
@@ -196,9 +197,11 @@ void BindPipes(nb::module_& m) {
   nb::class_<PipeRuntime>(m, "PipeRuntime", "Locators and pipes on this machine.")
       .def_static("create", &Create, nb::arg("cpu_workers") = 0, nb::arg("use_dsa") = true,
                   nb::arg("dsa_model") = false, nb::arg("calibration_path") = "",
-                  nb::arg("topology_xml") = "",
+                  nb::arg("topology_xml") = "", nb::arg("model_placement") = false,
                   "The runtime: its engines (CPU, io_uring, DSA when present or modelled), the "
-                  "topology and the calibration.")
+                  "topology (this system's, or the hwloc XML topology_xml: then pipes are only "
+                  "planned and explained, unless model_placement=True stands each node's memory "
+                  "in on this machine's) and the calibration.")
       .def("locator", &Locate, nb::arg("what"), nb::arg("mode") = "read", nb::arg("size") = 0,
            "A locator: the CLI's spelling ('file:PATH[:OFFSET[:LENGTH]]', 'dram:0:1GiB', "
            "'hbm:0', 'spill:A,B') or a writable Python buffer (borrowed, not copied). mode "

@@ -50,11 +50,11 @@ int OpenFlags(FileMode mode) {
 Status OpenError(const std::string& path, FileMode mode, int err) {
   switch (err) {
     case EEXIST:
-      return Status::InvalidArgument(fmt::format(
-          "{} exists and is not overwritten: choose another path, declare it with "
-          "FileMode::kReplace (--overwrite) to replace it, or FileMode::kModify (--modify) to "
-          "write only the locator's range",
-          path));
+      return Status::InvalidArgument(
+          fmt::format("{} exists and is not overwritten: choose another path, declare it with "
+                      "FileMode::kReplace to replace it, or FileMode::kModify to "
+                      "write only the locator's range",
+                      path));
     case ELOOP:
       return Status::InvalidArgument(fmt::format(
           "{} is a symbolic link: files are written only under their own name; give the path "
@@ -107,7 +107,7 @@ Result<std::uint64_t> RangeLength(const std::string& path, FileMode mode, std::u
     if (mode == FileMode::kReplace && offset != 0) {
       return Status::InvalidArgument(fmt::format(
           "{}: replacing the file would truncate it and zero the {} bytes before offset {}: "
-          "write only the range with FileMode::kModify (--modify), or replace from offset 0",
+          "write only the range with FileMode::kModify, or replace from offset 0",
           path, offset, offset));
     }
     return length;

@@ -182,11 +182,11 @@ Result<Buffer> PipeRuntime::Impl::Allocate(int node, std::size_t size, bool* mod
   *modelled = false;
   if (topology.is_this_system()) return Buffer::OnNode(node, size, ao);
   if (!options.model_placement) {
-    return Status::Unsupported(fmt::format(
-        "node {} belongs to the topology read from {}, not to this machine: set "
-        "PipeRuntimeOptions::model_placement (--model-placement) to stand its memory in on this "
-        "machine, or only plan and explain",
-        node, topology.source()));
+    return Status::Unsupported(
+        fmt::format("node {} belongs to the topology read from {}, not to this machine: set "
+                    "PipeRuntimeOptions::model_placement to stand its memory in on this "
+                    "machine, or only plan and explain",
+                    node, topology.source()));
   }
   *modelled = true;
   std::vector<int> nodes = SystemMemoryNodes();

@@ -89,9 +89,15 @@ def test_pipe_errors(runtime, d):
         pipe.transfer(0, 0, 8192)
     existing = os.path.join(d, "exists")
     open(existing, "wb").write(b"x" * 4096)
-    with pytest.raises(tf.Error):
+    with pytest.raises(tf.Error) as e:
         runtime.connect(src, f"file:{existing}")  # a destination file is never overwritten
     assert open(existing, "rb").read() == b"x" * 4096
+    # The fix is spelled as Python's arguments, not as the C++ names.
+    assert "mode='replace'" in str(e.value) and "mode='modify'" in str(e.value)
+    assert "::" not in str(e.value)
+    with pytest.raises(ValueError, match="mode='modify'") as e:
+        runtime.connect(src, runtime.locator(f"file:{existing}:4096:4096", mode="replace"))
+    assert "::" not in str(e.value)
 
 
 def test_sort_matches_the_cli_contract_and_sorts(d):
@@ -102,7 +108,7 @@ def test_sort_matches_the_cli_contract_and_sorts(d):
     assert (np.diff(keys.astype(np.float64)) >= 0).all()
     data = np.fromfile(inp, dtype=np.uint64)
     assert sorted(data[::2].tolist()) == keys.tolist()
-    with pytest.raises(ValueError, match="exists"):
+    with pytest.raises(ValueError, match="exists.*overwrite=True"):
         tf.sort(inp, out, memory=32 << 20)
     with pytest.raises(ValueError, match="format"):
         tf.sort(inp, os.path.join(d, "o2"), format="csv")

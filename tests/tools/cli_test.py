@@ -360,6 +360,12 @@ class Sort(unittest.TestCase):
             timeout=600).stdout)
         self.assertEqual((doc["output"], doc["output_kept"]), (out, True))
         self.assertTrue(os.path.exists(out))
+        again = subprocess.run([TIERFLOW, "sort", "--generate", "1MiB", "--memory", "32MiB",
+                                "--no-floor", "--output", out], capture_output=True, text=True,
+                               env=env, timeout=600)
+        self.assertEqual(again.returncode, 1, again.stderr)
+        self.assertIn("give --overwrite to replace it", again.stderr)  # the flag, no C++ name
+        self.assertNotIn("::", again.stderr)
 
     def test_the_least_memory_named_is_enough(self):
         # Security review, item 22: the minimum the error names works, the one below it not,
