@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: setup configure build demo bench test rma-conformance test-format test-unit test-asan test-tsan test-clang test-arm64 test-install test-python format clean
+.PHONY: setup configure build demo bench python-package test rma-conformance test-format test-unit test-asan test-tsan test-clang test-arm64 test-install test-python format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -32,7 +32,9 @@ demo: build
 # An existing build is brought up to date as it was configured (not reconfigured).
 bench:
 	@if [ -f $(BUILD)/build.ninja ]; then cmake --build $(BUILD) -j $(JOBS); else $(MAKE) build; fi
-	python3 scripts/bench_report.py $(BUILD)/tierflow --json-dir $(BUILD)/bench
+	$(MAKE) --no-print-directory python-package
+	python3 scripts/bench_report.py $(BUILD)/tierflow --json-dir $(BUILD)/bench \
+	  --python .venv/bin/python
 
 test: build
 	$(MAKE) --no-print-directory test-format test-unit test-asan test-tsan test-arm64 test-install test-python
@@ -105,17 +107,21 @@ test-arm64:
 test-install:
 	bash tests/consumer/run.sh $(BUILD)
 
+# The wheel of this tree, also installed into the .venv (the Python benchmark runs there).
+python-package: setup
+	rm -rf $(BUILD)-wheel
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) .venv/bin/pip wheel -q --no-build-isolation --no-deps \
+	  --disable-pip-version-check -w $(BUILD)-wheel .
+	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps \
+	  $(BUILD)-wheel/tierflow-*.whl
+
 # The Python package as users get it: the wheel `pip install .` builds (made with the .venv's
 # nanobind and scikit-build-core, so that the build directory under build/python stays valid
 # between runs), installed into a new venv with nothing else; there its tests (tests/python),
 # the examples, and mypy with the package's stubs over the examples.
 PYVENV = $(BUILD)-python
-test-python: setup
-	rm -rf $(PYVENV) $(BUILD)-wheel && python3 -m venv $(PYVENV)
-	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) .venv/bin/pip wheel -q --no-build-isolation --no-deps \
-	  --disable-pip-version-check -w $(BUILD)-wheel .
-	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps \
-	  $(BUILD)-wheel/tierflow-*.whl
+test-python: python-package
+	rm -rf $(PYVENV) && python3 -m venv $(PYVENV)
 	$(PYVENV)/bin/pip install -q --disable-pip-version-check $(BUILD)-wheel/tierflow-*.whl \
 	  -r scripts/requirements-python-test.txt
 	cd $(PYVENV) && TIERFLOW_CLI=$(abspath $(BUILD))/tierflow bin/python -m pytest -q \

@@ -4,10 +4,12 @@ README's results section (between its bench:begin and bench:end markers) one tab
 Numbers are reproduced by this one command, never retyped (`make bench`).
 
 Usage: bench_report.py TIERFLOW [--quick] [--json-dir DIR] [--docs FILE] [--readme FILE]
-                       [--from-json DIR]
+                       [--from-json DIR] [--only JOB,...] [--python PYTHON]
 
 --quick runs small sizes (a check that every command and table works, not a measurement);
---from-json renders tables from the JSON files a previous run left in DIR without running.
+--from-json renders tables from the JSON files a previous run left in DIR without running;
+--only runs these jobs again and keeps the other jobs' JSON of a previous run in --json-dir;
+--python is the interpreter, with the tierflow package installed, that runs the Python job.
 """
 import argparse
 import datetime
@@ -18,7 +20,9 @@ import re
 import subprocess
 import sys
 
-# Each job: its name, the command that measures it (the `tierflow` words), and the quick form.
+# Each job: its name, the command that measures it (the `tierflow` words, or PYTHON_JOB's
+# script's arguments), and the quick form.
+PYTHON_JOB = "bench/python_bench.py"
 JOBS = {
     "qdp": (["qdp", "--json"],
             ["qdp", "--json", "--rows", "1048576", "--iterations", "2", "--warmup", "0"]),
@@ -48,6 +52,8 @@ JOBS = {
     "pipes": (["bench", "pipes", "--json"],
               ["bench", "pipes", "--size", "64MiB", "--reps", "1", "--transfers", "1000",
                "--json"]),
+    "python": ([PYTHON_JOB, "--reps", "10", "--json"],
+               [PYTHON_JOB, "--quick", "--reps", "1", "--json"]),
 }
 MAIN_JOBS = ["qdp", "sort", "copy", "rma", "rma_apps", "dsort", "coherence"]
 
@@ -70,15 +76,42 @@ def machine():
             f"{platform.system()} {platform.release()}")
 
 
-def run_jobs(tierflow, quick, json_dir):
+def command_of(tierflow, python, words):
+    """The argv of a job, and how README prints it."""
+    if words[0] == PYTHON_JOB:
+        return [python, *words, "--tierflow", tierflow], "python " + " ".join(words)
+    return [tierflow, *words], "tierflow " + " ".join(words)
+
+
+def previous_meta(json_dir, only, quick):
+    """The meta of the run whose other jobs' JSON --only keeps: same machine, same mode."""
+    path = os.path.join(json_dir, "meta.json")
+    if not os.path.exists(path):
+        sys.exit(f"bench_report: --only keeps a previous run's JSON, but {json_dir} has none: "
+                 "run every job first (make bench)")
+    with open(path) as f:
+        meta = json.load(f)
+    if meta["machine"] != machine() or meta["quick"] != quick:
+        sys.exit(f"bench_report: the JSON in {json_dir} was measured on {meta['machine']}"
+                 f"{' with --quick' if meta['quick'] else ''}; tables of one machine and mode "
+                 "only: run every job again (make bench)")
+    missing = [n for n in JOBS if n not in only and n not in meta["commands"]]
+    if missing:
+        sys.exit(f"bench_report: {json_dir} has no JSON of {', '.join(missing)}: add them to "
+                 "--only or run every job (make bench)")
+    return meta
+
+
+def run_jobs(tierflow, python, quick, json_dir, only):
     os.makedirs(json_dir, exist_ok=True)
-    commands = {}
+    commands = previous_meta(json_dir, only, quick)["commands"] if only else {}
     for name, (full, small) in JOBS.items():
-        words = small if quick else full
-        commands[name] = "tierflow " + " ".join(words)
+        if only and name not in only:
+            continue
+        argv, commands[name] = command_of(tierflow, python, small if quick else full)
         print(f"bench_report: {commands[name]}", file=sys.stderr, flush=True)
         # stderr is captured, not a terminal: no command draws its status line into it.
-        p = subprocess.run([tierflow, *words], capture_output=True, text=True)
+        p = subprocess.run(argv, capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit(f"bench_report: {commands[name]} failed ({p.returncode}): {p.stderr}")
         with open(os.path.join(json_dir, name + ".json"), "w") as f:
@@ -303,11 +336,31 @@ def pipes_tables(d):
         f"queue depth {d['queue_depth']}.")
 
 
+def python_tables(d):
+    keys = [("submit_4k_us_py", "submit + wait of one 4 KiB copy from Python, µs"),
+            ("submit_4k_us_cpp", "the same from C++ (bench submit), µs"),
+            ("asyncio_copies_per_s", "awaited 4 KiB copies per second (asyncio, 1000 a batch)"),
+            ("copy_1g_gbps_py", "1 GiB copy between numpy arrays, 2 workers, GB/s"),
+            ("numpy_copyto_gbps", "numpy.copyto on the same arrays, GB/s"),
+            ("copy_1g_gbps_py_buffer", "1 GiB copy between tierflow.Buffer memory, GB/s"),
+            ("copy_1g_gbps_cpp", "the same in C++ (bench copy --threads 2), GB/s"),
+            ("sort_1g_s_py", "tierflow.sort of 1 GiB, s"),
+            ("sort_1g_s_cli", "tierflow sort of the same input, s")]
+    sp = d.get("spread", {})
+    rows = [[label, f"{d[k]:.3f}" if d[k] < 1e4 else f"{d[k]:.0f}",
+             f"{sp[k]['min']:.3f} – {sp[k]['max']:.3f}" if k in sp else ""] for k, label in keys]
+    targets = table(["target", "value", "limit", "met"],
+                    [[t["what"], f"{t['value']:.3f}", ("≤ " if t["kind"] == "max" else "≥ ")
+                      + f"{t['limit']:g}", "yes" if t["met"] else "no"] for t in d["targets"]])
+    return None, (table(["measure", f"median of {d['reps']}", "min – max"], rows) + "\n\n"
+                  + targets)
+
+
 RENDER = {"qdp": qdp_tables, "sort": sort_tables, "copy": copy_tables, "rma": rma_tables,
           "rma_hosts": rma_hosts_tables,
           "rma_apps": rma_apps_tables, "dsort": dsort_tables,
           "coherence": coherence_tables, "submit": submit_tables, "cache": cache_tables,
-          "pipes": pipes_tables}
+          "pipes": pipes_tables, "python": python_tables}
 TITLES = {"qdp": "Query-driven prefetching", "sort": "External sort against its I/O floor",
           "copy": "Copy throughput: the CPU engine against glibc memcpy",
           "rma": "One-sided MPI: libtierflow_rma against the MPI alone",
@@ -317,7 +370,8 @@ TITLES = {"qdp": "Query-driven prefetching", "sort": "External sort against its 
           "dsort": "The distributed sort against its I/O and exchange floor",
           "coherence": "Cache-line maintenance against pmem_persist",
           "submit": "The library's cost per operation", "cache": "The offloading cache",
-          "pipes": "Data pipes against liburing"}
+          "pipes": "Data pipes against liburing",
+          "python": "The Python package against the C++ library"}
 
 
 def render(docs, meta):
@@ -366,11 +420,17 @@ def main():
     a.add_argument("--from-json")
     a.add_argument("--docs", default="docs/benchmarks.md")
     a.add_argument("--readme", default="README.md")
+    a.add_argument("--only", default="")
+    a.add_argument("--python", default=os.path.join(".venv", "bin", "python"))
     args = a.parse_args()
+    only = [j for j in args.only.split(",") if j]
+    unknown = [j for j in only if j not in JOBS]
+    if unknown:
+        a.error(f"--only: no job {', '.join(unknown)}; the jobs: {', '.join(JOBS)}")
     json_dir = args.from_json or args.json_dir
     check_section(args.readme)
     if not args.from_json:
-        run_jobs(args.tierflow, args.quick, json_dir)
+        run_jobs(args.tierflow, args.python, args.quick, json_dir, only)
     docs, meta = load(json_dir)
     doc, readme = render(docs, meta)
     with open(args.docs, "w") as f:

@@ -23,8 +23,8 @@ class BenchReport(unittest.TestCase):
             with open(readme, "w") as f:
                 f.write("# before\n<!-- bench:begin -->\nold\n<!-- bench:end -->\nafter\n")
             subprocess.run([sys.executable, SCRIPT, TIERFLOW, "--quick", "--json-dir", json_dir,
-                            "--docs", docs, "--readme", readme], check=True,
-                           capture_output=True, timeout=600)
+                            "--docs", docs, "--readme", readme, "--python", sys.executable],
+                           check=True, capture_output=True, timeout=600)
             with open(docs) as f:
                 doc = f.read()
             with open(readme) as f:
@@ -32,7 +32,8 @@ class BenchReport(unittest.TestCase):
             for title in ("Query-driven prefetching", "External sort", "Copy throughput",
                           "One-sided MPI", "One-sided MPI applications", "Cache-line maintenance",
                           "cost per operation",
-                          "offloading cache", "Data pipes", "distributed sort"):
+                          "offloading cache", "Data pipes", "distributed sort",
+                          "Python package against the C++ library"):
                 self.assertIn(title, doc)
             self.assertTrue(text.startswith("# before\n<!-- bench:begin -->\nMachine: "))
             self.assertTrue(text.endswith("<!-- bench:end -->\nafter\n"))
@@ -44,6 +45,27 @@ class BenchReport(unittest.TestCase):
                             "--readme", readme], check=True, capture_output=True)
             with open(again) as f:
                 self.assertEqual(f.read(), doc)
+            self.only_runs_the_jobs_named(json_dir, d)
+
+    def only_runs_the_jobs_named(self, json_dir, d):
+        before = {n: os.stat(os.path.join(json_dir, n)).st_mtime_ns for n in os.listdir(json_dir)}
+        readme = os.path.join(d, "R.md")
+        p = subprocess.run([sys.executable, SCRIPT, TIERFLOW, "--quick", "--only", "submit",
+                            "--json-dir", json_dir, "--docs", os.path.join(d, "c.md"),
+                            "--readme", readme], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        after = {n: os.stat(os.path.join(json_dir, n)).st_mtime_ns for n in os.listdir(json_dir)}
+        changed = sorted(n for n in after if after[n] != before[n])
+        self.assertEqual(changed, ["meta.json", "submit.json"])
+        for bad, why in ((["--only", "nosuch"], "no job nosuch"),
+                         (["--only", "submit", "--json-dir", os.path.join(d, "none")],
+                          "run every job first"),
+                         (["--only", "submit"], "with --quick")):  # a full run keeps no quick JSON
+            args = [sys.executable, SCRIPT, TIERFLOW, "--docs", os.path.join(d, "c.md"),
+                    "--readme", readme, "--json-dir", json_dir, *bad]
+            p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn(why, p.stderr)
 
     def test_a_readme_without_the_section_is_refused(self):
         with tempfile.TemporaryDirectory() as d:
