@@ -14,7 +14,8 @@ WERROR ?= OFF
 test: WERROR = ON
 
 configure: setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIERFLOW_WERROR=$(WERROR) $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIERFLOW_WERROR=$(WERROR) \
+	  -DTIERFLOW_FORTRAN_TESTS=ON $(CMAKE_ARGS)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -63,7 +64,7 @@ test-unit:
 # in one build (GCC builds the plain and the TSan trees). test-clang: a Release Clang build.
 test-asan:
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTIERFLOW_BUILD_TOOLS=OFF \
-	  -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_WERROR=ON -DTIERFLOW_BUILD_RMA_APPS=OFF
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j $(JOBS) --output-on-failure -LE cli

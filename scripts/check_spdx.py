@@ -3,7 +3,7 @@
 """Every source file of the project names its license in an SPDX line near its top.
 
 Usage: check_spdx.py SOURCE_DIR [--add]: lists the tracked source files (C++, Python, shell,
-CMake, Makefile, linker maps) without the line and exits 1; with --add, writes it into them.
+C, Fortran, CMake, Makefile, linker maps) without the line and exits 1; with --add, writes it into them.
 """
 import pathlib
 import re
@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 LINE = "SPDX-License-Identifier: Apache-2.0"
-SOURCE = re.compile(r"(\.(cc|h|py|sh|cmake|in|map)|CMakeLists\.txt|Makefile|\.ci/run)$")
+SOURCE = re.compile(r"(\.(cc|c|h|f90|py|sh|cmake|in|map)|CMakeLists\.txt|Makefile|\.ci/run)$")
 HASH_COMMENT = re.compile(r"(\.(py|sh|cmake|in)|CMakeLists\.txt|Makefile|\.ci/run)$")
 
 
@@ -23,8 +23,10 @@ def sources(root):
 
 def comment(path):
     name = str(path)
-    if name.endswith(".map"):
+    if name.endswith((".map", ".c")):
         return f"/* {LINE} */"
+    if name.endswith(".f90"):
+        return f"! {LINE}"
     if name.endswith(".pc.in"):
         return f"# {LINE}"
     return f"# {LINE}" if HASH_COMMENT.search(name) else f"// {LINE}"

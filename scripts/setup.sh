@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential clang clang-format cmake ninja-build pkg-config libhwloc-dev hwloc libnuma-dev
           libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev liburing-dev libsimde-dev
           python3-venv python3-dev libpmem-dev zlib1g-dev g++-aarch64-linux-gnu qemu-user-static
-          libopenmpi-dev openmpi-bin libmpich-dev mpich libfftw3-dev iproute2 util-linux procps)
+          libopenmpi-dev openmpi-bin libmpich-dev mpich libfftw3-dev iproute2 util-linux procps
+          gfortran)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -24,6 +24,12 @@ echo "consumer: the examples built on their own against the installed tierflow"
 PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" c++ -std=c++20 "$here/main.cc" -o "$scratch/pc" \
   $(PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" pkg-config --cflags --libs tierflow)
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/pc"
+# A C program against the installed C API (tierflow/tierflow_c.h), compiled as C.
+PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" cc -std=c11 -Wall -Wextra -Werror \
+  "$here/../capi/capi_test.c" -o "$scratch/c_consumer" \
+  $(PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig" pkg-config --cflags --libs tierflow)
+LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/c_consumer" >/dev/null
+echo "consumer: a C program built with cc against the installed C API"
 # One version everywhere: the header, pkg-config, the SONAME and the CLI.
 version=$(sed -n 's/^#define TIERFLOW_VERSION_STRING "\(.*\)"$/\1/p' \
   "$scratch/prefix/include/tierflow/version.h")
