@@ -5,9 +5,11 @@
 //   (b) inversion of      Submit(...) returns a Handle (a future; a callback may be given);
 //       control           transfers stream through the pipe, at most queue_depth chunks in
 //                         flight, started in the order submitted;
-//   (c) OS style          fd() is an eventfd that becomes readable when transfers complete;
-//                         Post(...) starts one with a user tag (like pwrite/pread), Reap(...)
-//                         collects completions; fd() works with epoll/poll in your own loop.
+//   (c) OS style          fd() is a descriptor to poll as a socket's: readable while
+//                         completions wait, writable while the pipe has room; Post(...) starts
+//                         a transfer with a user tag (like pwrite/pread), TryPost(...) only
+//                         when there is room (EAGAIN's contract), Reap(...) collects
+//                         completions; fd() works with epoll/poll in your own loop.
 // Offsets are relative to each locator's first byte. A transfer beyond either locator's
 // capacity is refused at once with both ranges named.
 //
@@ -133,15 +135,23 @@ class TIERFLOW_EXPORT Pipe {
   // callback, if given, runs on the thread that completes it and must not block).
   Result<Handle> Submit(std::uint64_t src_offset, std::uint64_t dst_offset, std::uint64_t length,
                         CompletionCallback callback = {});
-  // (c) Starts a transfer whose completion Reap reports with `tag`; fd() becomes readable.
+  // (c) Starts a transfer whose completion Reap reports with `tag`; fd() becomes readable. Never
+  // blocks: what does not fit the queue depth waits in the pipe (and fd() is not writable).
   Status Post(std::uint64_t src_offset, std::uint64_t dst_offset, std::uint64_t length,
               std::uint64_t tag);
+  // As Post, but only when the pipe has room (no chunk waits for a slot): true when started,
+  // false when full (nothing started: wait for fd() to be writable), as a non-blocking write
+  // answers EAGAIN. Errors: as Post's.
+  Result<bool> TryPost(std::uint64_t src_offset, std::uint64_t dst_offset, std::uint64_t length,
+                       std::uint64_t tag);
   // Moves up to out.size() completions into `out` and returns how many (0 when none is ready;
   // a readable fd() may still yield 0 once). Never blocks.
   std::size_t Reap(std::span<PipeCompletion> out);
-  // The eventfd: readable while completions wait to be reaped. Owned by the pipe. A thread
-  // that posted file transfers may see epoll_wait/poll return EINTR (io_uring runs completion
-  // work on the submitting thread): retry, as for any signal.
+  // The readiness descriptor, owned by the pipe: readable (POLLIN) while completions wait to
+  // be reaped, writable (POLLOUT) while the pipe has room, i.e. no chunk waits for a slot of
+  // the queue depth (TryPost would start at once). Poll it; never read, write or close it. A
+  // thread that posted file transfers may see epoll_wait/poll return EINTR (io_uring runs
+  // completion work on the submitting thread): retry, as for any signal.
   int fd() const;
   // Posted transfers not reaped yet (in flight or waiting in the completion queue).
   std::size_t posted() const;

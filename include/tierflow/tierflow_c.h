@@ -59,7 +59,9 @@ typedef enum tf_status {
   TF_CANCELLED = 6,        /* dropped before it ran (its engine shut down) */
   TF_FAILED = 7,           /* ran and failed */
   TF_IO_ERROR = 8,         /* an OS call failed */
-  TF_INTERNAL = 9          /* a broken invariant inside tierflow: please report it */
+  TF_INTERNAL = 9,         /* a broken invariant inside tierflow: please report it */
+  TF_AGAIN = 10            /* tf_pipe_try_post: the pipe is full; nothing was started (try
+                              again when tf_pipe_fd polls writable: EAGAIN's contract) */
 } tf_status;
 
 /* The message of the calling thread's last failure ("" when none has failed yet). */
@@ -161,7 +163,7 @@ TF_API tf_status tf_pipe_submit(tf_pipe* pipe, uint64_t src_offset, uint64_t dst
                                 uint64_t length, tf_callback callback, void* user, tf_handle** out);
 
 /* Flavour (c), the operating system's style: tf_pipe_post starts a transfer whose completion
- * tf_pipe_reap reports with `tag`, and tf_pipe_fd is a descriptor to poll. */
+ * tf_pipe_reap reports with `tag`, and tf_pipe_fd is a descriptor to poll as a socket's. */
 typedef struct tf_completion {
   uint64_t tag;
   tf_status status;
@@ -172,10 +174,15 @@ typedef struct tf_completion {
 
 TF_API tf_status tf_pipe_post(tf_pipe* pipe, uint64_t src_offset, uint64_t dst_offset,
                               uint64_t length, uint64_t tag);
+/* As tf_pipe_post, but only when the pipe has room: TF_AGAIN, with nothing started, while a
+ * chunk waits for a slot of the queue depth (wait for tf_pipe_fd to poll writable). */
+TF_API tf_status tf_pipe_try_post(tf_pipe* pipe, uint64_t src_offset, uint64_t dst_offset,
+                                  uint64_t length, uint64_t tag);
 /* Moves up to `capacity` completions into `out` and returns how many; never blocks. */
 TF_API size_t tf_pipe_reap(tf_pipe* pipe, tf_completion* out, size_t capacity);
-/* The pipe's eventfd (owned by the pipe): readable while completions wait to be reaped. -1
- * for NULL. */
+/* The pipe's readiness descriptor (owned by the pipe; poll it, never read, write or close it):
+ * readable while completions wait to be reaped, writable while the pipe has room. -1 for
+ * NULL. */
 TF_API int tf_pipe_fd(const tf_pipe* pipe);
 /* Posted transfers not reaped yet. */
 TF_API size_t tf_pipe_posted(const tf_pipe* pipe);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // tierflow.PipeRuntime and tierflow.Pipe (tierflow/pipe_runtime.h, pipe.h): locators from the
 // CLI's strings or from Python buffers, and pipes in the three flavours — transfer (blocking,
-// the GIL released), submit (a Handle, awaitable), post/reap with the eventfd that asyncio
-// watches (tierflow._aio.reap). A locator over a Python buffer holds its view; a pipe holds its
+// the GIL released), submit (a Handle, awaitable), post/try_post/reap with the readiness
+// descriptor that asyncio watches (tierflow._aio.reap). A locator over a Python buffer holds its view; a pipe holds its
 // locators and its runtime.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -153,12 +153,22 @@ void BindPipe(nb::module_& m) {
             Check(p.pipe.Post(s, d, n, tag));
           },
           nb::arg("src_offset"), nb::arg("dst_offset"), nb::arg("length"), nb::arg("tag"),
-          "Starts a transfer whose completion reap() reports with `tag`; fd becomes readable.")
+          "Starts a transfer whose completion reap() reports with `tag`; fd becomes readable. "
+          "Never blocks: what exceeds the queue depth waits in the pipe.")
+      .def(
+          "try_post",
+          [](PyPipe& p, uint64_t s, uint64_t d, uint64_t n, uint64_t tag) {
+            return Take(p.pipe.TryPost(s, d, n, tag));
+          },
+          nb::arg("src_offset"), nb::arg("dst_offset"), nb::arg("length"), nb::arg("tag"),
+          "As post, only when the pipe has room: True when started, False when full (nothing "
+          "started; fd polls writable again when there is room: loop.add_writer).")
       .def("reap", &Reap, nb::arg("most") = 64,
            "Up to `most` completions as (tag, bytes, error or None); never blocks.")
       .def_prop_ro(
           "fd", [](const PyPipe& p) { return p.pipe.fd(); },
-          "The eventfd, readable while completions wait (loop.add_reader, poll).")
+          "The readiness descriptor: readable while completions wait (loop.add_reader), "
+          "writable while the pipe has room (loop.add_writer). Poll it; never read or close it.")
       .def_prop_ro("posted", [](const PyPipe& p) { return p.pipe.posted(); })
       .def(
           "drain",

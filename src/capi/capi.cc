@@ -97,6 +97,7 @@ const char* tf_last_error(void) {
 }
 
 const char* tf_status_name(int status) {
+  if (status == TF_AGAIN) return "again";
   if (status < TF_OK || status > TF_INTERNAL) return "unknown";
   // Names of a fixed table, NUL-terminated: string_views of string literals.
   return StatusCodeName(static_cast<StatusCode>(status)).data();

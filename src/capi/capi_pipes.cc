@@ -114,6 +114,17 @@ tf_status tf_pipe_post(tf_pipe* pipe, uint64_t src_offset, uint64_t dst_offset, 
   });
 }
 
+tf_status tf_pipe_try_post(tf_pipe* pipe, uint64_t src_offset, uint64_t dst_offset, uint64_t length,
+                           uint64_t tag) {
+  return Guarded("tf_pipe_try_post", [&] {
+    tf_status st;
+    if (Missing(pipe, "tf_pipe_try_post: pipe", &st)) return st;
+    Result<bool> started = pipe->pipe.TryPost(src_offset, dst_offset, length, tag);
+    if (!started.ok()) return Fail(started.status());
+    return *started ? TF_OK : TF_AGAIN;
+  });
+}
+
 size_t tf_pipe_reap(tf_pipe* pipe, tf_completion* out, size_t capacity) {
   if (pipe == nullptr || out == nullptr || capacity == 0) return 0;
   try {

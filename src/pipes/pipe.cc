@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -53,12 +57,29 @@ Status Pipe::Core::AllocateStaging() {
   return Status::Ok();
 }
 
+// The pair of sockets behind fd(): ready_fd's send buffer as small as the kernel allows, so that
+// a few datagrams fill it (the pipe is full) and reading them at signal_fd empties it.
+Status Pipe::Core::OpenReadiness() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
+    return Status::IoError(std::string("cannot create the pipe's readiness descriptor: ") +
+                           std::strerror(errno));
+  }
+  ready_fd = sv[0];
+  signal_fd = sv[1];
+  const int smallest = 1;  // the kernel raises it to its minimum
+  if (setsockopt(ready_fd, SOL_SOCKET, SO_SNDBUF, &smallest, sizeof smallest) != 0) {
+    return Status::IoError(std::string("cannot size the pipe's readiness descriptor: ") +
+                           std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
 // Staged plans get their staging memory now; pipes that may only bounce misaligned chunks get
 // it when the first one does (most never do). Then the eventfd and the pacer.
 Status Pipe::Core::Init() {
   engine = std::make_unique<PipeEngine>(this);
-  event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (event_fd < 0) return Status::IoError("cannot create the pipe's eventfd");
+  if (Status s = OpenReadiness(); !s.ok()) return s;
   const unsigned depth = bp.plan.queue_depth;
   if (NeedsSlots(bp, false)) {
     slot_bytes = (bp.plan.chunk_bytes + 2 * 4096 - 1) / 4096 * 4096;
@@ -156,14 +177,26 @@ std::size_t Pipe::Reap(std::span<PipeCompletion> out) {
     c.completions.pop_front();
   }
   c.posted_open -= n;
-  if (c.completions.empty()) {
-    std::uint64_t v;
-    [[maybe_unused]] ssize_t r = read(c.event_fd, &v, sizeof(v));
+  if (c.completions.empty()) {  // no longer readable: take the signal back
+    char byte;
+    while (recv(c.ready_fd, &byte, 1, 0) == 1) {
+    }
   }
   return n;
 }
 
-int Pipe::fd() const { return core_ ? core_->event_fd : -1; }
+Result<bool> Pipe::TryPost(std::uint64_t src_offset, std::uint64_t dst_offset,
+                           std::uint64_t length, std::uint64_t tag) {
+  if (!core_) return NoPipe();
+  {
+    std::lock_guard lock(core_->mu);
+    if (!core_->queue.empty()) return false;
+  }
+  if (Status s = Post(src_offset, dst_offset, length, tag); !s.ok()) return s;
+  return true;
+}
+
+int Pipe::fd() const { return core_ ? core_->ready_fd : -1; }
 
 std::size_t Pipe::posted() const {
   if (!core_) return 0;

@@ -104,6 +104,10 @@ void Pipe::Core::Enqueue(std::vector<Chunk*>& chunks) {
     for (Chunk* c : chunks) queue.push_back(c);
   }
   Pump();
+  // Full only if chunks still wait once those that fit have started: a transfer that fits the
+  // free slots never makes the descriptor flicker unwritable.
+  std::lock_guard lock(mu);
+  SignalRoom();
 }
 
 namespace {
@@ -137,6 +141,7 @@ static Chunk* TakeStartable(Pipe::Core& p) {
                                                          std::chrono::duration<double>(secs));
   }
   p.queue.pop_front();
+  if (p.queue.empty()) p.SignalRoom();
   c->bounce = NeedsBounce(*c->route, *c);
   if (c->bounce || c->route->mechanisms.size() > 1) {
     c->slot = p.free_slots.back();
@@ -334,8 +339,25 @@ void Pipe::Core::Deliver(const PipeCompletion& pc, std::uint64_t seq) {
     }
   }
   if (was_empty && !completions.empty()) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(event_fd, &one, sizeof(one));
+    const char one = 1;
+    [[maybe_unused]] ssize_t n = send(signal_fd, &one, 1, MSG_DONTWAIT);
+  }
+}
+
+// Caller holds mu. Full: fill ready_fd's send buffer (a handful of one-byte datagrams, until
+// the kernel says it would block), so that it polls unwritable; room again: read them all at
+// signal_fd, which frees the buffer and wakes pollers waiting for writability.
+void Pipe::Core::SignalRoom() {
+  const bool now_full = !queue.empty();
+  if (now_full == full) return;
+  full = now_full;
+  char byte = 0;
+  if (full) {
+    while (send(ready_fd, &byte, 1, MSG_DONTWAIT) == 1) {
+    }
+  } else {
+    while (recv(signal_fd, &byte, 1, MSG_DONTWAIT) == 1) {
+    }
   }
 }
 
@@ -364,7 +386,8 @@ Pipe::Core::~Core() {
   }
   pacer_cv.notify_all();
   if (pacer.joinable()) pacer.join();
-  if (event_fd >= 0) close(event_fd);
+  if (ready_fd >= 0) close(ready_fd);
+  if (signal_fd >= 0) close(signal_fd);
 }
 
 }  // namespace tierflow

@@ -4,7 +4,7 @@
 // hops), the transfer's handle completed when its last chunk is. Private to the pipes component.
 #pragma once
 
-#include <sys/eventfd.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -107,10 +107,18 @@ struct [[gnu::visibility("hidden")]] Pipe::Core {
   // transfer counts as done (and its owner may destroy the pipe) before its path returns.
   std::size_t active_paths = 0;
 
-  // Post/Reap.
-  int event_fd = -1;
+  // Post/Reap, and readiness: ready_fd (the user's, Pipe::fd) and signal_fd are the ends of a
+  // datagram socket pair. ready_fd is readable while a datagram sent from signal_fd waits
+  // (completions wait) and writable while its own small send buffer has room, which the core
+  // fills while a chunk waits for a slot (the pipe is full) and empties by reading signal_fd
+  // when none does: one descriptor says both, as a socket's does (SignalRoom).
+  int ready_fd = -1;
+  int signal_fd = -1;
+  bool full = false;  // ready_fd's send buffer is filled: a chunk waits for a slot
   std::deque<PipeCompletion> completions;
   std::map<std::uint64_t, PipeCompletion> out_of_order;  // in_order_completions only
+  // Caller holds mu: makes ready_fd writable exactly while no chunk waits for a slot.
+  void SignalRoom();
   std::uint64_t next_post_seq = 0, next_deliver_seq = 0;
   std::size_t posted_open = 0;
 
@@ -125,6 +133,7 @@ struct [[gnu::visibility("hidden")]] Pipe::Core {
 
   ~Core();
   Status Init();
+  Status OpenReadiness();
   Status AllocateStaging();
   std::mutex staging_mu;  // the lazy allocation of bounce memory
   std::atomic<bool> staging_ready{false};
