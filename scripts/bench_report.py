@@ -78,8 +78,9 @@ def machine():
 
 def command_of(tierflow, python, words):
     """The argv of a job, and how README prints it."""
-    if words[0] == PYTHON_JOB:
-        return [python, *words, "--tierflow", tierflow], "python " + " ".join(words)
+    if words[0] == PYTHON_JOB:  # the repository's script, from whatever directory this runs in
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", PYTHON_JOB)
+        return [python, script, *words[1:], "--tierflow", tierflow], "python " + " ".join(words)
     return [tierflow, *words], "tierflow " + " ".join(words)
 
 

@@ -22,9 +22,10 @@ class BenchReport(unittest.TestCase):
             readme, docs, json_dir = (os.path.join(d, n) for n in ("R.md", "b.md", "json"))
             with open(readme, "w") as f:
                 f.write("# before\n<!-- bench:begin -->\nold\n<!-- bench:end -->\nafter\n")
-            subprocess.run([sys.executable, SCRIPT, TIERFLOW, "--quick", "--json-dir", json_dir,
-                            "--docs", docs, "--readme", readme, "--python", sys.executable],
-                           check=True, capture_output=True, timeout=600)
+            p = subprocess.run([sys.executable, SCRIPT, TIERFLOW, "--quick", "--json-dir",
+                                json_dir, "--docs", docs, "--readme", readme, "--python",
+                                sys.executable], capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stderr)
             with open(docs) as f:
                 doc = f.read()
             with open(readme) as f:
