@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
+#include "bench/log_bench.h"
 #include "tierflow/pipe_runtime.h"
 #include "tierflow/size.h"
 
@@ -150,8 +151,58 @@ Result<FlavourResult> Flavours(PipeRuntime& rt, const PipesBenchConfig& c) {
   return r;
 }
 
+// The logging rows' targets: group commit against fdatasync per record, and its p99 latency
+// against the median time of one of its batches' write + fdatasync.
+nlohmann::json LogJson(const std::vector<LogMethod>& rows) {
+  nlohmann::json j = nlohmann::json::array(), targets = nlohmann::json::array();
+  for (const LogMethod& m : rows) {
+    j.push_back({{"method", m.method},
+                 {"records", m.records},
+                 {"records_per_s", m.records_per_s},
+                 {"p50_us", m.p50_us},
+                 {"p99_us", m.p99_us},
+                 {"batch_records", m.batch_records},
+                 {"sync_ms", m.sync_ms},
+                 {"sync_p99_ms", m.sync_p99_ms},
+                 {"verified", m.verified}});
+  }
+  if (rows.size() == 3) {
+    const double rate = rows[2].records_per_s / rows[0].records_per_s;
+    const double p99 = rows[2].p99_us / (rows[2].sync_p99_ms * 1e3);
+    targets.push_back({{"what", "group commit records/s / fdatasync per record"},
+                       {"value", rate},
+                       {"limit", 10.0},
+                       {"kind", "min"},
+                       {"met", rate >= 10}});
+    targets.push_back({{"what", "group commit p99 / p99 of one batch's write + sync"},
+                       {"value", p99},
+                       {"limit", 2.0},
+                       {"kind", "max"},
+                       {"met", p99 <= 2}});
+  }
+  return {{"rows", j}, {"targets", targets}};
+}
+
+void PrintLog(const nlohmann::json& log, std::ostream& out) {
+  out << "logging (records acknowledged once durable):\n";
+  for (const auto& r : log["rows"]) {
+    out << fmt::format(
+        "  {:22} {:>10.0f} records/s  p50 {:>10.1f} us  p99 {:>10.1f} us  "
+        "{:>7.1f} records per write + sync: {:.3f} ms, p99 {:.3f} ms{}\n",
+        r["method"].get<std::string>(), r["records_per_s"].get<double>(), r["p50_us"].get<double>(),
+        r["p99_us"].get<double>(), r["batch_records"].get<double>(), r["sync_ms"].get<double>(),
+        r["sync_p99_ms"].get<double>(), r["verified"].get<bool>() ? "" : "  NOT VERIFIED");
+  }
+  for (const auto& t : log["targets"]) {
+    out << fmt::format("  {}: {:.2f} ({} {}) {}\n", t["what"].get<std::string>(),
+                       t["value"].get<double>(),
+                       t["kind"] == "min" ? ">=" : "<=", t["limit"].get<double>(),
+                       t["met"].get<bool>() ? "met" : "NOT met");
+  }
+}
+
 void Print(const PipesBenchConfig& c, const FileResult& f, const FlavourResult& v,
-           std::ostream& out) {
+           const nlohmann::json& log, std::ostream& out) {
   const double pipe = Summarize(f.pipe_gbps).median, direct = Summarize(f.direct_gbps).median;
   if (c.json) {
     nlohmann::json j{{"size_bytes", c.size},
@@ -165,6 +216,7 @@ void Print(const PipesBenchConfig& c, const FileResult& f, const FlavourResult& 
                      {"future_us", v.future_us},
                      {"pollable_us", v.pollable_us},
                      {"pollable_over_future_us", v.pollable_us - v.future_us}};
+    if (!log.is_null()) j["logging"] = log;
     out << j.dump(2) << "\n";
     return;
   }
@@ -177,6 +229,7 @@ void Print(const PipesBenchConfig& c, const FileResult& f, const FlavourResult& 
       "  future (Submit+Wait) {:.2f} us, pollable (Post+epoll_wait+Reap) {:.2f} "
       "us: +{:.2f} us per transfer\n",
       v.future_us, v.pollable_us, v.pollable_us - v.future_us);
+  if (!log.is_null()) PrintLog(log, out);
 }
 
 }  // namespace
@@ -198,7 +251,18 @@ Status RunPipesBench(const PipesBenchConfig& config, std::ostream& out) {
   ticker.Set("small transfers in each flavour");
   Result<FlavourResult> v = Flavours(**rt, config);
   if (!v.ok()) return v.status();
-  Print(config, *f, *v, out);
+  nlohmann::json log;
+  if (config.log_seconds > 0) {
+    ticker.Set("logging: fdatasync per record, per batch, and pipe group commit");
+    LogBenchConfig lc;
+    lc.dir = dir;
+    lc.record_bytes = config.record_bytes;
+    lc.seconds = config.log_seconds;
+    Result<std::vector<LogMethod>> rows = RunLogBench(**rt, lc);
+    if (!rows.ok()) return rows.status();
+    log = LogJson(*rows);
+  }
+  Print(config, *f, *v, log, out);
   return Status::Ok();
 }
 

@@ -7,8 +7,13 @@
 //   flavours:     --transfers small (64-byte) memory-to-memory transfers done one at a time as
 //                 Submit + Wait (the future flavour) and as Post + epoll_wait + Reap (the
 //                 pollable flavour); µs per transfer and the difference.
+//   logging:      records of --record-bytes appended durably for --log-seconds per method:
+//                 fdatasync per record, per batch, and pipe group commit (bench/log_bench.h);
+//                 records/s, p50/p99 latency, and the targets (group commit >= 10x the
+//                 per-record rate, its p99 <= 2x one batch's write + sync).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -24,6 +29,8 @@ struct PipesBenchConfig {
   int transfers = 20000;
   unsigned queue_depth = 16;
   std::uint64_t chunk = 2u << 20;
+  double log_seconds = 1.0;  // per logging method; 0: no logging rows
+  std::size_t record_bytes = 128;
   bool json = false;
   bool progress = false;  // a status line on stderr when it is a terminal
 };

@@ -49,9 +49,9 @@ JOBS = {
                   ["bench", "coherence", "--orders", "0,4", "--samples", "5", "--json"]),
     "submit": (["bench", "submit", "--json"], ["bench", "submit", "--samples", "5", "--json"]),
     "cache": (["bench", "cache", "--json"], ["bench", "cache", "--samples", "3", "--json"]),
-    "pipes": (["bench", "pipes", "--json"],
+    "pipes": (["bench", "pipes", "--log-seconds", "3", "--json"],
               ["bench", "pipes", "--size", "64MiB", "--reps", "1", "--transfers", "1000",
-               "--json"]),
+               "--log-seconds", "0.2", "--json"]),
     "python": ([PYTHON_JOB, "--reps", "10", "--json"],
                [PYTHON_JOB, "--quick", "--reps", "1", "--json"]),
 }
@@ -332,9 +332,23 @@ def pipes_tables(d):
             ["pipe ÷ direct", f"{d['pipe_vs_direct']:.2f}×"],
             ["small transfer, future flavour, µs", f"{d['future_us']:.3f}"],
             ["small transfer, pollable flavour, µs", f"{d['pollable_us']:.3f}"]]
-    return None, table(["measure", "value"], rows) + (
+    text = table(["measure", "value"], rows) + (
         f"\n\n{size(d['size_bytes'])} file, chunks of {size(d['chunk_bytes'])}, "
         f"queue depth {d['queue_depth']}.")
+    if "logging" in d:
+        log = d["logging"]
+        text += "\n\nLogging: records acknowledged once durable.\n\n" + table(
+            ["method", "records/s", "p50 µs", "p99 µs", "records per sync", "write + sync ms",
+             "p99 ms", "verified"],
+            [[r["method"], f"{r['records_per_s']:.0f}", f"{r['p50_us']:.1f}",
+              f"{r['p99_us']:.1f}", f"{r['batch_records']:.1f}", f"{r['sync_ms']:.3f}",
+              f"{r['sync_p99_ms']:.3f}", "yes" if r["verified"] else "NO"]
+             for r in log["rows"]])
+        text += "\n\n" + table(["target", "value", "limit", "met"],
+                               [[t["what"], f"{t['value']:.2f}",
+                                 ("≥ " if t["kind"] == "min" else "≤ ") + f"{t['limit']:g}",
+                                 "yes" if t["met"] else "no"] for t in log["targets"]])
+    return None, text
 
 
 def python_tables(d):

@@ -260,6 +260,12 @@ void AddPipesBench(CLI::App& bench_cmd, PipesBenchCli& c) {
       ->check(tools::UnsignedIn(1, 4096));
   c.cmd->add_option("--chunk", c.chunk, "Read size (default 2MiB)")
       ->check(tools::SizeIn(4096, kGiB));
+  c.cmd->add_option("--log-seconds", c.cfg.log_seconds,
+                    "Seconds per logging method; 0: no logging rows (default 1)")
+      ->check(tools::RealIn(0, 600));
+  c.cmd->add_option("--record-bytes", c.cfg.record_bytes,
+                    "Logging: bytes per record (default 128)")
+      ->check(tools::UnsignedIn(16, 65536));
   c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
   AddQuiet(c.cmd, c.quiet);
 }

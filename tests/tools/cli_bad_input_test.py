@@ -32,7 +32,8 @@ BASE = {
     ("pipes", "copy"): ["--from", "dram:0:1MiB", "--to", "dram:0:1MiB"],
     ("pipes", "calibrate"): ["--bytes", "1MiB", "--output", "/tmp/tierflow-bad-input-cal.json"],
     ("sort",): ["--generate", "1MiB", "--memory", "32MiB", "--no-floor"],
-    ("bench", "pipes"): ["--size", "1MiB", "--reps", "1", "--transfers", "10"],
+    ("bench", "pipes"): ["--size", "1MiB", "--reps", "1", "--transfers", "10", "--log-seconds",
+                         "0"],
     ("bench", "rma"): ["--reps", "1", "--iters", "10", "--sizes", "1", "--gats-ranks", "2"],
     ("bench", "dsort"): ["--hosts", "1", "--ranks-per-host", "2", "--size", "64KiB", "--memory",
                          "32MiB", "--keys", "uniform"],
@@ -142,6 +143,8 @@ CASES = {
         "--transfers": INT_BAD + ["0", "9"],
         "--queue-depth": INT_BAD + ["0", "4097"],
         "--chunk": SIZE_BAD + ["1000", "4097"],
+        "--log-seconds": FLOAT_BAD + ["601"],
+        "--record-bytes": INT_BAD + ["15", "65537"],
     },
     ("bench", "rma"): {
         "--reps": INT_BAD + ["0", "51"],

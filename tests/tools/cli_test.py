@@ -454,12 +454,21 @@ class BenchPipes(unittest.TestCase):
     def test_json(self):
         with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
             doc = json.loads(run("bench", "pipes", "--size", "32MiB", "--dir", d, "--reps", "2",
-                                 "--transfers", "200", "--json").stdout)
+                                 "--transfers", "200", "--log-seconds", "0.3", "--json").stdout)
             for key in ("pipe_median_gbps", "direct_median_gbps", "pipe_vs_direct", "future_us",
-                        "pollable_us", "pollable_over_future_us"):
+                        "pollable_us", "pollable_over_future_us", "logging"):
                 self.assertIn(key, doc)
             self.assertGreater(doc["pipe_median_gbps"], 0)
-            self.assertEqual(os.listdir(d), [])
+            rows = doc["logging"]["rows"]
+            self.assertEqual([r["method"] for r in rows],
+                             ["fdatasync per record", "fdatasync per batch", "pipe group commit"])
+            for r in rows:
+                self.assertTrue(r["verified"], r)  # the file holds what was acknowledged
+                self.assertGreater(r["records"], 0)
+                self.assertLessEqual(r["p50_us"], r["p99_us"])
+            self.assertEqual(rows[0]["batch_records"], 1.0)
+            self.assertEqual(len(doc["logging"]["targets"]), 2)
+            self.assertEqual(os.listdir(d), [])  # its private directory is gone
 
 
 class BenchRma(unittest.TestCase):
