@@ -2,8 +2,8 @@
 // tierflow.PipeRuntime and tierflow.Pipe (tierflow/pipe_runtime.h, pipe.h): locators from the
 // CLI's strings or from Python buffers, and pipes in the three flavours — transfer (blocking,
 // the GIL released), submit (a Handle, awaitable), post/try_post/reap with the readiness
-// descriptor that asyncio watches (tierflow._aio.reap). A locator over a Python buffer holds its view; a pipe holds its
-// locators and its runtime.
+// descriptor that asyncio watches (tierflow._aio.reap). A locator over a Python buffer holds its
+// view; a pipe holds its locators and its runtime.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>

@@ -185,8 +185,8 @@ std::size_t Pipe::Reap(std::span<PipeCompletion> out) {
   return n;
 }
 
-Result<bool> Pipe::TryPost(std::uint64_t src_offset, std::uint64_t dst_offset,
-                           std::uint64_t length, std::uint64_t tag) {
+Result<bool> Pipe::TryPost(std::uint64_t src_offset, std::uint64_t dst_offset, std::uint64_t length,
+                           std::uint64_t tag) {
   if (!core_) return NoPipe();
   {
     std::lock_guard lock(core_->mu);

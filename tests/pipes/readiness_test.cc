@@ -136,8 +136,7 @@ TEST(PipeReadiness, EpollLoopDrivesAPipeWithoutBusyWaiting) {
     }
   }
   const double cpu = ThreadCpuSeconds() - cpu0;
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   close(ep);
   EXPECT_EQ(std::memcmp(mem->data(), data.data(), data.size()), 0);
   EXPECT_LT(cpu, 0.5 * wall) << "the loop's thread used " << cpu << " s of CPU in " << wall
