@@ -2,7 +2,6 @@
 #include "bench/pipes_bench.h"
 
 #include <fcntl.h>
-#include <liburing.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -16,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
+#include "bench/checkpoint_bench.h"
+#include "bench/direct_io.h"
 #include "bench/log_bench.h"
 #include "tierflow/pipe_runtime.h"
 #include "tierflow/size.h"
@@ -28,44 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The referee: the same reads with liburing directly, at most `depth` in flight.
-Result<double> DirectReads(const std::string& path, std::byte* dst, std::uint64_t size,
-                           unsigned depth, std::uint64_t chunk) {
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (fd < 0) return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  io_uring ring{};
-  if (int rc = io_uring_queue_init(depth, &ring, 0); rc < 0) {
-    close(fd);
-    return Status::Unsupported(fmt::format("io_uring: {}", std::strerror(-rc)));
-  }
-  const auto t0 = Clock::now();
-  std::uint64_t next = 0, done = 0;
-  unsigned in_flight = 0;
-  Status error;
-  while (done < size && error.ok()) {
-    while (in_flight < depth && next < size) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      const auto n = static_cast<unsigned>(std::min(chunk, size - next));
-      io_uring_prep_read(sqe, fd, dst + next, n, next);
-      next += n;
-      ++in_flight;
-    }
-    io_uring_submit_and_wait(&ring, 1);
-    io_uring_cqe* cqe = nullptr;
-    while (io_uring_peek_cqe(&ring, &cqe) == 0) {
-      if (cqe->res <= 0) error = Status::IoError(fmt::format("read {}: {}", path, cqe->res));
-      done += cqe->res > 0 ? static_cast<std::uint64_t>(cqe->res) : 0;  // whole chunks here
-      --in_flight;
-      io_uring_cqe_seen(&ring, cqe);
-    }
-  }
-  const double s = Seconds(t0);
-  io_uring_queue_exit(&ring);
-  close(fd);
-  if (!error.ok()) return error;
-  return s;
 }
 
 struct FileResult {
@@ -96,7 +59,7 @@ Result<FileResult> FileToDram(PipeRuntime& rt, const PipesBenchConfig& c, const 
     const auto t0 = Clock::now();
     if (Status s = up->Transfer(0, 0, c.size); !s.ok()) return s;
     r.pipe_gbps.push_back(gb / Seconds(t0));
-    Result<double> d = DirectReads(path, mem->data(), c.size, c.queue_depth, c.chunk);
+    Result<double> d = DirectIo(path, mem->data(), c.size, c.queue_depth, c.chunk, false);
     if (!d.ok()) return d.status();
     r.direct_gbps.push_back(gb / *d);
   }
@@ -183,6 +146,42 @@ nlohmann::json LogJson(const std::vector<LogMethod>& rows) {
   return {{"rows", j}, {"targets", targets}};
 }
 
+nlohmann::json CheckpointJson(const CheckpointBenchConfig& c,
+                              const std::vector<CheckpointMethod>& rows) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const CheckpointMethod& m : rows) {
+    j.push_back({{"method", m.method},
+                 {"gbps", m.gbps},
+                 {"median_gbps", m.median_gbps},
+                 {"verified", m.verified}});
+  }
+  const double ratio = rows[1].median_gbps / rows[0].median_gbps;
+  return {{"bytes", c.bytes},
+          {"regions", c.regions},
+          {"rows", j},
+          {"targets",
+           {{{"what", "checkpoint through pipes / O_DIRECT write floor"},
+             {"value", ratio},
+             {"limit", 0.95},
+             {"kind", "min"},
+             {"met", ratio >= 0.95}}}}};
+}
+
+void PrintCheckpoint(const nlohmann::json& ck, std::ostream& out) {
+  out << fmt::format("checkpoint of {} in {} files (durable, renamed into place), median:\n",
+                     FormatSize(ck["bytes"].get<std::uint64_t>()), ck["regions"].get<int>());
+  for (const auto& r : ck["rows"]) {
+    out << fmt::format("  {:16} {:8.3f} GB/s{}\n", r["method"].get<std::string>(),
+                       r["median_gbps"].get<double>(),
+                       r["verified"].get<bool>() ? "" : "  NOT VERIFIED");
+  }
+  for (const auto& t : ck["targets"]) {
+    out << fmt::format("  {}: {:.3f} (>= {}) {}\n", t["what"].get<std::string>(),
+                       t["value"].get<double>(), t["limit"].get<double>(),
+                       t["met"].get<bool>() ? "met" : "NOT met");
+  }
+}
+
 void PrintLog(const nlohmann::json& log, std::ostream& out) {
   out << "logging (records acknowledged once durable):\n";
   for (const auto& r : log["rows"]) {
@@ -202,7 +201,7 @@ void PrintLog(const nlohmann::json& log, std::ostream& out) {
 }
 
 void Print(const PipesBenchConfig& c, const FileResult& f, const FlavourResult& v,
-           const nlohmann::json& log, std::ostream& out) {
+           const nlohmann::json& log, const nlohmann::json& ck, std::ostream& out) {
   const double pipe = Summarize(f.pipe_gbps).median, direct = Summarize(f.direct_gbps).median;
   if (c.json) {
     nlohmann::json j{{"size_bytes", c.size},
@@ -217,6 +216,7 @@ void Print(const PipesBenchConfig& c, const FileResult& f, const FlavourResult& 
                      {"pollable_us", v.pollable_us},
                      {"pollable_over_future_us", v.pollable_us - v.future_us}};
     if (!log.is_null()) j["logging"] = log;
+    if (!ck.is_null()) j["checkpoint"] = ck;
     out << j.dump(2) << "\n";
     return;
   }
@@ -230,6 +230,7 @@ void Print(const PipesBenchConfig& c, const FileResult& f, const FlavourResult& 
       "us: +{:.2f} us per transfer\n",
       v.future_us, v.pollable_us, v.pollable_us - v.future_us);
   if (!log.is_null()) PrintLog(log, out);
+  if (!ck.is_null()) PrintCheckpoint(ck, out);
 }
 
 }  // namespace
@@ -262,7 +263,21 @@ Status RunPipesBench(const PipesBenchConfig& config, std::ostream& out) {
     if (!rows.ok()) return rows.status();
     log = LogJson(*rows);
   }
-  Print(config, *f, *v, log, out);
+  nlohmann::json ck;
+  if (config.checkpoint_bytes > 0) {
+    ticker.Set("checkpoint: the O_DIRECT floor, pipes, pwrite from one and two threads");
+    CheckpointBenchConfig cc;
+    cc.dir = dir;
+    cc.bytes = config.checkpoint_bytes;
+    cc.regions = config.checkpoint_regions;
+    cc.reps = config.reps;
+    cc.queue_depth = config.queue_depth;
+    cc.chunk = config.chunk;
+    Result<std::vector<CheckpointMethod>> rows = RunCheckpointBench(**rt, cc);
+    if (!rows.ok()) return rows.status();
+    ck = CheckpointJson(cc, *rows);
+  }
+  Print(config, *f, *v, log, ck, out);
   return Status::Ok();
 }
 

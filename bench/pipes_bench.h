@@ -11,6 +11,10 @@
 //                 fdatasync per record, per batch, and pipe group commit (bench/log_bench.h);
 //                 records/s, p50/p99 latency, and the targets (group commit >= 10x the
 //                 per-record rate, its p99 <= 2x one batch's write + sync).
+//   checkpoint:   --checkpoint-size of DRAM in --checkpoint-regions files, durable and complete
+//                 or absent, through pipes, with pwrite from one and two threads, and the
+//                 disk's O_DIRECT write floor (bench/checkpoint_bench.h), alternated --reps
+//                 times; the target: pipes >= 0.95x the floor.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +35,8 @@ struct PipesBenchConfig {
   std::uint64_t chunk = 2u << 20;
   double log_seconds = 1.0;  // per logging method; 0: no logging rows
   std::size_t record_bytes = 128;
+  std::uint64_t checkpoint_bytes = std::uint64_t{1} << 30;  // 0: no checkpoint rows
+  int checkpoint_regions = 4;
   bool json = false;
   bool progress = false;  // a status line on stderr when it is a terminal
 };

@@ -51,7 +51,7 @@ JOBS = {
     "cache": (["bench", "cache", "--json"], ["bench", "cache", "--samples", "3", "--json"]),
     "pipes": (["bench", "pipes", "--log-seconds", "3", "--json"],
               ["bench", "pipes", "--size", "64MiB", "--reps", "1", "--transfers", "1000",
-               "--log-seconds", "0.2", "--json"]),
+               "--log-seconds", "0.2", "--checkpoint-size", "64MiB", "--json"]),
     "python": ([PYTHON_JOB, "--reps", "10", "--json"],
                [PYTHON_JOB, "--quick", "--reps", "1", "--json"]),
 }
@@ -348,6 +348,17 @@ def pipes_tables(d):
                                [[t["what"], f"{t['value']:.2f}",
                                  ("≥ " if t["kind"] == "min" else "≤ ") + f"{t['limit']:g}",
                                  "yes" if t["met"] else "no"] for t in log["targets"]])
+    if "checkpoint" in d:
+        ck = d["checkpoint"]
+        text += (f"\n\nCheckpoint: {size(ck['bytes'])} in {ck['regions']} files, durable and "
+                 "renamed into place.\n\n") + table(
+            ["method", "median GB/s", "min – max", "verified"],
+            [[r["method"], f"{r['median_gbps']:.3f}",
+              f"{min(r['gbps']):.3f} – {max(r['gbps']):.3f}", "yes" if r["verified"] else "NO"]
+             for r in ck["rows"]])
+        text += "\n\n" + table(["target", "value", "limit", "met"],
+                               [[t["what"], f"{t['value']:.3f}", f"≥ {t['limit']:g}",
+                                 "yes" if t["met"] else "no"] for t in ck["targets"]])
     return None, text
 
 

@@ -242,7 +242,7 @@ struct PipesBenchCli final : Command {
   int Run() override;
   bool quiet = false;
   bench::PipesBenchConfig cfg;
-  std::string size, chunk;
+  std::string size, chunk, checkpoint_size;
 };
 
 void AddPipesBench(CLI::App& bench_cmd, PipesBenchCli& c) {
@@ -260,12 +260,21 @@ void AddPipesBench(CLI::App& bench_cmd, PipesBenchCli& c) {
       ->check(tools::UnsignedIn(1, 4096));
   c.cmd->add_option("--chunk", c.chunk, "Read size (default 2MiB)")
       ->check(tools::SizeIn(4096, kGiB));
-  c.cmd->add_option("--log-seconds", c.cfg.log_seconds,
-                    "Seconds per logging method; 0: no logging rows (default 1)")
+  c.cmd
+      ->add_option("--log-seconds", c.cfg.log_seconds,
+                   "Seconds per logging method; 0: no logging rows (default 1)")
       ->check(tools::RealIn(0, 600));
-  c.cmd->add_option("--record-bytes", c.cfg.record_bytes,
-                    "Logging: bytes per record (default 128)")
+  c.cmd->add_option("--record-bytes", c.cfg.record_bytes, "Logging: bytes per record (default 128)")
       ->check(tools::UnsignedIn(16, 65536));
+  c.cmd
+      ->add_option("--checkpoint-size", c.checkpoint_size,
+                   "Checkpoint: bytes of all regions together; 0: no checkpoint rows "
+                   "(default 1GiB)")
+      ->check(tools::SizeIn(0, 64 * kGiB));
+  c.cmd
+      ->add_option("--checkpoint-regions", c.cfg.checkpoint_regions,
+                   "Checkpoint: regions, one file each (default 4)")
+      ->check(tools::IntegerIn(1, 64));
   c.cmd->add_flag("--json", c.cfg.json, "Machine-readable output");
   AddQuiet(c.cmd, c.quiet);
 }
@@ -275,6 +284,13 @@ int RunPipesBenchCli(PipesBenchCli& c) {
   if (!c.chunk.empty()) c.cfg.chunk = *tierflow::ParseSize(c.chunk);
   if (c.cfg.chunk % 4096 != 0 || c.cfg.size % 4096 != 0) {
     return UsageError("--chunk and --size: give multiples of 4KiB (O_DIRECT)");
+  }
+  if (!c.checkpoint_size.empty()) c.cfg.checkpoint_bytes = *tierflow::ParseSize(c.checkpoint_size);
+  if (c.cfg.checkpoint_bytes % (4096ull * c.cfg.checkpoint_regions) != 0) {
+    return UsageError(fmt::format(
+        "--checkpoint-size {}: give a multiple of 4KiB x --checkpoint-regions ({}), so that "
+        "every region is whole pages (O_DIRECT)",
+        c.checkpoint_size, c.cfg.checkpoint_regions));
   }
   c.cfg.progress = !c.quiet;
   Status s = bench::RunPipesBench(c.cfg, std::cout);

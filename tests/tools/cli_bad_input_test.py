@@ -33,7 +33,7 @@ BASE = {
     ("pipes", "calibrate"): ["--bytes", "1MiB", "--output", "/tmp/tierflow-bad-input-cal.json"],
     ("sort",): ["--generate", "1MiB", "--memory", "32MiB", "--no-floor"],
     ("bench", "pipes"): ["--size", "1MiB", "--reps", "1", "--transfers", "10", "--log-seconds",
-                         "0"],
+                         "0", "--checkpoint-size", "0"],
     ("bench", "rma"): ["--reps", "1", "--iters", "10", "--sizes", "1", "--gats-ranks", "2"],
     ("bench", "dsort"): ["--hosts", "1", "--ranks-per-host", "2", "--size", "64KiB", "--memory",
                          "32MiB", "--keys", "uniform"],
@@ -145,6 +145,8 @@ CASES = {
         "--chunk": SIZE_BAD + ["1000", "4097"],
         "--log-seconds": FLOAT_BAD + ["601"],
         "--record-bytes": INT_BAD + ["15", "65537"],
+        "--checkpoint-size": NEGATIVE + ["nan", "abc", "", "65GiB", "4KiB", "12KiB"],
+        "--checkpoint-regions": INT_BAD + ["0", "65"],
     },
     ("bench", "rma"): {
         "--reps": INT_BAD + ["0", "51"],

@@ -454,9 +454,10 @@ class BenchPipes(unittest.TestCase):
     def test_json(self):
         with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
             doc = json.loads(run("bench", "pipes", "--size", "32MiB", "--dir", d, "--reps", "2",
-                                 "--transfers", "200", "--log-seconds", "0.3", "--json").stdout)
+                                 "--transfers", "200", "--log-seconds", "0.3",
+                                 "--checkpoint-size", "32MiB", "--json").stdout)
             for key in ("pipe_median_gbps", "direct_median_gbps", "pipe_vs_direct", "future_us",
-                        "pollable_us", "pollable_over_future_us", "logging"):
+                        "pollable_us", "pollable_over_future_us", "logging", "checkpoint"):
                 self.assertIn(key, doc)
             self.assertGreater(doc["pipe_median_gbps"], 0)
             rows = doc["logging"]["rows"]
@@ -468,6 +469,13 @@ class BenchPipes(unittest.TestCase):
                 self.assertLessEqual(r["p50_us"], r["p99_us"])
             self.assertEqual(rows[0]["batch_records"], 1.0)
             self.assertEqual(len(doc["logging"]["targets"]), 2)
+            ck = doc["checkpoint"]
+            self.assertEqual([r["method"] for r in ck["rows"]],
+                             ["O_DIRECT floor", "pipes", "pwrite x1", "pwrite x2"])
+            for r in ck["rows"]:
+                self.assertTrue(r["verified"], r)
+                self.assertEqual(len(r["gbps"]), 2)  # one per --reps
+            self.assertEqual(ck["targets"][0]["limit"], 0.95)
             self.assertEqual(os.listdir(d), [])  # its private directory is gone
 
 
