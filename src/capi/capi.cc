@@ -45,8 +45,9 @@ std::size_t CopyOut(const std::string& text, char* buffer, std::size_t capacity)
 
 namespace {
 
-Result<FileMode> ModeOf(tf_file_mode mode) {
-  switch (mode) {
+Result<FileMode> ModeOf(const tf_file_mode& mode) {
+  const int raw = RawEnum(mode);
+  switch (raw) {
     case TF_FILE_READ:
       return FileMode::kRead;
     case TF_FILE_CREATE:
@@ -56,7 +57,7 @@ Result<FileMode> ModeOf(tf_file_mode mode) {
     case TF_FILE_MODIFY:
       return FileMode::kModify;
   }
-  return Status::InvalidArgument("file mode " + std::to_string(static_cast<int>(mode)) +
+  return Status::InvalidArgument("file mode " + std::to_string(raw) +
                                  ": use TF_FILE_READ, TF_FILE_CREATE, TF_FILE_REPLACE or "
                                  "TF_FILE_MODIFY");
 }

@@ -27,7 +27,8 @@ Result<const Topology*> ThisSystem() {
 }
 
 Result<Operation> OperationOf(const tf_operation& o) {
-  switch (o.kind) {
+  const int kind = RawEnum(o.kind);
+  switch (kind) {
     case TF_OP_COPY:
       return Operation::Copy(o.dst, o.src, o.size);
     case TF_OP_MOVE:
@@ -51,7 +52,7 @@ Result<Operation> OperationOf(const tf_operation& o) {
     case TF_OP_DRAIN:
       return Operation::Drain();
   }
-  return Status::InvalidArgument("tf_operation.kind " + std::to_string(static_cast<int>(o.kind)) +
+  return Status::InvalidArgument("tf_operation.kind " + std::to_string(kind) +
                                  ": use one of the TF_OP_* kinds");
 }
 

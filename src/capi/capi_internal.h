@@ -3,6 +3,7 @@
 // the thread's last error, and the guard that keeps C++ exceptions from crossing into C.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -80,6 +81,17 @@ template <typename T>
 tf_status Give(T* object, T** out) {
   *out = object;
   return TF_OK;
+}
+
+// The bits of a C enum a caller passed, as an int. A C caller may pass any int where the header
+// says tf_file_mode or tf_op_kind; reading such a value as the C++ enum type would be undefined
+// behaviour for values beyond its range, so it is copied out as bytes and checked as an int.
+template <typename E>
+int RawEnum(const E& value) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
 }
 
 // `text` written into buffer as snprintf does; returns its full length.
