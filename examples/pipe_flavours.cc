@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Data pipes in their three flavours: a file read into DRAM with a blocking transfer, sorted
-// runs written back with futures and callbacks, and read again through the pipe's eventfd in
-// an epoll loop; the plan explained first. Usage: pipe_flavours [DIRECTORY] (default /tmp; its
-// files go in a new directory there, removed at the end however the run ends).
+// runs written back with futures and callbacks, and read again through the pipe's readiness
+// descriptor in an epoll loop; the plan explained first. Usage: pipe_flavours [DIRECTORY] (default
+// /tmp; its files go in a new directory there, removed at the end however the run ends).
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -96,7 +96,7 @@ Status WriteRuns(PipeRuntime& rt, const Locator& mem, const Locator& runs) {
   return Status::Ok();
 }
 
-// (c) OS style: the runs read back as their completions arrive on an eventfd in epoll.
+// (c) OS style: the runs read back as their completions arrive on the pipe's descriptor in epoll.
 Status ReadBack(PipeRuntime& rt, const Locator& runs, const Locator& mem) {
   std::memset(mem.data(), 0, kRuns * kRun);
   Result<Pipe> back = rt.Connect(runs, mem);

@@ -23,7 +23,8 @@ std::string ForCommandLine(std::string message) {
       {"FileMode::kModify", "--modify"},
       {"set extsort::Config::overwrite", "give --overwrite"}};
   for (auto [api, flag] : kFlags) {
-    for (size_t at = message.find(api); at != std::string::npos; at = message.find(api, at)) {
+    for (size_t at = message.find(api); at != std::string::npos;
+         at = message.find(api, at + std::strlen(flag))) {
       message.replace(at, std::strlen(api), flag);
     }
   }

@@ -30,8 +30,8 @@ def await_handle(handle):
 
 
 async def reap(pipe, most=64):
-    """The pipe's next completions (see Pipe.reap), waiting for its eventfd in the running loop
-    rather than polling: Pipe.reap_async."""
+    """The pipe's next completions (see Pipe.reap), waiting for its descriptor to be readable in
+    the running loop rather than polling: Pipe.reap_async."""
     got = pipe.reap(most)
     while not got:
         loop = asyncio.get_running_loop()

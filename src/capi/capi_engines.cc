@@ -149,12 +149,15 @@ tf_status tf_engine_submit(tf_engine* engine, const tf_operation* ops, size_t co
       if (!op.ok()) return Fail(op.status());
       plain.push_back(*op);
     }
+    // Made first: once the operations are submitted nothing may fail and lose their handle.
+    auto made = std::make_unique<tf_handle>();
     SubmitOptions o;
     o.callback = ToCallback(callback, user);
     Result<Handle> h = count == 1 ? engine->engine->Submit(plain[0], std::move(o))
                                   : engine->engine->SubmitBatch(plain, std::move(o));
     if (!h.ok()) return Fail(h.status());
-    return Give(new tf_handle{std::move(*h)}, out);
+    made->handle = std::move(*h);
+    return Give(made.release(), out);
   });
 }
 

@@ -93,15 +93,13 @@ tf_status tf_pipe_submit(tf_pipe* pipe, uint64_t src_offset, uint64_t dst_offset
     if (Missing(pipe, "tf_pipe_submit: pipe", &st) || MissingOut(out, "tf_pipe_submit", &st)) {
       return st;
     }
-    auto* h = new tf_handle;
+    // Made first: once the transfer is submitted nothing may fail and lose its handle.
+    auto made = std::make_unique<tf_handle>();
     Result<Handle> r =
         pipe->pipe.Submit(src_offset, dst_offset, length, ToCallback(callback, user));
-    if (!r.ok()) {
-      delete h;
-      return Fail(r.status());
-    }
-    h->handle = std::move(*r);
-    return Give(h, out);
+    if (!r.ok()) return Fail(r.status());
+    made->handle = std::move(*r);
+    return Give(made.release(), out);
   });
 }
 

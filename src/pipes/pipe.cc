@@ -76,7 +76,7 @@ Status Pipe::Core::OpenReadiness() {
 }
 
 // Staged plans get their staging memory now; pipes that may only bounce misaligned chunks get
-// it when the first one does (most never do). Then the eventfd and the pacer.
+// it when the first one does (most never do). Then the readiness descriptor and the pacer.
 Status Pipe::Core::Init() {
   engine = std::make_unique<PipeEngine>(this);
   if (Status s = OpenReadiness(); !s.ok()) return s;

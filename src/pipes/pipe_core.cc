@@ -324,7 +324,7 @@ void Pipe::Core::TransferDone(detail::Transfer* t) {
   delete t;
 }
 
-// Caller holds mu. The eventfd is written when the queue of completions becomes non-empty, so
+// Caller holds mu. A byte is sent to ready_fd when the queue of completions becomes non-empty, so
 // it is readable exactly while completions wait (Reap clears it when it empties the queue).
 void Pipe::Core::Deliver(const PipeCompletion& pc, std::uint64_t seq) {
   const bool was_empty = completions.empty();

@@ -3,6 +3,7 @@
  * files, engines and handles, and every bad input answered with a code and a message that
  * names the problem. A C program: compiled as C11, linked against the shared library.
  * Usage: capi_c_test (exit status 0 when every check holds; each failure printed). */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp in strict C11 (cc -std=c11) */
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
