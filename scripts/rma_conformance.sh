@@ -8,7 +8,9 @@
 # Writes BUILD_DIR/rma-conformance/<mpi>.json; exits 1 if a test passes with the MPI alone
 # and fails with the library. With RMA_CONFORMANCE_HOSTS=N, every test is a job across N hosts
 # of a test bed brought up here (scripts/hosts.sh; root), and the files are <mpi>-hosts.json;
-# TIERFLOW_RMA_POOL and the library's other settings reach every rank.
+# TIERFLOW_RMA_POOL and the library's other settings reach every rank. With
+# RMA_CONFORMANCE_POOL=1 too, the hosts share a pool (a new directory on /dev/shm, removed at the
+# end) that every rank's TIERFLOW_RMA_POOL names, and the files are <mpi>-hosts-pool.json.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-build}" && pwd)
@@ -57,10 +59,22 @@ build_suite() {
 
 fetch_source
 suffix=""
+pool_args=()
+if [ "${RMA_CONFORMANCE_POOL:-0}" = 1 ]; then
+  if [ "${RMA_CONFORMANCE_HOSTS:-0}" -lt 2 ]; then
+    echo "rma_conformance: RMA_CONFORMANCE_POOL=1 is a pool across hosts: set" \
+      "RMA_CONFORMANCE_HOSTS=2 (or more) too" >&2
+    exit 2
+  fi
+  pool_dir=$(mktemp -d /dev/shm/tierflow-conformance-pool.XXXXXX)
+  pool_args=(--pool "$pool_dir")
+  export TIERFLOW_RMA_POOL=$pool_dir/pool TIERFLOW_RMA_POOL_SIZE=${TIERFLOW_RMA_POOL_SIZE:-256MiB}
+fi
 if [ "${RMA_CONFORMANCE_HOSTS:-0}" -ge 2 ]; then
-  eval "$(bash "$here/hosts.sh" up "$RMA_CONFORMANCE_HOSTS" --share "$build")"
-  trap 'bash "$here/hosts.sh" down' EXIT
-  suffix=-hosts
+  eval "$(bash "$here/hosts.sh" up "$RMA_CONFORMANCE_HOSTS" --share "$build" "${pool_args[@]}")"
+  # The pool directory is this run's (mktemp): removed with everything in it.
+  trap 'bash "$here/hosts.sh" down; [ -z "${pool_dir:-}" ] || rm -rf "$pool_dir"' EXIT
+  suffix=-hosts${pool_dir:+-pool}
 fi
 status=0
 for mpi in "${mpis[@]}"; do
