@@ -53,6 +53,13 @@ Summary Summarize(std::vector<double> v) {
   return s;
 }
 
+double Percentile(const std::vector<double>& v, double q) {
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto i = static_cast<std::size_t>(pos);
+  const double frac = pos - static_cast<double>(i);
+  return i + 1 < v.size() ? v[i] * (1 - frac) + v[i + 1] * frac : v[i];
+}
+
 std::vector<double> TimeRounds(int threads, int warmup, int reps,
                                const std::function<void(int)>& body,
                                const std::function<void()>& before_round) {

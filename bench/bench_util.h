@@ -28,6 +28,8 @@ struct Summary {
   double min = 0, median = 0, max = 0;
 };
 Summary Summarize(std::vector<double> values);
+// The q-quantile (0..1) of `sorted` (ascending, not empty), interpolated between neighbours.
+double Percentile(const std::vector<double>& sorted, double q);
 
 // Runs `body(thread_index)` on `threads` threads released together by a barrier, `reps` times
 // after `warmup` untimed rounds. Returns the seconds of each timed round: from the earliest

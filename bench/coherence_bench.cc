@@ -256,14 +256,6 @@ struct Row {
   bool flagged = false;
 };
 
-// v sorted.
-double Percentile(const std::vector<double>& v, double q) {
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto i = static_cast<std::size_t>(pos);
-  const double frac = pos - static_cast<double>(i);
-  return i + 1 < v.size() ? v[i] * (1 - frac) + v[i + 1] * frac : v[i];
-}
-
 Row MakeRow(const Method& m, Samples& s, std::size_t lines, const Disturbance& d) {
   Row r;
   r.op = m.name;

@@ -151,14 +151,14 @@ LogMethod Measure(const std::string& name, std::byte* buf, const LogBenchConfig&
   m.records_per_s = static_cast<double>(tally.acked) / secs;
   if (!tally.latency_us.empty()) {
     std::sort(tally.latency_us.begin(), tally.latency_us.end());
-    m.p50_us = tally.latency_us[tally.latency_us.size() / 2];
-    m.p99_us = tally.latency_us[tally.latency_us.size() * 99 / 100];
+    m.p50_us = Percentile(tally.latency_us, 0.50);
+    m.p99_us = Percentile(tally.latency_us, 0.99);
   }
   m.batch_records = tally.batches ? static_cast<double>(tally.acked) / tally.batches : 0;
   if (!tally.sync_ms.empty()) {
     std::sort(tally.sync_ms.begin(), tally.sync_ms.end());
-    m.sync_ms = tally.sync_ms[tally.sync_ms.size() / 2];
-    m.sync_p99_ms = tally.sync_ms[tally.sync_ms.size() * 99 / 100];
+    m.sync_ms = Percentile(tally.sync_ms, 0.50);
+    m.sync_p99_ms = Percentile(tally.sync_ms, 0.99);
   }
   return m;
 }
