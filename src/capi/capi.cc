@@ -34,6 +34,13 @@ tf_status FailStatic(tf_status code, const char* message) noexcept {
   return code;
 }
 
+Status CheckStructSize(std::size_t given, std::size_t expected, const char* type) {
+  if (given == expected) return Status::Ok();
+  return Status::InvalidArgument(std::string(type) + ".struct_size is " + std::to_string(given) +
+                                 ", not " + std::to_string(expected) + ": fill the struct with " +
+                                 type + "_init before setting fields");
+}
+
 std::size_t CopyOut(const std::string& text, char* buffer, std::size_t capacity) {
   if (buffer != nullptr && capacity > 0) {
     const std::size_t n = std::min(text.size(), capacity - 1);
@@ -70,11 +77,8 @@ tf_status GiveLocator(Result<Locator> r, tf_locator** out) {
 Result<PipeRuntimeOptions> RuntimeOptions(const tf_runtime_options* in) {
   PipeRuntimeOptions o;
   if (in == nullptr) return o;
-  if (in->struct_size != sizeof(tf_runtime_options)) {
-    return Status::InvalidArgument(
-        "tf_runtime_options.struct_size is " + std::to_string(in->struct_size) + ", not " +
-        std::to_string(sizeof(tf_runtime_options)) +
-        ": fill the struct with tf_runtime_options_init before setting fields");
+  if (Status s = CheckStructSize(in->struct_size, sizeof *in, "tf_runtime_options"); !s.ok()) {
+    return s;
   }
   o.cpu_workers = in->cpu_workers;
   o.use_dsa = in->use_dsa != 0;

@@ -125,12 +125,9 @@ void tf_engine_free(tf_engine* engine) { delete engine; }
 
 size_t tf_engine_capabilities(const tf_engine* engine, char* buffer, size_t capacity) {
   if (engine == nullptr) return CopyOut("", buffer, capacity);
-  try {
-    return CopyOut(CapabilitiesJson(*engine->engine), buffer, capacity);
-  } catch (...) {
-    FailStatic(TF_OUT_OF_MEMORY, "tf_engine_capabilities: out of memory");
-    return CopyOut("", buffer, capacity);
-  }
+  return TextOut(
+      "tf_engine_capabilities: out of memory", [&] { return CapabilitiesJson(*engine->engine); },
+      buffer, capacity);
 }
 
 tf_status tf_engine_submit(tf_engine* engine, const tf_operation* ops, size_t count,

@@ -98,4 +98,21 @@ int RawEnum(const E& value) {
 // `text` written into buffer as snprintf does; returns its full length.
 std::size_t CopyOut(const std::string& text, char* buffer, std::size_t capacity);
 
+// CopyOut of what `make` returns; running out of memory making it leaves "" and records
+// `out_of_memory` (a literal) as the thread's last error.
+template <typename F>
+std::size_t TextOut(const char* out_of_memory, F&& make, char* buffer,
+                    std::size_t capacity) noexcept {
+  try {
+    return CopyOut(make(), buffer, capacity);
+  } catch (...) {
+    FailStatic(TF_OUT_OF_MEMORY, out_of_memory);
+    return CopyOut("", buffer, capacity);
+  }
+}
+
+// An options struct's size as the caller's *_init set it: another size is a struct from a
+// version of the header this library does not know, or one never initialised.
+Status CheckStructSize(std::size_t given, std::size_t expected, const char* type);
+
 }  // namespace tierflow::capi

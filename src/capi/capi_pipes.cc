@@ -10,11 +10,8 @@ namespace {
 Result<PipeOptions> OptionsOf(const tf_pipe_options* in) {
   PipeOptions o;
   if (in == nullptr) return o;
-  if (in->struct_size != sizeof(tf_pipe_options)) {
-    return Status::InvalidArgument(
-        "tf_pipe_options.struct_size is " + std::to_string(in->struct_size) + ", not " +
-        std::to_string(sizeof(tf_pipe_options)) +
-        ": fill the struct with tf_pipe_options_init before setting fields");
+  if (Status s = CheckStructSize(in->struct_size, sizeof *in, "tf_pipe_options"); !s.ok()) {
+    return s;
   }
   o.queue_depth = in->queue_depth;
   o.chunk_bytes = in->chunk_bytes;
@@ -158,22 +155,16 @@ tf_status tf_pipe_drain(tf_pipe* pipe) {
 
 size_t tf_pipe_explain(const tf_pipe* pipe, char* buffer, size_t capacity) {
   if (pipe == nullptr) return CopyOut("", buffer, capacity);
-  try {
-    return CopyOut(pipe->pipe.plan().ToJson(), buffer, capacity);
-  } catch (...) {
-    FailStatic(TF_OUT_OF_MEMORY, "tf_pipe_explain: out of memory");
-    return CopyOut("", buffer, capacity);
-  }
+  return TextOut(
+      "tf_pipe_explain: out of memory", [&] { return pipe->pipe.plan().ToJson(); }, buffer,
+      capacity);
 }
 
 size_t tf_pipe_stats(const tf_pipe* pipe, char* buffer, size_t capacity) {
   if (pipe == nullptr) return CopyOut("", buffer, capacity);
-  try {
-    return CopyOut(pipe->pipe.stats().ToJson(), buffer, capacity);
-  } catch (...) {
-    FailStatic(TF_OUT_OF_MEMORY, "tf_pipe_stats: out of memory");
-    return CopyOut("", buffer, capacity);
-  }
+  return TextOut(
+      "tf_pipe_stats: out of memory", [&] { return pipe->pipe.stats().ToJson(); }, buffer,
+      capacity);
 }
 
 }  // extern "C"
