@@ -46,8 +46,15 @@ std::uint64_t Word(std::uint64_t g, int r, std::uint64_t k) {
 
 std::string Region(const std::string& dir, int r) { return dir + "/region-" + std::to_string(r); }
 
-// This program's entries in `dir`: checkpoint-G (the highest G), and partial-PID directories
-// of writers that are gone, which it removes (their region files only, then the directory).
+// Removes a directory of this program's: its region files, then the directory.
+void RemoveRegions(const std::string& path) {
+  for (int r = 0; r < kRegions; ++r) unlink(Region(path, r).c_str());
+  rmdir(path.c_str());
+}
+
+// This program's entries in `dir`: checkpoint-G (the highest G); partial-PID directories of
+// writers that are gone and retired-G directories (older generations a killed writer was
+// removing), which it removes.
 std::uint64_t Scan(const std::string& dir) {
   std::uint64_t latest = 0;
   DIR* d = opendir(dir.c_str());
@@ -57,11 +64,10 @@ std::uint64_t Scan(const std::string& dir) {
     char tail = 0;
     if (std::sscanf(e->d_name, "checkpoint-%llu%c", &n, &tail) == 1) {
       latest = std::max<std::uint64_t>(latest, n);
-    } else if (std::sscanf(e->d_name, "partial-%llu%c", &n, &tail) == 1 &&
-               kill(static_cast<pid_t>(n), 0) != 0 && errno == ESRCH) {
-      const std::string stale = dir + "/" + e->d_name;
-      for (int r = 0; r < kRegions; ++r) unlink(Region(stale, r).c_str());
-      rmdir(stale.c_str());
+    } else if ((std::sscanf(e->d_name, "partial-%llu%c", &n, &tail) == 1 &&
+                kill(static_cast<pid_t>(n), 0) != 0 && errno == ESRCH) ||
+               std::sscanf(e->d_name, "retired-%llu%c", &n, &tail) == 1) {
+      RemoveRegions(dir + "/" + e->d_name);
     }
   }
   closedir(d);
@@ -69,22 +75,23 @@ std::uint64_t Scan(const std::string& dir) {
 }
 
 // Removes the checkpoints older than generation g (a writer killed after its rename may have
-// left the one before it): their region files, then their directories.
+// left the one before it). Each is renamed to retired-G first, so that a writer killed while
+// deleting never leaves a partial directory under a checkpoint's name.
 void RemoveOlder(const std::string& dir, std::uint64_t g) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
-  std::vector<std::string> old;
+  std::vector<unsigned long long> old;
   while (dirent* e = readdir(d)) {
     unsigned long long n = 0;
     char tail = 0;
-    if (std::sscanf(e->d_name, "checkpoint-%llu%c", &n, &tail) == 1 && n < g) {
-      old.push_back(dir + "/" + e->d_name);
-    }
+    if (std::sscanf(e->d_name, "checkpoint-%llu%c", &n, &tail) == 1 && n < g) old.push_back(n);
   }
   closedir(d);
-  for (const std::string& o : old) {
-    for (int r = 0; r < kRegions; ++r) unlink(Region(o, r).c_str());
-    rmdir(o.c_str());
+  for (unsigned long long n : old) {
+    const std::string retired = dir + "/retired-" + std::to_string(n);
+    if (rename((dir + "/checkpoint-" + std::to_string(n)).c_str(), retired.c_str()) == 0) {
+      RemoveRegions(retired);
+    }
   }
 }
 

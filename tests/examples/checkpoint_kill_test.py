@@ -64,6 +64,24 @@ class CheckpointKill(unittest.TestCase):
             self.assertRegex(names[0], r"^checkpoint-\d+$")
             self.assert_complete(d)
 
+    def test_a_writer_killed_while_removing_the_old_generation(self):
+        # What a writer killed between retiring generation 1 and deleting it leaves: the
+        # next run restores generation 2 and removes the rest; nothing partial is named
+        # checkpoint-G at any time.
+        with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
+            self.assertEqual(self.run_program(d).returncode, 0)
+            self.assertEqual(self.run_program(d).returncode, 0)
+            self.assertEqual(entries(d), ["checkpoint-2"])
+            retired = os.path.join(d, "retired-1")
+            os.mkdir(retired)
+            with open(os.path.join(retired, "region-3"), "wb") as f:
+                f.write(b"\0" * 4096)
+            self.assert_complete(d)
+            p = self.run_program(d)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("restored generation 2", p.stdout)
+            self.assertEqual(entries(d), ["checkpoint-3"])
+
     def test_a_damaged_checkpoint_is_refused_not_restored(self):
         with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
             self.assertEqual(self.run_program(d).returncode, 0)
