@@ -160,6 +160,12 @@ Status RunPipesCopy(const PipesCommandOptions& o, std::ostream& out) {
                      st.expected_gbps > 0 ? fmt::format("{:.2f} GB/s", st.expected_gbps)
                                           : std::string("uncalibrated"),
                      st.chunks, st.fallbacks);
+  for (const TieredStage& t : st.stages) {
+    out << fmt::format("  stage {}: {} placed, {:.1f}% occupancy{}: {}\n", t.stage,
+                       FormatSize(t.bytes), t.occupancy * 100, t.modelled ? " (modelled)" : "",
+                       t.state);
+  }
+  for (const std::string& w : st.switches) out << "  placed " << w << "\n";
   return Status::Ok();
 }
 

@@ -12,6 +12,10 @@
 //   staging   memory the planner may use for intermediate hops (bounce buffers)
 //   spill     a chain of locators filled in order (DRAM, then CXL, then a file): byte offsets
 //             run through the first member's capacity, then the second's, ...
+//   tiered    a byte range whose extents the runtime places when they are first written, on the
+//             first of its stages (memory tiers, files in directories) that has room: stages
+//             are tried fastest first, and one whose occupancy would pass a limit takes no more
+//             (PipeRuntime::Tiered)
 // Every locator states its capacity, its alignment, its tier and node, and the mechanisms that
 // can reach it. Locators are declared through a PipeRuntime (pipe_runtime.h), which checks them
 // then: a missing file, a read-only file as a destination, a range beyond the end, a tier or
@@ -33,7 +37,7 @@
 
 namespace tierflow {
 
-enum class LocatorKind : std::uint8_t { kMemory, kBorrowed, kFile, kStaging, kSpill };
+enum class LocatorKind : std::uint8_t { kMemory, kBorrowed, kFile, kStaging, kSpill, kTiered };
 TIERFLOW_EXPORT std::string_view LocatorKindName(LocatorKind kind);
 
 // The ways data moves; a pipe's plan is a sequence of hops, each done by one mechanism.
@@ -77,7 +81,7 @@ class TIERFLOW_EXPORT Locator {
   // Alignment of its start (memory: the address; files: the direct-I/O alignment, or 1 where
   // direct I/O is impossible).
   std::size_t alignment() const;
-  TierKind tier() const;  // kStorage for files; a spill chain: its first member's
+  TierKind tier() const;  // kStorage for files; a spill chain or tiered area: its first member's
   int node() const;       // NUMA node of memory (-1 for files, borrowed memory of unknown node)
   std::uint32_t mechanisms() const;  // MechanismBit mask of what can read or write it
   bool is_file() const;
@@ -87,7 +91,9 @@ class TIERFLOW_EXPORT Locator {
   // A file locator's path and the file offset of its first byte; empty and 0 otherwise.
   const std::string& path() const;
   std::uint64_t file_offset() const;
-  // A spill chain's members, in the order they are filled; empty otherwise.
+  // A spill chain's members, in the order they are filled; a tiered area's stages, in the order
+  // they are tried (memory stages name a tier and node and hold no memory of their own); empty
+  // otherwise.
   const std::vector<Locator>& members() const;
   // True when the memory stands in for a node this machine does not have (a planning topology
   // read from a file, PipeRuntimeOptions::model_placement): transfers are real, placement is not.

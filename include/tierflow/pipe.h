@@ -98,6 +98,16 @@ struct TIERFLOW_EXPORT PipePlan {
                                //  ...}],"rejected":[{"mechanism","reason"}],...}
 };
 
+// Where a tiered area's extents are now: one entry per stage, in the order stages are tried.
+struct TieredStage {
+  std::string stage;        // "hbm:8", "file in /var/tmp"
+  std::uint64_t bytes = 0;  // of the area placed there now
+  std::uint64_t limit = 0;  // TieredOptions::tier_limits for its tier (0: none)
+  double occupancy = 0;     // the stage's occupancy when last placed on or asked
+  bool modelled = false;    // memory standing in for a node this machine lacks
+  std::string state;  // "taking extents", "not needed yet", or why it took no more ("holds ...")
+};
+
 // What a pipe has done (visible state).
 struct TIERFLOW_EXPORT PipeStats {
   std::uint64_t transfers = 0;       // submitted
@@ -113,6 +123,9 @@ struct TIERFLOW_EXPORT PipeStats {
   std::uint64_t syncs = 0;      // fdatasyncs (PipeOptions::sync_writes)
   std::uint64_t errors = 0;     // failed transfers
   std::string last_error;       // the latest failure's message
+  // A tiered end (PipeRuntime::Tiered): its stages now, and the placement's switches so far.
+  std::vector<TieredStage> stages;
+  std::vector<std::string> switches;
   std::string ToJson() const;
 };
 

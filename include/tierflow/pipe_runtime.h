@@ -62,6 +62,35 @@ struct PipeRuntimeOptions {
   bool prefault = true;
 };
 
+// A tiered area (PipeRuntime::Tiered): where its extents may go and when a stage is full.
+struct TieredOptions {
+  // Bytes of the area: offsets [0, capacity) may be written and, once written, read. Required.
+  std::uint64_t capacity = 0;
+  // Memory tiers that may hold extents, on the node of each nearest `near_node` (-1: node 0's
+  // nearest). Empty: every memory tier the topology has (DRAM, HBM, CXL). A tier the topology
+  // lacks is an error.
+  std::vector<TierKind> tiers;
+  int near_node = -1;
+  // Directories where a file (unnamed: nothing is left behind, whatever happens) may hold
+  // extents, tried after the memory tiers in the order given. Each must exist and be writable.
+  // Empty: memory only.
+  std::vector<std::string> directories;
+  // A stage takes no new extent that would raise its occupancy above this fraction (0 to 1]:
+  // for memory the node's (1 - free/total, as QueryNodeMemory reads it; for memory that stands
+  // in for an absent node, what this runtime's areas placed there over the node's capacity),
+  // for a directory its file system's (used / (used + available), as df shows it).
+  double occupancy_limit = 0.9;
+  // The same per tier, overriding occupancy_limit (TierKind::kStorage: the directories' file
+  // systems), e.g. {{TierKind::kDram, 0.5}} to leave half of DRAM to the application.
+  std::vector<std::pair<TierKind, double>> occupancy_limits;
+  // At most this many bytes of the area on a tier (e.g. {{TierKind::kDram, 1 << 30}}); tiers
+  // not named are bound by occupancy alone.
+  std::vector<std::pair<TierKind, std::uint64_t>> tier_limits;
+  // Placement granularity: a multiple of 4096 (0: 8 MiB). An extent is placed as a whole, on
+  // the first write of any of its bytes, and stays where it was placed until released.
+  std::uint64_t extent_bytes = 0;
+};
+
 class TIERFLOW_EXPORT PipeRuntime {
  public:
   // Errors: the topology cannot be read; io_uring unavailable; the calibration file exists but
@@ -99,9 +128,29 @@ class TIERFLOW_EXPORT PipeRuntime {
   // (e.g. DRAM, then CXL, then a file: what does not fit a tier goes to the next). Errors:
   // fewer than two members, an invalid or nested member.
   Result<Locator> Spill(const std::vector<Locator>& members);
+  // A tiered area (the staging area of an external sort: runs go to the fastest tier with room):
+  // extents are placed when first written, on the first stage that can take them. Stages are
+  // the memory tiers and directories of `options`, memory ranked by the calibrated bandwidth
+  // of writing to them from DRAM (uncalibrated: in the order of options.tiers, or HBM, DRAM,
+  // CXL), then the directories. Reading bytes never written is an error; pipes' plans have one
+  // segment per stage, and their stats() and TieredState() show where the extents went and why
+  // the placement switched. Errors: capacity 0, extent_bytes not a multiple of 4096, an
+  // occupancy limit outside (0, 1], no stage at all, a tier the topology lacks, a directory
+  // that is missing, not a directory or not writable, a limit for a tier that is no stage
+  // (each named, with the fix).
+  Result<Locator> Tiered(const TieredOptions& options);
+  // Gives back the extents that lie wholly inside [offset, offset + length) of a tiered area
+  // (memory freed, file space punched out); their bytes read as never written afterwards.
+  // No transfer may be using them. Errors: not a tiered area, a range beyond its capacity.
+  Status Release(const Locator& tiered, std::uint64_t offset, std::uint64_t length);
+  // A tiered area's stages and what each holds now, and the placement's switches so far
+  // ("from byte 8 MiB on: cxl:16 (hbm:8 holds its limit of 8 MiB)"). Errors: not a tiered area.
+  Result<std::vector<TieredStage>> TieredState(const Locator& tiered,
+                                               std::vector<std::string>* switches = nullptr) const;
   // The command-line spelling: "dram[:NODE[:SIZE]]", "hbm[:NEAR_NODE[:SIZE]]",
   // "cxl[:NODE[:SIZE]]", "node:N[:SIZE]", "file:PATH[:OFFSET[:LENGTH]]" (a destination file is
-  // created: `mode` says how), and "spill:A,B,..." of those. `default_size` is the size of
+  // created: `mode` says how), "spill:A,B,..." of those, and "tiered:SIZE[:DIR]" (every memory
+  // tier, then a file in DIR; TieredOptions' defaults otherwise). `default_size` is the size of
   // memory, and the length of a file to be created, that names none (0: one is required).
   // Errors name the part that is wrong.
   Result<Locator> Parse(std::string_view spec, FileMode file_mode, std::size_t default_size = 0);

@@ -102,7 +102,8 @@ typedef enum tf_file_mode {
 } tf_file_mode;
 
 /* A locator from the command line's spelling: "dram[:NODE[:SIZE]]", "hbm[:NEAR[:SIZE]]",
- * "cxl[:NODE[:SIZE]]", "node:N[:SIZE]", "file:PATH[:OFFSET[:LENGTH]]", "spill:A,B,...".
+ * "cxl[:NODE[:SIZE]]", "node:N[:SIZE]", "file:PATH[:OFFSET[:LENGTH]]", "spill:A,B,...",
+ * "tiered:SIZE[:DIR]" (an area the runtime places on the fastest tier with room: pipes.md).
  * `mode` says what a file locator may do to its file; `default_size` is the size of memory
  * and the length of a new file that name none (0: one is required). Errors name the part of
  * the spelling that is wrong, a missing file, an existing one that would be overwritten. */

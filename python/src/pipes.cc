@@ -4,11 +4,13 @@
 // the GIL released), submit (a Handle, awaitable), post/try_post/reap with the readiness
 // descriptor that asyncio watches (tierflow._aio.reap). A locator over a Python buffer holds its
 // view; a pipe holds its locators and its runtime.
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +99,46 @@ nb::object Json(const std::string& text) {
   return nb::module_::import_("json").attr("loads")(text);
 }
 
+// PipeRuntime::Tiered with keyword arguments; tiers by name ("dram", "hbm", "cxl"; "storage"
+// in the limits: the directories' file systems).
+PyLocator Tiered(nb::handle self, uint64_t capacity, const std::vector<std::string>& tiers,
+                 const std::vector<std::string>& directories, double occupancy_limit,
+                 const std::map<std::string, double>& occupancy_limits,
+                 const std::map<std::string, uint64_t>& tier_limits, uint64_t extent_bytes,
+                 int near_node) {
+  TieredOptions o;
+  o.capacity = capacity;
+  for (const std::string& t : tiers) o.tiers.push_back(Take(ParseTierKind(t)));
+  o.directories = directories;
+  o.occupancy_limit = occupancy_limit;
+  for (const auto& [t, v] : occupancy_limits)
+    o.occupancy_limits.emplace_back(Take(ParseTierKind(t)), v);
+  for (const auto& [t, v] : tier_limits) o.tier_limits.emplace_back(Take(ParseTierKind(t)), v);
+  o.extent_bytes = extent_bytes;
+  o.near_node = near_node;
+  return Wrap(self, Runtime(self).Tiered(o));
+}
+
+nb::dict TieredState(nb::handle self, const PyLocator& area) {
+  std::vector<std::string> switches;
+  std::vector<TieredStage> stages = Take(Runtime(self).TieredState(area.locator, &switches));
+  nb::list list;
+  for (const TieredStage& t : stages) {
+    nb::dict d;
+    d["stage"] = t.stage;
+    d["bytes"] = t.bytes;
+    d["limit"] = t.limit;
+    d["occupancy"] = t.occupancy;
+    d["modelled"] = t.modelled;
+    d["state"] = t.state;
+    list.append(d);
+  }
+  nb::dict out;
+  out["stages"] = list;
+  out["switches"] = nb::cast(switches);
+  return out;
+}
+
 void Transfer(PyPipe& p, uint64_t src, uint64_t dst, uint64_t length) {
   Status s;
   {
@@ -127,8 +169,8 @@ nb::list Reap(PyPipe& p, size_t most) {
 }
 
 void BindLocator(nb::module_& m) {
-  nb::class_<PyLocator>(m, "Locator",
-                        "A place data moves from or to: memory, a file, a spill chain.")
+  nb::class_<PyLocator>(
+      m, "Locator", "A place data moves from or to: memory, a file, a spill chain, a tiered area.")
       .def_prop_ro("name", [](const PyLocator& l) { return l.locator.name(); })
       .def_prop_ro(
           "kind", [](const PyLocator& l) { return std::string(LocatorKindName(l.locator.kind())); })
@@ -214,7 +256,8 @@ void BindPipes(nb::module_& m) {
                   "in on this machine's) and the calibration.")
       .def("locator", &Locate, nb::arg("what"), nb::arg("mode") = "read", nb::arg("size") = 0,
            "A locator: the CLI's spelling ('file:PATH[:OFFSET[:LENGTH]]', 'dram:0:1GiB', "
-           "'hbm:0', 'spill:A,B') or a writable Python buffer (borrowed, not copied). mode "
+           "'hbm:0', 'spill:A,B', 'tiered:64GiB:/ssd') or a writable Python buffer (borrowed, not "
+           "copied). mode "
            "for files: 'read', 'create', 'replace', 'modify'; size for memory and new files "
            "that name none.")
       .def("connect", &Connect, nb::arg("src"), nb::arg("dst"), nb::arg("queue_depth") = 0,
@@ -231,7 +274,30 @@ void BindPipes(nb::module_& m) {
           },
           nb::arg("src"), nb::arg("dst"),
           nb::sig("def explain(self, src: object, dst: object) -> dict[str, typing.Any]"),
-          "The plan a pipe would use, as a dict, without one.");
+          "The plan a pipe would use, as a dict, without one.")
+      .def("tiered", &Tiered, nb::arg("capacity"), nb::arg("tiers") = std::vector<std::string>{},
+           nb::arg("directories") = std::vector<std::string>{}, nb::arg("occupancy_limit") = 0.9,
+           nb::arg("occupancy_limits") = std::map<std::string, double>{},
+           nb::arg("tier_limits") = std::map<std::string, uint64_t>{}, nb::arg("extent_bytes") = 0,
+           nb::arg("near_node") = -1,
+           "A tiered area of capacity bytes: each extent (extent_bytes, 0: 8 MiB) is placed "
+           "when first written on the first stage with room: the memory tiers (all the "
+           "topology has, or tiers), fastest first by calibration, then an unnamed file in "
+           "each of directories. A stage takes no extent past its occupancy limit "
+           "(occupancy_limits per tier, 'storage' for the directories) or its tier_limits "
+           "bytes. Reading bytes never written raises ValueError.")
+      .def(
+          "release",
+          [](nb::handle self, const PyLocator& area, uint64_t offset, uint64_t length) {
+            Check(Runtime(self).Release(area.locator, offset, length));
+          },
+          nb::arg("area"), nb::arg("offset"), nb::arg("length"),
+          "Gives back the extents of a tiered area wholly inside [offset, offset + length); "
+          "no transfer may be using them.")
+      .def("tiered_state", &TieredState, nb::arg("area"),
+           nb::sig("def tiered_state(self, area: Locator) -> dict[str, typing.Any]"),
+           "A tiered area's stages ({'stage', 'bytes', 'limit', 'occupancy', 'modelled', "
+           "'state'}) and the placement's switches.");
 }
 
 }  // namespace tierflow::python

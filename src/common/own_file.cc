@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "common/own_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace tierflow {
@@ -26,6 +28,23 @@ void RemoveIfStill(int fd, const std::string& path) {
       mine.st_ino == named.st_ino) {
     unlink(path.c_str());
   }
+}
+
+Result<int> UnnamedFile(const std::string& dir, std::string_view purpose) {
+  int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  std::string name = dir + "/tierflow-XXXXXX";
+  fd = mkostemp(name.data(), O_CLOEXEC);
+  if (fd >= 0) {
+    RemoveIfStill(fd, name);
+    return fd;
+  }
+  const int err = errno;
+  const std::string what =
+      std::string(purpose) + " cannot create a file in " + dir + ": " + std::strerror(err);
+  if (err == ENOENT) return Status::NotFound(what + " (the directory does not exist)");
+  if (err == ENOTDIR) return Status::InvalidArgument(what + " (give a directory)");
+  return Status::IoError(what + " (choose a directory you may write)");
 }
 
 }  // namespace tierflow

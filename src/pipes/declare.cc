@@ -19,13 +19,6 @@ namespace {
 
 using detail::LocatorImpl;
 
-std::uint32_t MemoryMechanisms(const PipeRuntime::Impl& m) {
-  std::uint32_t bits = MechanismBit(Mechanism::kCpu) | MechanismBit(Mechanism::kUringRead) |
-                       MechanismBit(Mechanism::kUringWrite);
-  if (m.dsa) bits |= MechanismBit(Mechanism::kDsa);
-  return bits;
-}
-
 std::string TierList(const Topology& t) {
   std::string out;
   for (const NumaNode& n : t.nodes()) {
@@ -35,6 +28,13 @@ std::string TierList(const Topology& t) {
 }
 
 }  // namespace
+
+std::uint32_t PipeRuntime::Impl::MemoryMechanisms() const {
+  std::uint32_t bits = MechanismBit(Mechanism::kCpu) | MechanismBit(Mechanism::kUringRead) |
+                       MechanismBit(Mechanism::kUringWrite);
+  if (dsa) bits |= MechanismBit(Mechanism::kDsa);
+  return bits;
+}
 
 Result<Locator> PipeRuntime::Impl::MakeMemory(const NumaNode& node, std::size_t size,
                                               LocatorKind kind, const char* prefix) const {
@@ -53,7 +53,7 @@ Result<Locator> PipeRuntime::Impl::MakeMemory(const NumaNode& node, std::size_t 
   impl->alignment = 4096;
   impl->tier = node.kind;
   impl->node = node.os_index;
-  impl->mechanisms = MemoryMechanisms(*this);
+  impl->mechanisms = MemoryMechanisms();
   impl->name =
       fmt::format("{}{}:{}:{}", prefix, TierKindName(node.kind), node.os_index, FormatSize(size));
   return detail::LocatorAccess::Make(std::move(impl));
@@ -65,9 +65,7 @@ Result<Locator> PipeRuntime::Node(int node, std::size_t size) {
   return impl_->MakeMemory(**n, size, LocatorKind::kMemory, "");
 }
 
-namespace {
-
-Result<const NumaNode*> TierNode(const Topology& t, TierKind tier, int near_node) {
+Result<const NumaNode*> detail::TierNode(const Topology& t, TierKind tier, int near_node) {
   if (t.NodesOfKind(tier).empty()) {
     return Status::NotFound(fmt::format("{} memory: the topology ({}) has no {} node; it has {}",
                                         TierKindName(tier), t.source(), TierKindName(tier),
@@ -77,16 +75,14 @@ Result<const NumaNode*> TierNode(const Topology& t, TierKind tier, int near_node
   return t.NearestOfKind(near_node, tier);
 }
 
-}  // namespace
-
 Result<Locator> PipeRuntime::Memory(TierKind tier, int near_node, std::size_t size) {
-  Result<const NumaNode*> n = TierNode(impl_->topology, tier, near_node);
+  Result<const NumaNode*> n = detail::TierNode(impl_->topology, tier, near_node);
   if (!n.ok()) return n.status();
   return impl_->MakeMemory(**n, size, LocatorKind::kMemory, "");
 }
 
 Result<Locator> PipeRuntime::Staging(TierKind tier, int near_node, std::size_t size) {
-  Result<const NumaNode*> n = TierNode(impl_->topology, tier, near_node);
+  Result<const NumaNode*> n = detail::TierNode(impl_->topology, tier, near_node);
   if (!n.ok()) return n.status();
   return impl_->MakeMemory(**n, size, LocatorKind::kStaging, "staging:");
 }
@@ -104,7 +100,7 @@ Result<Locator> PipeRuntime::Borrow(void* data, std::size_t size, int node) {
   impl->alignment = std::size_t{1} << __builtin_ctzll(reinterpret_cast<std::uintptr_t>(data));
   impl->tier = n != nullptr ? n->kind : TierKind::kDram;
   impl->node = node;
-  impl->mechanisms = MemoryMechanisms(*impl_);
+  impl->mechanisms = impl_->MemoryMechanisms();
   impl->name =
       fmt::format("borrowed:{}:{}", node >= 0 ? fmt::format("{}", node) : "?", FormatSize(size));
   return detail::LocatorAccess::Make(std::move(impl));

@@ -19,6 +19,8 @@ std::string_view LocatorKindName(LocatorKind kind) {
       return "staging";
     case LocatorKind::kSpill:
       return "spill";
+    case LocatorKind::kTiered:
+      return "tiered";
   }
   return "?";
 }

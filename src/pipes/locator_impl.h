@@ -13,6 +13,8 @@
 
 namespace tierflow::detail {
 
+class TieredArea;
+
 struct LocatorImpl {
   LocatorKind kind = LocatorKind::kMemory;
   std::string name;
@@ -30,8 +32,10 @@ struct LocatorImpl {
   FileWindow window;
   std::string path;
   std::uint64_t file_offset = 0;
-  std::size_t direct_alignment = 0;  // 0: no O_DIRECT
-  std::vector<Locator> members;      // spill chains
+  std::size_t direct_alignment = 0;    // 0: no O_DIRECT
+  std::vector<Locator> members;        // spill chains, tiered areas' stages
+  std::shared_ptr<TieredArea> tiered;  // tiered areas: where each extent is
+  bool stage = false;                  // a tiered area's stage: planned for, never connected
 
   // The address that stands for byte `offset` (memory, or the file window).
   std::byte* At(std::uint64_t offset) const {
@@ -48,9 +52,11 @@ struct LocatorAccess {
   static LocatorImpl* Get(const Locator& l) { return l.impl_.get(); }
 };
 
-// The leaves of a locator: a spill chain's members, or the locator itself.
+// The leaves of a locator: a spill chain's members, a tiered area's stages, or the locator.
 inline std::vector<const LocatorImpl*> Leaves(const Locator& l) {
-  if (l.kind() != LocatorKind::kSpill) return {LocatorAccess::Get(l)};
+  if (l.kind() != LocatorKind::kSpill && l.kind() != LocatorKind::kTiered) {
+    return {LocatorAccess::Get(l)};
+  }
   std::vector<const LocatorImpl*> out;
   for (const Locator& m : l.members()) out.push_back(LocatorAccess::Get(m));
   return out;

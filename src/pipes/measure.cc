@@ -78,25 +78,8 @@ Status MeasureMemory(Engine& e, Mechanism m, const CalibrationOptions& o, Calibr
   return Status::Ok();
 }
 
-// A scratch file in `dir` that no one else can name: an unnamed O_TMPFILE, or where the file
-// system has none a mkstemp file unlinked at once. Either way nothing is left to remove, and a
-// planted name or symbolic link is never opened. The descriptor is the caller's to close.
-Result<int> ScratchFile(const std::string& dir) {
-  int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd >= 0) return fd;
-  std::string name = dir + "/tierflow-calibrate-XXXXXX";
-  fd = mkostemp(name.data(), O_CLOEXEC);
-  if (fd < 0) {
-    return Status::IoError(
-        fmt::format("calibration cannot create a file in {}: {} (choose another directory)", dir,
-                    std::strerror(errno)));
-  }
-  RemoveIfStill(fd, name);
-  return fd;
-}
-
 Result<FileWindow> NewFile(IoUringEngine& e, const std::string& dir, std::size_t n) {
-  Result<int> fd = ScratchFile(dir);
+  Result<int> fd = UnnamedFile(dir, "calibration");
   if (!fd.ok()) return fd.status();
   Result<FileWindow> w =
       e.OpenDescriptor(*fd, dir + "/(calibration scratch file)", {FileAccess::kReadWrite, n});

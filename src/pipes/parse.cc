@@ -36,7 +36,7 @@ Result<int> ParseNode(std::string_view spec, std::string_view text) {
 
 const char* kSpellings =
     "use dram[:NODE[:SIZE]], hbm[:NEAR_NODE[:SIZE]], cxl[:NODE[:SIZE]], node:N[:SIZE], "
-    "file:PATH[:OFFSET[:LENGTH]] or spill:A,B,...";
+    "file:PATH[:OFFSET[:LENGTH]], spill:A,B,... or tiered:SIZE[:DIR]";
 
 // "file:PATH[:OFFSET[:LENGTH]]": the last one or two parts are numbers when they parse as sizes.
 Result<Locator> ParseFile(PipeRuntime& rt, std::string_view spec, FileMode mode,
@@ -97,11 +97,36 @@ Result<Locator> ParseMemory(PipeRuntime& rt, std::string_view spec, std::size_t 
   return rt.Memory(*tier, node, size);
 }
 
+// "tiered:SIZE[:DIR]": every memory tier, then a file in DIR (which may hold ':').
+Result<Locator> ParseTiered(PipeRuntime& rt, std::string_view spec, std::size_t default_size) {
+  std::string_view rest = spec.substr(7);
+  const std::size_t colon = rest.find(':');
+  TieredOptions o;
+  o.capacity = default_size;
+  std::string_view size = rest.substr(0, colon);
+  if (!size.empty()) {
+    Result<std::uint64_t> n = ParseSize(size);
+    if (!n.ok()) {
+      return Status::InvalidArgument(fmt::format("locator '{}': {}", spec, n.status().message()));
+    }
+    o.capacity = *n;
+  }
+  if (o.capacity == 0) {
+    return Status::InvalidArgument(
+        fmt::format("locator '{}' needs a size, e.g. tiered:64GiB:/var/tmp", spec));
+  }
+  if (colon != std::string_view::npos) o.directories.emplace_back(rest.substr(colon + 1));
+  return rt.Tiered(o);
+}
+
 }  // namespace
 
 Result<Locator> PipeRuntime::Parse(std::string_view spec, FileMode file_mode,
                                    std::size_t default_size) {
   if (spec.starts_with("file:")) return ParseFile(*this, spec, file_mode, default_size);
+  if (spec.starts_with("tiered:") || spec == "tiered") {
+    return ParseTiered(*this, spec.size() > 6 ? spec : "tiered:", default_size);
+  }
   if (spec.starts_with("spill:")) {
     std::vector<Locator> members;
     for (std::string_view part : Split(spec.substr(6), ',')) {

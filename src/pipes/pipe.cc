@@ -11,6 +11,7 @@
 
 #include "pipes/pipe_core.h"
 #include "pipes/runtime_impl.h"
+#include "pipes/tiered.h"
 #include "tierflow/size.h"
 
 namespace tierflow {
@@ -236,6 +237,12 @@ PipeStats Pipe::stats() const {
   s.syncs = c.syncs.load(std::memory_order_relaxed);
   s.errors = c.errors;
   s.last_error = c.last_error;
+  for (const Locator* l : {&c.from, &c.to}) {
+    if (const detail::TieredArea* area = detail::LocatorAccess::Get(*l)->tiered.get()) {
+      s.stages = area->State();
+      s.switches = area->Switches();
+    }
+  }
   return s;
 }
 
@@ -253,6 +260,19 @@ std::string PipeStats::ToJson() const {
                    {"syncs", syncs},
                    {"errors", errors},
                    {"last_error", last_error}};
+  if (!stages.empty()) {
+    nlohmann::json st = nlohmann::json::array();
+    for (const TieredStage& t : stages) {
+      st.push_back({{"stage", t.stage},
+                    {"bytes", t.bytes},
+                    {"limit", t.limit},
+                    {"occupancy", t.occupancy},
+                    {"modelled", t.modelled},
+                    {"state", t.state}});
+    }
+    j["stages"] = st;
+    j["switches"] = switches;
+  }
   return j.dump();
 }
 

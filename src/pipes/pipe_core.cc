@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "pipes/pipe_core.h"
 
+#include "pipes/tiered.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,14 +26,26 @@ thread_local std::uint64_t t_tag = 0;
 thread_local Pipe::Core* t_pumping = nullptr;
 thread_local bool t_pump_again = false;
 
-// The member holding byte `offset` of a (possibly spill) locator, and the offset inside it.
-std::pair<std::size_t, std::uint64_t> MemberAt(const std::vector<const detail::LocatorImpl*>& ls,
-                                               std::uint64_t offset) {
-  for (std::size_t i = 0; i < ls.size(); ++i) {
-    if (offset < ls[i]->capacity) return {i, offset};
-    offset -= ls[i]->capacity;
+// Where byte `offset` of a locator is: the leaf holding it (a spill member, a tiered area's
+// stage, or the locator), its address, and the bytes from there on in that leaf (at most
+// `len`). A tiered area places the extent first when it is written.
+struct Spot {
+  std::size_t leaf = 0;
+  std::byte* address = nullptr;
+  std::uint64_t len = 0;
+};
+
+Result<Spot> SpotOf(const Locator& l, const std::vector<const detail::LocatorImpl*>& leaves,
+                    std::uint64_t offset, std::uint64_t len, bool write) {
+  if (detail::TieredArea* area = detail::LocatorAccess::Get(l)->tiered.get()) {
+    Result<detail::TieredArea::Spot> s =
+        write ? area->ForWrite(offset, len) : area->ForRead(offset, len);
+    if (!s.ok()) return s.status();
+    return Spot{s->stage, s->address, s->len};
   }
-  return {ls.size() - 1, offset};
+  std::size_t i = 0;
+  while (i + 1 < leaves.size() && offset >= leaves[i]->capacity) offset -= leaves[i++]->capacity;
+  return Spot{i, leaves[i]->At(offset), std::min(len, leaves[i]->capacity - offset)};
 }
 
 }  // namespace
@@ -59,7 +73,10 @@ Status PipeEngine::Enqueue(std::span<const Operation> ops, Submission& submissio
   std::vector<Chunk*> chunks;
   const std::uint64_t so = reinterpret_cast<std::uintptr_t>(op.src) - kSrcBase;
   const std::uint64_t d = reinterpret_cast<std::uintptr_t>(op.dst) - kDstBase;
-  core_->Split(t, so, d, op.size, chunks);
+  if (Status s = core_->Split(t, so, d, op.size, chunks); !s.ok()) {
+    delete t;
+    return s;
+  }
   t->parts = static_cast<std::uint32_t>(chunks.size());
   t->chunks_left.store(t->parts);
   submission.AddParts(t->parts);
@@ -76,26 +93,31 @@ Status PipeEngine::Enqueue(std::span<const Operation> ops, Submission& submissio
   return Status::Ok();
 }
 
-void Pipe::Core::Split(detail::Transfer* t, std::uint64_t so, std::uint64_t d, std::uint64_t len,
-                       std::vector<Chunk*>& out) const {
+Status Pipe::Core::Split(detail::Transfer* t, std::uint64_t so, std::uint64_t d, std::uint64_t len,
+                         std::vector<Chunk*>& out) const {
   const auto srcs = detail::Leaves(from);
   const auto dsts = detail::Leaves(to);
   const std::size_t chunk = bp.plan.chunk_bytes;
   for (std::uint64_t pos = 0; pos < len;) {
-    auto [i, si] = MemberAt(srcs, so + pos);
-    auto [j, di] = MemberAt(dsts, d + pos);
-    const std::uint64_t n = std::min({len - pos, srcs[i]->capacity - si, dsts[j]->capacity - di,
-                                      static_cast<std::uint64_t>(chunk)});
+    const std::uint64_t want = std::min<std::uint64_t>(len - pos, chunk);
+    Result<Spot> s = SpotOf(from, srcs, so + pos, want, false);
+    Result<Spot> dd = s.ok() ? SpotOf(to, dsts, d + pos, s->len, true) : s;
+    if (!dd.ok()) {
+      for (Chunk* c : out) delete c;
+      out.clear();
+      return dd.status();
+    }
     auto* c = new Chunk;
     c->core = const_cast<Pipe::Core*>(this);
     c->transfer = t;
-    c->route = &bp.routes[i * dsts.size() + j];
-    c->src = srcs[i]->At(si);
-    c->dst = dsts[j]->At(di);
-    c->len = n;
+    c->route = &bp.routes[s->leaf * dsts.size() + dd->leaf];
+    c->src = s->address;
+    c->dst = dd->address;
+    c->len = std::min(s->len, dd->len);
     out.push_back(c);
-    pos += n;
+    pos += c->len;
   }
+  return Status::Ok();
 }
 
 void Pipe::Core::Enqueue(std::vector<Chunk*>& chunks) {

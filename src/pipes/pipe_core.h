@@ -139,9 +139,11 @@ struct [[gnu::visibility("hidden")]] Pipe::Core {
   std::atomic<bool> staging_ready{false};
   Result<Handle> Submit(std::uint64_t so, std::uint64_t d, std::uint64_t len, CompletionCallback cb,
                         bool posted, std::uint64_t tag);
-  // Cuts a transfer into chunks at spill-member boundaries and chunk_bytes.
-  void Split(detail::Transfer * t, std::uint64_t so, std::uint64_t d, std::uint64_t len,
-             std::vector<detail::Chunk*> & out) const;
+  // Cuts a transfer into chunks at spill-member and tiered-extent boundaries and chunk_bytes,
+  // placing the tiered extents it writes. Errors: a tiered area that cannot place an extent, or
+  // whose extent read was never written (nothing is started then).
+  Status Split(detail::Transfer * t, std::uint64_t so, std::uint64_t d, std::uint64_t len,
+               std::vector<detail::Chunk*> & out) const;
   void Enqueue(std::vector<detail::Chunk*> & chunks);
   void Pump();
   void StartChunk(detail::Chunk * c);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "pipes/planner.h"
 
+#include "pipes/tiered.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -212,6 +214,14 @@ Status CheckEnds(const Locator& from, const Locator& to, const PipeOptions& o) {
         "a pipe needs two declared locators (PipeRuntime::Node, Memory, File, "
         "...)");
   }
+  for (const Locator* l : {&from, &to}) {
+    if (LocatorAccess::Get(*l)->stage) {
+      return Status::InvalidArgument(
+          fmt::format("{} is a stage of a tiered area, not a locator of its own: connect the "
+                      "area, and it places the data on its stages",
+                      l->name()));
+    }
+  }
   for (const LocatorImpl* d : Leaves(to)) {
     if (!d->writable) {
       return Status::InvalidArgument(fmt::format(
@@ -284,6 +294,10 @@ void AddNotes(const PipeRuntime::Impl& rt, const Locator& from, const Locator& t
   }
   if (rt.dsa && rt.dsa->capabilities().is_model) p.notes.push_back(rt.dsa_note);
   for (const Locator* l : {&from, &to}) {
+    if (const TieredArea* area = LocatorAccess::Get(*l)->tiered.get())
+      p.notes.push_back(area->note);
+  }
+  for (const Locator* l : {&from, &to}) {
     if (l->is_file() && LocatorAccess::Get(*l)->direct_alignment == 0) {
       p.notes.push_back(
           fmt::format("{}: the file system refuses O_DIRECT; I/O goes through the "
@@ -303,7 +317,10 @@ Result<PipeBlueprint> PlanPipe(const PipeRuntime::Impl& rt, const Locator& from,
   PipePlan& plan = bp.plan;
   plan.from = from.name();
   plan.to = to.name();
-  const bool spill = from.kind() == LocatorKind::kSpill || to.kind() == LocatorKind::kSpill;
+  const auto chain = [](const Locator& l) {
+    return l.kind() == LocatorKind::kSpill || l.kind() == LocatorKind::kTiered;
+  };
+  const bool spill = chain(from) || chain(to);
   bool has_file = false;
   plan.expected_gbps = 1e30;
   bool calibrated = true;

@@ -5,6 +5,7 @@
 
 #include "pipes/locator_impl.h"
 #include "pipes/runtime_impl.h"
+#include "pipes/tiered.h"
 #include "tierflow/dsa_inventory.h"
 
 namespace tierflow {
@@ -143,6 +144,7 @@ Status LoadCalibration(PipeRuntime::Impl& m) {
 Result<std::unique_ptr<PipeRuntime>> PipeRuntime::Create(const PipeRuntimeOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->modelled_usage = std::make_shared<detail::ModelledUsage>();
   Result<Topology> topo = LoadTopology(options.topology_xml);
   if (!topo.ok()) return topo.status();
   impl->topology = std::move(*topo);

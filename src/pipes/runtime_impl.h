@@ -17,6 +17,10 @@
 
 namespace tierflow {
 
+namespace detail {
+struct ModelledUsage;  // pipes/tiered.h
+}
+
 struct [[gnu::visibility("hidden")]] PipeRuntime::Impl {
   PipeRuntimeOptions options;
   Topology topology;  // planned for
@@ -36,13 +40,23 @@ struct [[gnu::visibility("hidden")]] PipeRuntime::Impl {
   // Memory of `size` bytes on `node` of the planning topology: on that node when it is this
   // machine's, on node 0 (modelled) when model_placement allows.
   Result<Buffer> Allocate(int node, std::size_t size, bool* modelled) const;
+  // What can reach this runtime's memory: the CPU, io_uring, and DSA when there is an engine.
+  std::uint32_t MemoryMechanisms() const;
   // A memory or staging locator of `size` bytes on `node`, named prefix + "dram:0:64MiB".
   Result<Locator> MakeMemory(const NumaNode& node, std::size_t size, LocatorKind kind,
                              const char* prefix) const;
+  // What tiered areas placed on memory standing in for absent nodes (their occupancy).
+  std::shared_ptr<detail::ModelledUsage> modelled_usage;
   Calibration CalibrationCopy() const {
     std::lock_guard lock(calibration_mu);
     return calibration;
   }
 };
+
+namespace detail {
+// The node of `tier` nearest `near_node` (-1: the topology's first node's nearest). Errors:
+// the topology has no node of that tier (the message lists what it has).
+Result<const NumaNode*> TierNode(const Topology& t, TierKind tier, int near_node);
+}  // namespace detail
 
 }  // namespace tierflow

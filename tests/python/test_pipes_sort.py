@@ -169,3 +169,32 @@ def test_sort_gensort_records(d):
     data = open(out, "rb").read()
     keys = [data[i:i + 10] for i in range(0, len(data), 100)]
     assert keys == sorted(keys)
+
+
+def test_tiered_area_from_python(runtime, d):
+    area = runtime.tiered(24 << 20, tiers=["dram"], directories=[d],
+                          tier_limits={"dram": 8 << 20}, extent_bytes=4 << 20)
+    assert area.kind == "tiered"
+    src = np.random.default_rng(9).integers(0, 255, 16 << 20, dtype=np.uint8)
+    down = runtime.connect(src, area)
+    down.transfer(0, 0, src.nbytes)
+    stats = down.stats
+    assert [s["bytes"] for s in stats["stages"]] == [8 << 20, 8 << 20]
+    assert stats["switches"][-1].startswith("from byte 8388608 on: file in " + d)
+    back = np.zeros_like(src)
+    runtime.connect(area, back).transfer(0, 0, src.nbytes)
+    assert (back == src).all()
+    assert os.listdir(d) == []  # the area's file has no name
+    runtime.release(area, 0, 8 << 20)
+    state = runtime.tiered_state(area)
+    assert state["stages"][0]["bytes"] == 0
+    with pytest.raises(ValueError, match="were never written"):
+        runtime.connect(area, back).transfer(0, 0, 4 << 20)
+    with pytest.raises(ValueError, match="occupancy limit of 2"):
+        runtime.tiered(1 << 20, occupancy_limit=2)
+    with pytest.raises(ValueError, match="unknown tier|tier"):
+        runtime.tiered(1 << 20, tiers=["tape"])
+    with pytest.raises(MemoryError, match="no stage of the tiered area"):
+        full = runtime.tiered(8 << 20, tiers=["dram"], tier_limits={"dram": 4 << 20},
+                              extent_bytes=4 << 20)
+        runtime.connect(src, full).transfer(0, 0, 8 << 20)

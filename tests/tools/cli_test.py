@@ -301,6 +301,28 @@ class Pipes(unittest.TestCase):
             "--calibration", self.cal)
         self.assertEqual(open(out, "rb").read(), open(out + ".2", "rb").read())
 
+    def test_copy_into_a_tiered_area_shows_its_stages(self):
+        # The CXL fixture's memory stands in here: DRAM, then CXL, then a file in the directory.
+        state = json.loads(run("pipes", "copy", "--from", "dram:0:24MiB", "--to",
+                               "tiered:64MiB:" + self.dir.name, "--topology-xml",
+                               FIXTURES + "/cxl-host.xml", "--json").stdout)
+        self.assertEqual(state["bytes"], 24 << 20)
+        stages = [s["stage"] for s in state["stages"]]
+        self.assertEqual(stages[0], "dram:0")
+        self.assertTrue(stages[1].startswith("cxl:"), stages)
+        self.assertEqual(stages[2], "file in " + self.dir.name)
+        self.assertEqual(state["stages"][0]["bytes"], 24 << 20)
+        self.assertTrue(state["stages"][0]["modelled"])
+        self.assertEqual(state["switches"], ["from byte 0 on: dram:0"])
+        self.assertIn("tiered:64MiB", " ".join(state["plan"]["notes"]))
+        self.assertEqual(os.listdir(self.dir.name), [os.path.basename(self.cal)]
+                         if os.path.exists(self.cal) else [], "the area's file has no name")
+        bad = run("pipes", "copy", "--from", "dram:0:1MiB", "--to", "tiered:1MiB:/nonexistent-x",
+                  ok=False)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("/nonexistent-x", bad.stderr)
+        self.assertIn("does not exist", bad.stderr)
+
 
 class Sort(unittest.TestCase):
     def setUp(self):
