@@ -167,6 +167,12 @@ Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
   impl->alignment = impl->direct_alignment == 0 ? 1 : impl->direct_alignment;
   impl->tier = TierKind::kStorage;
   impl->writable = Writes(mode);
+  struct stat st {};
+  if (mode == FileMode::kCreate && fstat(d.fd, &st) == 0) {
+    impl->created = true;
+    impl->device = st.st_dev;
+    impl->inode = st.st_ino;
+  }
   impl->mechanisms = FileMechanisms(mode);
   impl->name = fmt::format("file:{}:{}:{}", path, offset, *len);
   return detail::LocatorAccess::Make(std::move(impl));

@@ -32,7 +32,11 @@ struct LocatorImpl {
   FileWindow window;
   std::string path;
   std::uint64_t file_offset = 0;
-  std::size_t direct_alignment = 0;    // 0: no O_DIRECT
+  std::size_t direct_alignment = 0;  // 0: no O_DIRECT
+  // Files this runtime created (kCreate): the file's identity, so that only that very file is
+  // ever removed by name (a blueprint whose instantiation fails removes what it created).
+  bool created = false;
+  std::uint64_t device = 0, inode = 0;
   std::vector<Locator> members;        // spill chains, tiered areas' stages
   std::shared_ptr<TieredArea> tiered;  // tiered areas: where each extent is
   bool stage = false;                  // a tiered area's stage: planned for, never connected

@@ -20,14 +20,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-bool NeedsSlots(const detail::PipeBlueprint& bp, bool staged_only) {
+bool NeedsSlots(const detail::PipeRoutes& bp, bool staged_only) {
   for (const detail::Route& r : bp.routes) {
     if (r.mechanisms.size() > 1 || (!staged_only && r.may_bounce)) return true;
   }
   return false;
 }
 
-int SlotNode(const detail::PipeBlueprint& bp) {
+int SlotNode(const detail::PipeRoutes& bp) {
   for (const detail::Route& r : bp.routes) {
     if (r.staging_node >= 0) return r.staging_node;
   }
@@ -97,7 +97,7 @@ Status Pipe::Core::Init() {
 
 Result<Pipe> PipeRuntime::Connect(const Locator& from, const Locator& to,
                                   const PipeOptions& options) {
-  Result<detail::PipeBlueprint> bp = detail::PlanPipe(*impl_, from, to, options);
+  Result<detail::PipeRoutes> bp = detail::PlanPipe(*impl_, from, to, options);
   if (!bp.ok()) return bp.status();
   auto core = std::make_shared<Pipe::Core>();
   core->rt = impl_.get();
@@ -111,7 +111,7 @@ Result<Pipe> PipeRuntime::Connect(const Locator& from, const Locator& to,
 
 Result<PipePlan> PipeRuntime::Plan(const Locator& from, const Locator& to,
                                    const PipeOptions& options) const {
-  Result<detail::PipeBlueprint> bp = detail::PlanPipe(*impl_, from, to, options);
+  Result<detail::PipeRoutes> bp = detail::PlanPipe(*impl_, from, to, options);
   if (!bp.ok()) return bp.status();
   return bp->plan;
 }

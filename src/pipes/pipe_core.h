@@ -80,7 +80,7 @@ class PipeEngine final : public Engine {
 struct [[gnu::visibility("hidden")]] Pipe::Core {
   PipeRuntime::Impl* rt = nullptr;
   Locator from, to;
-  detail::PipeBlueprint bp;
+  detail::PipeRoutes bp;
   std::unique_ptr<PipeEngine> engine;
 
   // Staging slots (2-hop routes and bounces): slot_count of slot_bytes each.

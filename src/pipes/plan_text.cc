@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tierflow/blueprint.h"
 #include "tierflow/pipe.h"
 #include "tierflow/size.h"
 
@@ -94,6 +95,45 @@ std::string PipePlan::ToJson() const {
     j["rejected"] = all;
   }
   return j.dump(2);
+}
+
+std::string BlueprintPlan::ToText() const {
+  std::string out = fmt::format("blueprint {}\n", name);
+  for (const RoleBinding& b : bindings) {
+    out += fmt::format("  role {} ({}): {} — {}\n", b.role, b.kind, b.bound_to, b.why);
+    for (const PipeRejection& r : b.rejected) {
+      out += fmt::format("    rejected {}: {}\n", r.mechanism, r.reason);
+    }
+  }
+  for (const StagePlan& s : stages) {
+    out += fmt::format("  stage {}: {} -> {}\n", s.stage, s.from_role, s.to_role);
+    std::string plan = s.plan.ToText();
+    for (std::size_t at = 0; at < plan.size();) {
+      const std::size_t end = plan.find('\n', at);
+      out += "    " + plan.substr(at, end - at) + "\n";
+      at = end == std::string::npos ? plan.size() : end + 1;
+    }
+  }
+  return out;
+}
+
+std::string BlueprintPlan::ToJson() const {
+  nlohmann::json roles = nlohmann::json::array();
+  for (const RoleBinding& b : bindings) {
+    roles.push_back({{"role", b.role},
+                     {"kind", b.kind},
+                     {"bound_to", b.bound_to},
+                     {"why", b.why},
+                     {"rejected", RejectedJson(b.rejected)}});
+  }
+  nlohmann::json st = nlohmann::json::array();
+  for (const StagePlan& s : stages) {
+    st.push_back({{"stage", s.stage},
+                  {"from", s.from_role},
+                  {"to", s.to_role},
+                  {"plan", nlohmann::json::parse(s.plan.ToJson())}});
+  }
+  return nlohmann::json{{"name", name}, {"bindings", roles}, {"stages", st}}.dump(2);
 }
 
 }  // namespace tierflow

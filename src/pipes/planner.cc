@@ -309,11 +309,11 @@ void AddNotes(const PipeRuntime::Impl& rt, const Locator& from, const Locator& t
 
 }  // namespace
 
-Result<PipeBlueprint> PlanPipe(const PipeRuntime::Impl& rt, const Locator& from, const Locator& to,
-                               const PipeOptions& o) {
+Result<PipeRoutes> PlanPipe(const PipeRuntime::Impl& rt, const Locator& from, const Locator& to,
+                            const PipeOptions& o) {
   if (Status s = CheckEnds(from, to, o); !s.ok()) return s;
   const Calibration cal = rt.CalibrationCopy();
-  PipeBlueprint bp;
+  PipeRoutes bp;
   PipePlan& plan = bp.plan;
   plan.from = from.name();
   plan.to = to.name();

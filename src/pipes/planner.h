@@ -25,14 +25,14 @@ struct Route {
   int bounce_node = -1;
 };
 
-struct PipeBlueprint {
+struct PipeRoutes {
   PipePlan plan;              // what Explain shows
   std::vector<Route> routes;  // one per (source member, destination member) pair
 };
 
 // Errors: no mechanism can serve a pair (the message gives each reason), a destination that
 // cannot be written, an override that no hop can use.
-Result<PipeBlueprint> PlanPipe(const PipeRuntime::Impl& rt, const Locator& from, const Locator& to,
-                               const PipeOptions& options);
+Result<PipeRoutes> PlanPipe(const PipeRuntime::Impl& rt, const Locator& from, const Locator& to,
+                            const PipeOptions& options);
 
 }  // namespace tierflow::detail
