@@ -139,10 +139,13 @@ class TIERFLOW_EXPORT PipeRuntime {
   // that is missing, not a directory or not writable, a limit for a tier that is no stage
   // (each named, with the fix).
   Result<Locator> Tiered(const TieredOptions& options);
-  // Gives back the extents that lie wholly inside [offset, offset + length) of a tiered area
-  // (memory freed, file space punched out); their bytes read as never written afterwards.
-  // No transfer may be using them. Errors: not a tiered area, a range beyond its capacity.
-  Status Release(const Locator& tiered, std::uint64_t offset, std::uint64_t length);
+  // Gives back the storage of bytes [offset, offset + length) of `locator`, no longer needed:
+  // a tiered area's extents that lie wholly inside (they read as never written afterwards); a
+  // file declared for writing, its blocks (punched out: the range reads as zeros, the size
+  // stays); memory the runtime allocated, its whole pages inside (they read as zeros). No
+  // transfer may be using the range. Errors: a borrowed locator or a spill chain, a file
+  // declared for reading, a range beyond the capacity, a file system that cannot punch holes.
+  Status Release(const Locator& locator, std::uint64_t offset, std::uint64_t length);
   // A tiered area's stages and what each holds now, and the placement's switches so far
   // ("from byte 8 MiB on: cxl:16 (hbm:8 holds its limit of 8 MiB)"). Errors: not a tiered area.
   Result<std::vector<TieredStage>> TieredState(const Locator& tiered,

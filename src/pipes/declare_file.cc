@@ -167,6 +167,10 @@ Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
   impl->alignment = impl->direct_alignment == 0 ? 1 : impl->direct_alignment;
   impl->tier = TierKind::kStorage;
   impl->writable = Writes(mode);
+  if (Writes(mode)) {
+    impl->file = std::make_shared<detail::SharedFd>();
+    impl->file->fd = fcntl(d.fd, F_DUPFD_CLOEXEC, 0);
+  }
   struct stat st {};
   if (mode == FileMode::kCreate && fstat(d.fd, &st) == 0) {
     impl->created = true;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Declaring tiered areas: the stages found from the topology and the directories given,
 // ranked by calibration, checked here so that a transfer never finds out later.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -245,6 +247,8 @@ detail::TieredArea* AreaOf(const Locator& l) {
 }
 
 Status NotTiered(const Locator& l, const char* call) {
+  if (!l.valid())
+    return Status::InvalidArgument(fmt::format("PipeRuntime::{} of no locator", call));
   return Status::InvalidArgument(
       fmt::format("PipeRuntime::{} takes a tiered area (PipeRuntime::Tiered); {} is {}", call,
                   l.valid() ? l.name() : "no locator", LocatorKindName(l.kind())));
@@ -277,10 +281,58 @@ Result<Locator> PipeRuntime::Tiered(const TieredOptions& o) {
   return MakeTiered(*impl_, o, extent, std::move(stages), std::move(note));
 }
 
-Status PipeRuntime::Release(const Locator& tiered, std::uint64_t offset, std::uint64_t length) {
-  detail::TieredArea* area = AreaOf(tiered);
-  if (area == nullptr) return NotTiered(tiered, "Release");
-  return area->Release(offset, length);
+namespace {
+
+// Files declared for writing: their blocks punched out. Memory the runtime allocated: its
+// whole pages inside the range discarded.
+Status ReleasePlain(const Locator& l, std::uint64_t offset, std::uint64_t length) {
+  const LocatorImpl& impl = *LocatorAccess::Get(l);
+  if (impl.is_file()) {
+    if (!impl.file) {
+      return Status::InvalidArgument(fmt::format(
+          "{} was declared for reading: only files declared for writing give blocks back",
+          impl.name));
+    }
+    const auto at = static_cast<off_t>(impl.file_offset + offset);
+    if (fallocate(impl.file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at,
+                  static_cast<off_t>(length)) != 0) {
+      return errno == EOPNOTSUPP
+                 ? Status::Unsupported(fmt::format(
+                       "the file system of {} cannot give blocks back (no hole punching)",
+                       impl.path))
+                 : Status::IoError(fmt::format("cannot give back blocks of {}: {}", impl.path,
+                                               std::strerror(errno)));
+    }
+    return Status::Ok();
+  }
+  const std::uintptr_t page = 4096;
+  const auto begin =
+      (reinterpret_cast<std::uintptr_t>(impl.data + offset) + page - 1) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(impl.data + offset + length) & ~(page - 1);
+  if (end > begin && madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) {
+    return Status::IoError(
+        fmt::format("cannot give back pages of {}: {}", impl.name, std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status PipeRuntime::Release(const Locator& l, std::uint64_t offset, std::uint64_t length) {
+  if (!l.valid()) return Status::InvalidArgument("PipeRuntime::Release of no locator");
+  if (detail::TieredArea* area = AreaOf(l)) return area->Release(offset, length);
+  const LocatorKind k = l.kind();
+  if (k != LocatorKind::kFile && k != LocatorKind::kMemory && k != LocatorKind::kStaging) {
+    return Status::InvalidArgument(
+        fmt::format("PipeRuntime::Release gives back a tiered area's extents, a file's blocks "
+                    "or the runtime's memory; {} is {}",
+                    l.name(), LocatorKindName(k)));
+  }
+  if (offset > l.capacity() || length > l.capacity() - offset) {
+    return Status::InvalidArgument(fmt::format("release of [{}, +{}) is beyond {} ({} bytes)",
+                                               offset, length, l.name(), l.capacity()));
+  }
+  return ReleasePlain(l, offset, length);
 }
 
 Result<std::vector<TieredStage>> PipeRuntime::TieredState(

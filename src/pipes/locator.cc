@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "pipes/locator_impl.h"
@@ -6,6 +8,10 @@
 #include "tierflow/locator.h"
 
 namespace tierflow {
+
+detail::SharedFd::~SharedFd() {
+  if (fd >= 0) close(fd);
+}
 
 std::string_view LocatorKindName(LocatorKind kind) {
   switch (kind) {

@@ -15,6 +15,12 @@ namespace tierflow::detail {
 
 class TieredArea;
 
+// A descriptor closed with its last owner.
+struct SharedFd {
+  int fd = -1;
+  ~SharedFd();
+};
+
 struct LocatorImpl {
   LocatorKind kind = LocatorKind::kMemory;
   std::string name;
@@ -37,6 +43,7 @@ struct LocatorImpl {
   // ever removed by name (a blueprint whose instantiation fails removes what it created).
   bool created = false;
   std::uint64_t device = 0, inode = 0;
+  std::shared_ptr<SharedFd> file;      // files declared for writing: to give back blocks (Release)
   std::vector<Locator> members;        // spill chains, tiered areas' stages
   std::shared_ptr<TieredArea> tiered;  // tiered areas: where each extent is
   bool stage = false;                  // a tiered area's stage: planned for, never connected

@@ -39,10 +39,6 @@ Result<double> FileSystemOccupancy(const std::string& dir, std::uint64_t extra) 
 
 }  // namespace
 
-SharedFd::~SharedFd() {
-  if (fd >= 0) close(fd);
-}
-
 TieredArea::TieredArea(const PipeRuntime::Impl* rt, std::uint64_t capacity, std::uint64_t extent,
                        std::vector<TieredStageImpl> stages, std::shared_ptr<ModelledUsage> modelled)
     : capacity_(capacity),

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pipes/locator_impl.h"
 #include "pipes/runtime_impl.h"
 #include "tierflow/buffer.h"
 #include "tierflow/locator.h"
@@ -25,12 +26,6 @@ namespace tierflow::detail {
 struct ModelledUsage {
   std::mutex mu;
   std::map<int, std::uint64_t> bytes;  // node -> placed
-};
-
-// A descriptor closed with its last owner.
-struct SharedFd {
-  int fd = -1;
-  ~SharedFd();
 };
 
 struct TieredStageImpl {

@@ -278,10 +278,44 @@ TEST(Tiered, BadDeclarationsAreRefusedWithTheFix) {
   ASSERT_FALSE(p.ok());
   EXPECT_TRUE(Contains(p.status().message(), "is a stage of a tiered area"))
       << p.status().ToString();
-  EXPECT_FALSE(rt->Release(*mem, 0, kMiB).ok());
   EXPECT_FALSE(rt->TieredState(*mem).ok());
+  EXPECT_FALSE(rt->Release(Locator(), 0, kMiB).ok());
+  std::vector<unsigned char> mine(kMiB, 1);
+  Result<Locator> borrowed = rt->Borrow(mine.data(), mine.size());
+  Status b = rt->Release(*borrowed, 0, kMiB);
+  EXPECT_TRUE(Contains(b.message(), "is borrowed")) << b.ToString();
   Status beyond = rt->Release(*area, 4 * kMiB, 8 * kMiB);
   EXPECT_TRUE(Contains(beyond.message(), "beyond the tiered area")) << beyond.ToString();
+}
+
+TEST(Release, FilesGiveBlocksBackAndMemoryItsPages) {
+  auto rt = Runtime();
+  TempDir dir;
+  auto data = RandomBytes(8 * kMiB, 11);
+  Result<Locator> mem = rt->Memory(TierKind::kDram, 0, data.size());
+  Result<Locator> file = rt->File(dir.File("f"), 0, data.size(), FileMode::kCreate);
+  ASSERT_TRUE(mem.ok() && file.ok());
+  std::memcpy(mem->data(), data.data(), data.size());
+  ASSERT_TRUE(rt->Connect(*mem, *file)->Transfer(0, 0, data.size()).ok());
+  struct stat before {};
+  ASSERT_EQ(stat(dir.File("f").c_str(), &before), 0);
+  Status s = rt->Release(*file, 0, 4 * kMiB);
+  if (s.code() == StatusCode::kUnsupported) GTEST_SKIP() << s.ToString();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  struct stat after {};
+  ASSERT_EQ(stat(dir.File("f").c_str(), &after), 0);
+  EXPECT_EQ(after.st_size, before.st_size) << "the size stays";
+  EXPECT_LT(after.st_blocks, before.st_blocks) << "the blocks went";
+  ASSERT_TRUE(rt->Connect(*file, *mem)->Transfer(0, 0, data.size()).ok());
+  EXPECT_EQ(mem->data()[4 * kMiB - 1], std::byte{0});
+  EXPECT_EQ(std::memcmp(mem->data() + 4 * kMiB, data.data() + 4 * kMiB, 4 * kMiB), 0);
+  ASSERT_TRUE(rt->Release(*mem, 4096, 2 * kMiB).ok());
+  EXPECT_EQ(mem->data()[4096], std::byte{0});
+  EXPECT_EQ(mem->data()[4 * kMiB], static_cast<std::byte>(data[4 * kMiB]));
+  Result<Locator> readonly = rt->File(dir.File("f"), 0, 0, FileMode::kRead);
+  Status r = rt->Release(*readonly, 0, kMiB);
+  EXPECT_TRUE(Contains(r.message(), "declared for reading")) << r.ToString();
+  EXPECT_TRUE(Contains(rt->Release(*file, kMiB, 8 * kMiB).message(), "is beyond"));
 }
 
 }  // namespace
