@@ -320,6 +320,15 @@ void AddSort(CLI::App& app, SortCli& s) {
   s.cmd->add_flag("--overwrite", s.o.overwrite, "Replace an existing output");
   s.cmd->add_flag("--keep", s.o.keep, "Keep the temporary directory");
   s.cmd->add_flag("--compare-duckdb", s.o.compare_duckdb, "Sort the same records in DuckDB");
+  s.cmd
+      ->add_option("--compare-declared", s.o.compare_declared,
+                   "Then sort the same input N more times each way, alternating: planned by the "
+                   "sort's blueprint, and with its files and pipes declared one by one; report "
+                   "the medians and their ratio (default 0: not)")
+      ->check(tools::IntegerIn(1, 100));
+  s.cmd->add_flag("--explain", s.o.explain,
+                  "Print the sort's blueprint as instantiated: every role's binding and why, "
+                  "every stage's plan");
   s.cmd->add_flag("--json", s.o.json, "Machine-readable output");
   AddQuiet(s.cmd, s.no_progress);
   s.cmd->add_option("--plot", s.o.plot, "Write a PNG of the phases (default: no plot)")

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_util.h"
 #include "bench/python.h"
 #include "sort/report.h"
 #include "sort/sort.h"
@@ -165,6 +166,62 @@ void Table(const nlohmann::json& j, std::ostream& out) {
   }
 }
 
+// The sort of `c`'s input `reps` more times each way, alternating, into a directory of its
+// own: the blueprint's (the default) against files and pipes declared phase by phase.
+Status CompareDeclared(const extsort::Config& c, const std::string& dir, int reps,
+                       nlohmann::json& j) {
+  std::string own = dir + "/compare-XXXXXX";
+  if (mkdtemp(own.data()) == nullptr) {
+    return Status::IoError(
+        fmt::format("cannot make a directory in {}: {}", dir, std::strerror(errno)));
+  }
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } cleanup{own};
+  std::vector<double> planned, declared, ratios;
+  for (int r = 0; r < reps; ++r) {
+    double ms[2] = {0, 0};
+    for (int declare_each = 0; declare_each < 2; ++declare_each) {
+      extsort::Config e = c;
+      e.generate_bytes = 0;
+      e.output = own + "/sorted";
+      e.runs = extsort::TempName(e.output, "runs");
+      e.measure_floor = e.verify = false;
+      e.progress = nullptr;
+      e.declare_each = declare_each == 1;
+      Result<extsort::Report> rep = extsort::Run(e);
+      if (!rep.ok()) return rep.status();
+      ms[declare_each] = rep->sort_ms;
+      std::filesystem::remove(e.output);  // in a directory only this process made
+    }
+    planned.push_back(ms[0]);
+    declared.push_back(ms[1]);
+    ratios.push_back(ms[0] / ms[1]);
+  }
+  j["compare_declared"] = {{"pairs", reps},
+                           {"blueprint_sort_ms", bench::Summarize(planned).median},
+                           {"declared_sort_ms", bench::Summarize(declared).median},
+                           {"blueprint_vs_declared", bench::Summarize(ratios).median},
+                           {"ratio_min", bench::Summarize(ratios).min},
+                           {"ratio_max", bench::Summarize(ratios).max}};
+  return Status::Ok();
+}
+
+void CompareText(const nlohmann::json& j, std::ostream& out) {
+  if (!j.contains("compare_declared")) return;
+  const nlohmann::json& k = j["compare_declared"];
+  out << fmt::format(
+      "blueprint vs pipes declared one by one, {} pairs alternating: {:.0f} ms vs {:.0f} ms "
+      "(medians), ratio {:.3f} (median of pairs; {:.3f} to {:.3f})\n",
+      k["pairs"].get<int>(), k["blueprint_sort_ms"].get<double>(),
+      k["declared_sort_ms"].get<double>(), k["blueprint_vs_declared"].get<double>(),
+      k["ratio_min"].get<double>(), k["ratio_max"].get<double>());
+}
+
 }  // namespace
 
 Status RunSortCommand(const SortCommandOptions& o, std::ostream& out) {
@@ -186,13 +243,18 @@ Status RunSortCommand(const SortCommandOptions& o, std::ostream& out) {
   if (o.compare_duckdb) {
     if (Status s = CompareDuckDb(*c, dir.path, j); !s.ok()) return s;
   }
+  if (o.compare_declared > 0) {
+    if (Status s = CompareDeclared(*c, dir.path, o.compare_declared, j); !s.ok()) return s;
+  }
   if (!o.plot.empty()) {
     if (Status s = bench::Plot("plot_sort.py", j, o.plot); !s.ok()) return s;
   }
   if (o.json) {
     out << j.dump(2) << "\n";
   } else {
+    if (o.explain) out << r->plan.ToText();
     Table(j, out);
+    CompareText(j, out);
   }
   return Status::Ok();
 }

@@ -19,7 +19,8 @@ struct SortCommandOptions {
   int threads = 0;  // 0: the CPUs of this machine
   std::uint64_t seed = 42;
   bool keep = false, verify = false, no_floor = false, overwrite = false;
-  bool compare_duckdb = false, json = false, progress = true;
+  bool compare_duckdb = false, json = false, progress = true, explain = false;
+  int compare_declared = 0;  // pairs of sorts: the blueprint's against pipes declared one by one
   std::string plot;
 };
 

@@ -12,6 +12,7 @@
 
 #include "sort/format.h"
 #include "sort/sort.h"
+#include "tierflow/blueprint.h"
 #include "tierflow/pipe_runtime.h"
 
 namespace tierflow::extsort {
@@ -38,6 +39,11 @@ struct Context {
   // Every kSampleEvery-th key of each sorted run (FormRuns), to split the merge among threads.
   static constexpr std::uint64_t kSampleEvery = 1024;
   std::vector<std::vector<Key>> samples;
+  // The sort's blueprint as instantiated (Run): roles arena, input, runs, output and the
+  // stages between them. Not planned: each stage declares its files and pipes itself (the
+  // distributed sort, Config::declare_each).
+  PlanInstance plan;
+  bool planned = false;
   // Progress: the phase and its bytes.
   std::atomic<const char*> phase{"starting"};
   std::atomic<std::uint64_t> done{0}, total{0};
@@ -54,6 +60,14 @@ struct Context {
 // Options of the pipes between files and the arena: large chunks, a deep queue.
 PipeOptions FilePipeOptions();
 
+// The file of `role` when the sort is planned, else the file at `path` declared now.
+Result<Locator> FileFor(Context& c, const char* role, const std::string& path, std::uint64_t length,
+                        FileMode mode);
+// The pipe of `stage` when the sort is planned, else a pipe connected now.
+Result<Pipe> PipeFor(Context& c, const char* stage, const Locator& from, const Locator& to);
+// The runtime and the sort's blueprint instantiated on it (the arena among its roles).
+Status PlanSort(Context& c);
+
 double MsSince(std::chrono::steady_clock::time_point t0);
 
 // The length of the file at `path`, 0 when it cannot be read. Of a runs file: the temporary
@@ -63,6 +77,8 @@ std::uint64_t FileBytes(const std::string& path);
 // The pipe runtime and the arena of config.memory_bytes (less the program's reserve); a
 // calibration warning goes to the report.
 Status MakeRuntime(Context& c);
+// The pipe runtime alone (MakeRuntime's first half).
+Status CreateRuntime(Context& c);
 
 // What a scan of a file of records found (verify.cc).
 struct Scan {

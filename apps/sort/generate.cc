@@ -27,7 +27,7 @@ void ParallelFor(int threads, std::uint64_t n,
 namespace {
 
 Status WriteInput(Context& c, const Locator& file, std::uint64_t bytes) {
-  Result<Pipe> pipe = c.rt->Connect(c.arena, file, FilePipeOptions());
+  Result<Pipe> pipe = PipeFor(c, "generate", c.arena, file);
   if (!pipe.ok()) return pipe.status();
   const std::uint64_t half =
       c.arena.capacity() / 2 / BlockBytes(c.config.format) * BlockBytes(c.config.format);
@@ -57,9 +57,9 @@ Status Generate(Context& c) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::uint64_t bytes = c.records * c.record;
   c.Phase("generate", bytes);
-  Result<Locator> file = c.rt->File(c.config.input, 0, bytes, FileMode::kCreate);
+  Result<Locator> file = FileFor(c, "input", c.config.input, bytes, FileMode::kCreate);
   if (!file.ok()) return file.status();
-  TrackTempFile(c.config.input);  // until it is complete
+  if (!c.planned) TrackTempFile(c.config.input);  // until it is complete (planned: already)
   Status s = WriteInput(c, *file, bytes);
   if (!s.ok()) {
     RemoveTempFile(c.config.input);

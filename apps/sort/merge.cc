@@ -314,15 +314,18 @@ Status MergeParts(Context& c, Pipe& in, Pipe& out) {
 Status Merge(Context& c) {
   const std::uint64_t bytes = c.records * c.record;
   c.Phase("merge", bytes);
-  Result<Locator> out = c.rt->File(c.partial, 0, bytes, FileMode::kCreate);
+  Result<Locator> out = FileFor(c, "output", c.partial, bytes, FileMode::kCreate);
   if (!out.ok()) return out.status();
-  TrackTempFile(c.partial);
-  Result<Pipe> in = c.rt->Connect(c.runs_file, c.arena, FilePipeOptions());
-  Result<Pipe> op = c.rt->Connect(c.arena, *out, FilePipeOptions());
+  if (!c.planned) TrackTempFile(c.partial);
+  Result<Pipe> in = PipeFor(c, "read runs", c.runs_file, c.arena);
+  Result<Pipe> op = PipeFor(c, "write output", c.arena, *out);
   if (!in.ok()) return in.status();
   if (!op.ok()) return op.status();
   Status s = MergeParts(c, *in, *op);
   const Status read = in->Drain(), written = op->Drain();
+  // The runs' space goes now (the plan holds the file open until the sort ends). Best effort:
+  // where the file system cannot punch holes, it goes with the plan.
+  if (c.planned) (void)c.rt->Release(c.runs_file, 0, c.runs_file.capacity());
   c.runs_file = Locator();
   return !s.ok() ? s : !read.ok() ? read : written;
 }

@@ -25,6 +25,7 @@ nlohmann::json ReportJson(const Report& r) {
   }
   j["stale_removed"] = r.stale_removed;
   if (!r.warnings.empty()) j["warnings"] = r.warnings;
+  if (!r.plan.name.empty()) j["blueprint"] = nlohmann::json::parse(r.plan.ToJson());
   return j;
 }
 

@@ -105,12 +105,12 @@ Status FormRuns(Context& c) {
   c.report.runs = c.runs;
   c.report.run_bytes = c.run_bytes;
   c.samples.assign(c.runs, {});
-  Result<Locator> runs = c.rt->File(c.config.runs, 0, bytes, FileMode::kCreate);
+  Result<Locator> runs = FileFor(c, "runs", c.config.runs, bytes, FileMode::kCreate);
   if (!runs.ok()) return runs.status();
-  TrackTempFile(c.config.runs);
+  if (!c.planned) TrackTempFile(c.config.runs);
   c.runs_file = *runs;
-  Result<Pipe> in = c.rt->Connect(c.input, c.arena, FilePipeOptions());
-  Result<Pipe> out = c.rt->Connect(c.arena, *runs, FilePipeOptions());
+  Result<Pipe> in = PipeFor(c, "read input", c.input, c.arena);
+  Result<Pipe> out = PipeFor(c, "write runs", c.arena, *runs);
   if (!in.ok()) return in.status();
   if (!out.ok()) return out.status();
   pass.in = *in;

@@ -35,7 +35,7 @@ PipeOptions FilePipeOptions() {
   return o;
 }
 
-Status MakeRuntime(Context& c) {
+Status CreateRuntime(Context& c) {
   PipeRuntimeOptions ro;
   ro.cpu_workers = 1;
   ro.use_dsa = false;
@@ -45,6 +45,11 @@ Status MakeRuntime(Context& c) {
   if (c.rt->calibration_note().starts_with("warning: ")) {
     c.report.warnings.push_back(c.rt->calibration_note().substr(9));
   }
+  return Status::Ok();
+}
+
+Status MakeRuntime(Context& c) {
+  if (Status s = CreateRuntime(c); !s.ok()) return s;
   Result<Locator> arena = c.rt->Memory(TierKind::kDram, -1, ArenaBytes(c.config.memory_bytes));
   if (!arena.ok()) return arena.status();
   c.arena = *arena;
@@ -165,7 +170,8 @@ Status Stages(Context& c) {
   if (c.config.generate_bytes > 0) {
     if (Status s = Generate(c); !s.ok()) return s;
   }
-  Result<Locator> input = c.rt->File(c.config.input, 0, c.records * c.record, FileMode::kRead);
+  Result<Locator> input =
+      FileFor(c, "input", c.config.input, c.records * c.record, FileMode::kRead);
   if (!input.ok()) return input.status();
   c.input = *input;
   if (c.config.measure_floor) {
@@ -195,7 +201,7 @@ Result<Report> Run(const Config& config) {
   c.partial = TempName(config.output, "partial");
   std::vector<Claim> claims;
   if (Status s = ClaimTempFiles(c, claims); !s.ok()) return s;
-  if (Status s = MakeRuntime(c); !s.ok()) return s;
+  if (Status s = config.declare_each ? MakeRuntime(c) : PlanSort(c); !s.ok()) return s;
   std::atomic<bool> running{true};
   std::thread progress = ProgressThread(c, running);
   Status s = Stages(c);

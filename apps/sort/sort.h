@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sort/format.h"
+#include "tierflow/blueprint.h"
 #include "tierflow/status.h"
 
 namespace tierflow::extsort {
@@ -32,6 +33,9 @@ struct Config {
   bool verify = false;  // checksum input and output (sum of per-record CRC-32)
   bool measure_floor = true;
   bool overwrite = false;  // replace an existing output
+  // Declare the files and pipes phase by phase, as the distributed sort does, instead of
+  // instantiating the sort's blueprint (tierflow sort --compare-declared times both).
+  bool declare_each = false;
   // Called with (phase, done, total) when a phase starts (on the sorting thread) and then about
   // ten times a second (from a helper thread).
   std::function<void(const std::string&, std::uint64_t, std::uint64_t)> progress;
@@ -59,6 +63,7 @@ struct Report {
   // Leftovers of killed runs that were removed (their own markers proved them theirs).
   std::vector<std::string> stale_removed;
   std::vector<std::string> warnings;  // what the user should know (a calibration cache ignored)
+  BlueprintPlan plan;  // the sort's blueprint as instantiated (empty with declare_each)
 };
 
 // Errors: bad configuration (memory too small for the threads and format, an input that is not

@@ -142,7 +142,9 @@ class TIERFLOW_EXPORT PipeRuntime {
   // Gives back the storage of bytes [offset, offset + length) of `locator`, no longer needed:
   // a tiered area's extents that lie wholly inside (they read as never written afterwards); a
   // file declared for writing, its blocks (punched out: the range reads as zeros, the size
-  // stays); memory the runtime allocated, its whole pages inside (they read as zeros). No
+  // stays; a range that reaches the file's end is cut off instead: the file ends where the
+  // range starts until it is written again); memory the runtime allocated, its whole pages
+  // inside (they read as zeros). No
   // transfer may be using the range. Errors: a borrowed locator or a spill chain, a file
   // declared for reading, a range beyond the capacity, a file system that cannot punch holes.
   Status Release(const Locator& locator, std::uint64_t offset, std::uint64_t length);

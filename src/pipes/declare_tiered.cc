@@ -3,6 +3,7 @@
 // ranked by calibration, checked here so that a transfer never finds out later.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -294,6 +295,16 @@ Status ReleasePlain(const Locator& l, std::uint64_t offset, std::uint64_t length
           impl.name));
     }
     const auto at = static_cast<off_t>(impl.file_offset + offset);
+    struct stat st {};
+    if (fstat(impl.file->fd, &st) == 0 && at + static_cast<off_t>(length) >= st.st_size) {
+      // The tail: cut off, so that the file is again as one never written there (writes into
+      // holes can be slower than writes that extend a file).
+      if (at < st.st_size && ftruncate(impl.file->fd, at) != 0) {
+        return Status::IoError(
+            fmt::format("cannot shorten {}: {}", impl.path, std::strerror(errno)));
+      }
+      return Status::Ok();
+    }
     if (fallocate(impl.file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at,
                   static_cast<off_t>(length)) != 0) {
       return errno == EOPNOTSUPP

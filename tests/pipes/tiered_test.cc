@@ -316,6 +316,9 @@ TEST(Release, FilesGiveBlocksBackAndMemoryItsPages) {
   Status r = rt->Release(*readonly, 0, kMiB);
   EXPECT_TRUE(Contains(r.message(), "declared for reading")) << r.ToString();
   EXPECT_TRUE(Contains(rt->Release(*file, kMiB, 8 * kMiB).message(), "is beyond"));
+  // The tail is cut off: the file ends where the range starts.
+  ASSERT_TRUE(rt->Release(*file, 6 * kMiB, 2 * kMiB).ok());
+  EXPECT_EQ(std::filesystem::file_size(dir.File("f")), 6 * kMiB);
 }
 
 }  // namespace

@@ -168,6 +168,38 @@ TEST(Sort, SortsAndVerifiesBothFormats) {
   }
 }
 
+// The sort is its blueprint instantiated: the arena bound by the runtime, the files bound to
+// the paths, five stages (with generating); declared one by one instead, the same output.
+TEST(Sort, PlannedByItsBlueprintAsDeclaredOneByOne) {
+  TempDir dir;
+  Config c = Basic(dir, Format::kU64, 8u << 20, 32u << 20);
+  Result<Report> r = extsort::Run(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const BlueprintPlan& p = r->plan;
+  EXPECT_EQ(p.name, "tierflow sort");
+  ASSERT_EQ(p.bindings.size(), 4u);
+  EXPECT_EQ(p.bindings[0].role, "arena");
+  EXPECT_EQ(p.bindings[0].kind, "memory");
+  EXPECT_EQ(p.bindings[0].bound_to.rfind("dram:", 0), 0u) << p.bindings[0].bound_to;
+  EXPECT_EQ(p.bindings[2].role, "runs");
+  std::vector<std::string> stages;
+  for (const auto& s : p.stages) stages.push_back(s.stage);
+  EXPECT_EQ(stages, (std::vector<std::string>{"generate", "read input", "write runs", "read runs",
+                                              "write output"}));
+  EXPECT_EQ(p.stages[1].plan.hops[0].mechanism, Mechanism::kUringRead);
+  std::vector<unsigned char> planned = dir.Read(c.output);
+  Config d = c;
+  d.generate_bytes = 0;
+  d.output = dir.File("declared");
+  d.declare_each = true;
+  Result<Report> r2 = extsort::Run(d);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_TRUE(r2->plan.stages.empty());
+  EXPECT_EQ(dir.Read(d.output), planned);
+  EXPECT_EQ(r2->temp_peak_bytes, r->temp_peak_bytes);
+  EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"declared", "in", "out"}));
+}
+
 TEST(Sort, ManyRunsInLittleMemory) {
   TempDir dir;
   Config c = Basic(dir, Format::kU64, 96u << 20, 48u << 20);

@@ -130,6 +130,7 @@ CASES = {
         "--generate": SIZE_BAD + ["100", "17TiB"],
         "--memory": SIZE_BAD + ["1MiB", "20MiB"],
         "--threads": INT_BAD + ["0", "65"],
+        "--compare-declared": INT_BAD + ["0", "101"],
         "--format": WORD_BAD + ["csv"],
         "--dir": DIR_BAD + ["/proc"],
         "--output": ["/tmp", "/nonexistent-tierflow/x/out", "/proc/out", ""],

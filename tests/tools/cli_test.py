@@ -347,6 +347,26 @@ class Sort(unittest.TestCase):
         self.assertLessEqual(doc["rss_peak_bytes"], 1.1 * doc["memory_bytes"])
         self.assertEqual(sorted(os.listdir(self.d)), ["input.u64", "sorted.u64"])
 
+    def test_blueprint_explained_and_compared(self):
+        doc = json.loads(run("sort", "--generate", "4MiB", "--memory", "32MiB", "--dir", self.d,
+                             "--no-floor", "--compare-declared", "2", "--json").stdout)
+        roles = [b["role"] for b in doc["blueprint"]["bindings"]]
+        self.assertEqual(roles, ["arena", "input", "runs", "output"])
+        self.assertEqual([s["stage"] for s in doc["blueprint"]["stages"]],
+                         ["generate", "read input", "write runs", "read runs", "write output"])
+        k = doc["compare_declared"]
+        self.assertEqual(k["pairs"], 2)
+        self.assertGreater(k["blueprint_sort_ms"], 0)
+        self.assertGreater(k["declared_sort_ms"], 0)
+        self.assertLessEqual(k["ratio_min"], k["blueprint_vs_declared"])
+        self.assertEqual(sorted(os.listdir(self.d)), ["input.u64", "sorted.u64"])
+        text = run("sort", "--input", os.path.join(self.d, "input.u64"), "--memory", "32MiB",
+                   "--dir", self.d, "--output", os.path.join(self.d, "again"), "--no-floor",
+                   "--explain").stdout
+        self.assertIn("blueprint tierflow sort\n  role arena (memory): dram:", text)
+        self.assertIn("  stage write runs: arena -> runs\n", text)
+        self.assertNotIn("stage generate", text)
+
     def test_gensort_table_and_plot(self):
         png = os.path.join(self.d, "sort.png")
         out = run("sort", "--generate", "4MiB", "--format", "gensort", "--memory", "48MiB",
