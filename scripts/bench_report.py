@@ -28,6 +28,10 @@ JOBS = {
             ["qdp", "--json", "--rows", "1048576", "--iterations", "2", "--warmup", "0"]),
     "sort": (["sort", "--generate", "1GiB", "--memory", "256MiB", "--json"],
              ["sort", "--generate", "64MiB", "--memory", "64MiB", "--json"]),
+    "sort_blueprint": (["sort", "--generate", "4GiB", "--memory", "1GiB", "--no-floor",
+                        "--compare-declared", "3", "--json"],
+                       ["sort", "--generate", "64MiB", "--memory", "64MiB", "--no-floor",
+                        "--compare-declared", "1", "--json"]),
     "copy": (["bench", "copy", "--sizes", "4KiB,256KiB,1MiB,64MiB,1GiB", "--reps", "10", "--json"],
              ["bench", "copy", "--sizes", "4KiB,1MiB", "--reps", "3", "--json"]),
     "rma": (["bench", "rma", "--offload", "cpu,dsa-model", "--json"],
@@ -262,6 +266,17 @@ def rma_apps_tables(d):
     return targets, targets + "\n\n" + full
 
 
+def sort_blueprint_tables(d):
+    k = d["compare_declared"]
+    arena = next(b for b in d["blueprint"]["bindings"] if b["role"] == "arena")
+    row = [size(d["bytes"]), size(d["memory_bytes"]), arena["bound_to"], k["pairs"],
+           f"{k['blueprint_sort_ms'] / 1e3:.2f}", f"{k['declared_sort_ms'] / 1e3:.2f}",
+           f"{k['blueprint_vs_declared']:.3f} ({k['ratio_min']:.3f} – {k['ratio_max']:.3f})",
+           "yes" if k["blueprint_vs_declared"] <= 1.03 else "no"]
+    return None, table(["input", "memory", "arena bound to", "pairs", "blueprint s (median)",
+                        "declared s (median)", "ratio (min – max)", "≤ 1.03×"], [row])
+
+
 def dsort_tables(d):
     rows = [[r["mpi"], r["keys"], size(r["bytes"]), r["ranks"], f"{r['sort_ms'] / 1e3:.2f}",
              f"{r['floor_ms'] / 1e3:.2f}", f"{r['vs_floor']:.2f}×",
@@ -382,12 +397,14 @@ def python_tables(d):
                   + targets)
 
 
-RENDER = {"qdp": qdp_tables, "sort": sort_tables, "copy": copy_tables, "rma": rma_tables,
+RENDER = {"qdp": qdp_tables, "sort": sort_tables, "sort_blueprint": sort_blueprint_tables,
+          "copy": copy_tables, "rma": rma_tables,
           "rma_hosts": rma_hosts_tables,
           "rma_apps": rma_apps_tables, "dsort": dsort_tables,
           "coherence": coherence_tables, "submit": submit_tables, "cache": cache_tables,
           "pipes": pipes_tables, "python": python_tables}
 TITLES = {"qdp": "Query-driven prefetching", "sort": "External sort against its I/O floor",
+          "sort_blueprint": "The sort as a blueprint against its pipes declared one by one",
           "copy": "Copy throughput: the CPU engine against glibc memcpy",
           "rma": "One-sided MPI: libtierflow_rma against the MPI alone",
           "rma_hosts": "One-sided MPI across two hosts with a pool they share (test bed of "

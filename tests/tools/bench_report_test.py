@@ -31,6 +31,7 @@ class BenchReport(unittest.TestCase):
             with open(readme) as f:
                 text = f.read()
             for title in ("Query-driven prefetching", "External sort", "Copy throughput",
+                          "The sort as a blueprint",
                           "One-sided MPI", "One-sided MPI applications", "Cache-line maintenance",
                           "cost per operation",
                           "offloading cache", "Data pipes", "distributed sort",
