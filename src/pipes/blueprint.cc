@@ -333,38 +333,40 @@ Status Binder::Connect() {
 
 Blueprint::Blueprint(std::string name) : name_(std::move(name)) {}
 
-Blueprint& Blueprint::Memory(std::string role, AbstractMemory needs) {
+namespace {
+
+std::shared_ptr<Role> NewRole(std::string name, RoleKind kind) {
   auto r = std::make_shared<Role>();
-  r->name = std::move(role);
-  r->kind = RoleKind::kMemory;
+  r->name = std::move(name);
+  r->kind = kind;
+  return r;
+}
+
+}  // namespace
+
+Blueprint& Blueprint::Memory(std::string role, AbstractMemory needs) {
+  auto r = NewRole(std::move(role), RoleKind::kMemory);
   r->memory = std::move(needs);
   roles_.push_back(std::move(r));
   return *this;
 }
 
 Blueprint& Blueprint::File(std::string role, FileMode mode) {
-  auto r = std::make_shared<Role>();
-  r->name = std::move(role);
-  r->kind = RoleKind::kFile;
+  auto r = NewRole(std::move(role), RoleKind::kFile);
   r->mode = mode;
   roles_.push_back(std::move(r));
   return *this;
 }
 
 Blueprint& Blueprint::Tiered(std::string role, TieredOptions options) {
-  auto r = std::make_shared<Role>();
-  r->name = std::move(role);
-  r->kind = RoleKind::kTiered;
+  auto r = NewRole(std::move(role), RoleKind::kTiered);
   r->tiered = std::move(options);
   roles_.push_back(std::move(r));
   return *this;
 }
 
 Blueprint& Blueprint::Given(std::string role) {
-  auto r = std::make_shared<Role>();
-  r->name = std::move(role);
-  r->kind = RoleKind::kGiven;
-  roles_.push_back(std::move(r));
+  roles_.push_back(NewRole(std::move(role), RoleKind::kGiven));
   return *this;
 }
 
