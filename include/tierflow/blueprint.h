@@ -4,8 +4,10 @@
 // named stages (abstract pipes between roles), then instantiated at run time on the machine
 // found: the runtime binds each role to a concrete locator and connects each stage.
 //
+//   AbstractMemory arena;
+//   arena.bytes = 1 << 30;                            // the fastest memory tier that fits
 //   Blueprint bp("sort");
-//   bp.Memory("arena", {.bytes = 1 << 30})            // the fastest memory tier that fits
+//   bp.Memory("arena", arena)
 //     .File("input", FileMode::kRead)
 //     .File("runs", FileMode::kCreate)
 //     .Stage("read input", "input", "arena")
@@ -24,8 +26,9 @@
 // node nearest near_node: a candidate is rejected when it has less free memory than the role
 // needs (for memory standing in for an absent node: less capacity), and among the rest the one
 // whose stages plan the highest calibrated bandwidth (the slowest of its stages whose other end
-// is bound) wins; without figures, the first in preference order. Roles are bound files and
-// given ones first, then tiered areas, then memory in the order declared.
+// is bound) wins; without figures for every candidate, the first in preference order (DRAM,
+// HBM, CXL). Files and given roles are bound first, then tiered areas, then memory roles in
+// the order declared.
 //
 // Thread-safety: a Blueprint is a value, built on one thread; Instantiate may run from several
 // threads at once on one blueprint. A PlanInstance is immutable and shares its locators and
@@ -59,7 +62,7 @@ struct RoleBinding {
   std::string role;
   std::string kind;      // "memory", "file", "tiered", "given"
   std::string bound_to;  // the concrete locator's name
-  std::string why;       // e.g. "the fastest candidate that fits: stage read input 6.50 GB/s"
+  std::string why;       // e.g. "the fastest candidate that fits: stage 'load' plans 6.50 GB/s"
   std::vector<PipeRejection> rejected;  // candidates not taken (memory roles)
 };
 
@@ -110,7 +113,8 @@ class TIERFLOW_EXPORT Blueprint {
   // Errors: the mistakes above; a file or given role left unbound, or a binding for a role
   // that is none of that kind; a memory role no candidate can hold (each candidate's reason);
   // the errors of PipeRuntime::File, Tiered, Memory and Connect, prefixed with the role or
-  // stage. Nothing bound is kept on error (files created are removed by their descriptor).
+  // stage. Nothing bound is kept on error: the files it created are removed (only those: each
+  // is checked by device and inode before).
   Result<PlanInstance> Instantiate(PipeRuntime& rt, const Bindings& bindings) const;
 
   const std::string& name() const { return name_; }

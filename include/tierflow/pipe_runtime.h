@@ -144,12 +144,13 @@ class TIERFLOW_EXPORT PipeRuntime {
   // file declared for writing, its blocks (punched out: the range reads as zeros, the size
   // stays; a range that reaches the file's end is cut off instead: the file ends where the
   // range starts until it is written again); memory the runtime allocated, its whole pages
-  // inside (they read as zeros). No
-  // transfer may be using the range. Errors: a borrowed locator or a spill chain, a file
-  // declared for reading, a range beyond the capacity, a file system that cannot punch holes.
+  // inside (they read as zeros). No transfer may be using the range. Errors: a borrowed
+  // locator or a spill chain, a file declared for reading, a range beyond the capacity, a file
+  // system that cannot punch holes.
   Status Release(const Locator& locator, std::uint64_t offset, std::uint64_t length);
   // A tiered area's stages and what each holds now, and the placement's switches so far
-  // ("from byte 8 MiB on: cxl:16 (hbm:8 holds its limit of 8 MiB)"). Errors: not a tiered area.
+  // ("from byte 8388608 on: cxl:16 (hbm:8: holds its limit of 8MiB)"). Errors: not a tiered
+  // area.
   Result<std::vector<TieredStage>> TieredState(const Locator& tiered,
                                                std::vector<std::string>* switches = nullptr) const;
   // The command-line spelling: "dram[:NODE[:SIZE]]", "hbm[:NEAR_NODE[:SIZE]]",
