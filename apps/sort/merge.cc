@@ -323,8 +323,8 @@ Status Merge(Context& c) {
   if (!op.ok()) return op.status();
   Status s = MergeParts(c, *in, *op);
   const Status read = in->Drain(), written = op->Drain();
-  // The runs' space goes now (the plan holds the file open until the sort ends). Best effort:
-  // where the file system cannot punch holes, it goes with the plan.
+  // The runs' space goes now: the file is cut back to nothing, since the plan holds it open
+  // until the sort ends. Best effort: if that fails, the space goes with the plan.
   if (c.planned) (void)c.rt->Release(c.runs_file, 0, c.runs_file.capacity());
   c.runs_file = Locator();
   return !s.ok() ? s : !read.ok() ? read : written;
