@@ -159,7 +159,8 @@ class Progress(unittest.TestCase):
     RUNS = [["qdp", "--rows", "65536", "--iterations", "1", "--warmup", "0", "--configs",
              "baseline"],
             ["pipes", "copy", "--from", "dram:0:64MiB", "--to", "dram:0:64MiB"],
-            ["bench", "pipes", "--size", "16MiB", "--reps", "1", "--transfers", "100"]]
+            ["bench", "pipes", "--size", "16MiB", "--reps", "1", "--transfers", "100",
+             "--log-seconds", "0.2", "--checkpoint-size", "64MiB"]]
 
     def test_a_status_line_on_a_terminal_only_and_never_with_quiet(self):
         for args in self.RUNS:
