@@ -187,6 +187,7 @@ class TIERFLOW_EXPORT PipeRuntime {
   struct Impl;
 
  private:
+  friend class Blueprint;  // plans candidate bindings as the runtime plans pipes (blueprint.h)
   explicit PipeRuntime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

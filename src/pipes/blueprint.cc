@@ -2,19 +2,16 @@
 // Blueprints: roles bound to concrete locators on the machine found, stages connected.
 #include "tierflow/blueprint.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/own_file.h"
 #include "pipes/locator_impl.h"
 #include "pipes/runtime_impl.h"
 #include "tierflow/buffer.h"
-#include "tierflow/engine.h"
 #include "tierflow/size.h"
 
 namespace tierflow {
@@ -62,6 +59,7 @@ const char* KindName(RoleKind k) {
 // What Instantiate builds; on failure the files it created are removed.
 struct Binder {
   PipeRuntime& rt;
+  const PipeRuntime::Impl& impl;
   const std::vector<std::shared_ptr<const Role>>& roles;
   const std::vector<std::shared_ptr<const StageDecl>>& stages;
   const Blueprint::Bindings& b;
@@ -74,11 +72,7 @@ struct Binder {
   void RemoveCreated() {
     for (const auto& [name, l] : st.locators) {
       const detail::LocatorImpl* f = detail::LocatorAccess::Get(l);
-      struct stat s {};
-      if (f->created && lstat(f->path.c_str(), &s) == 0 && s.st_dev == f->device &&
-          s.st_ino == f->inode) {
-        unlink(f->path.c_str());
-      }
+      if (f->created) RemoveIfStill(f->file->fd, f->path);
     }
   }
   const Role* Find(std::string_view name) const {
@@ -196,11 +190,7 @@ struct Candidate {
 
 std::vector<TierKind> CandidateTiers(const Topology& t, const AbstractMemory& m) {
   if (!m.tiers.empty()) return m.tiers;
-  std::vector<TierKind> out;
-  for (TierKind k : {TierKind::kDram, TierKind::kHbm, TierKind::kCxl}) {
-    if (!t.NodesOfKind(k).empty()) out.push_back(k);
-  }
-  return out;
+  return detail::TiersPresent(t, {TierKind::kDram, TierKind::kHbm, TierKind::kCxl});
 }
 
 // Why `node` cannot hold `bytes` ("" when it can).
@@ -219,20 +209,15 @@ std::string TooSmall(const PipeRuntime& rt, const NumaNode& node, std::uint64_t 
 }
 
 // Memory of `c` standing in for the role in plans (nothing is allocated).
-Locator Probe(const PipeRuntime& rt, const Candidate& c, std::uint64_t bytes) {
+Locator Probe(const PipeRuntime::Impl& rt, const Candidate& c, std::uint64_t bytes) {
   auto impl = std::make_shared<detail::LocatorImpl>();
   impl->kind = LocatorKind::kMemory;
   impl->tier = c.tier;
   impl->node = c.node;
   impl->capacity = bytes;
   impl->alignment = 4096;
-  impl->modelled = !rt.topology().is_this_system();
-  impl->mechanisms = MechanismBit(Mechanism::kCpu) | MechanismBit(Mechanism::kUringRead) |
-                     MechanismBit(Mechanism::kUringWrite);
-  for (Engine* e : rt.engines()) {
-    if (e->capabilities().kind == EngineKind::kOffload)
-      impl->mechanisms |= MechanismBit(Mechanism::kDsa);
-  }
+  impl->modelled = !rt.topology.is_this_system();
+  impl->mechanisms = rt.MemoryMechanisms();
   impl->name = c.label;
   return detail::LocatorAccess::Make(std::move(impl));
 }
@@ -240,7 +225,7 @@ Locator Probe(const PipeRuntime& rt, const Candidate& c, std::uint64_t bytes) {
 // Scores `c` by the plans of the role's stages whose other end is bound. Errors: a stage
 // that cannot be planned with it.
 Status Score(const Binder& b, const Role& r, Candidate& c) {
-  const Locator probe = Probe(b.rt, c, r.memory.bytes);
+  const Locator probe = Probe(b.impl, c, r.memory.bytes);
   c.gbps = 1e30;
   bool any = false;
   for (const auto& s : b.stages) {
@@ -378,7 +363,7 @@ Blueprint& Blueprint::Stage(std::string stage, std::string from_role, std::strin
 }
 
 Result<PlanInstance> Blueprint::Instantiate(PipeRuntime& rt, const Bindings& bindings) const {
-  Binder binder{rt, roles_, stages_, bindings, {}};
+  Binder binder{rt, *rt.impl_, roles_, stages_, bindings, {}};
   binder.st.plan.name = name_;
   if (Status s = binder.Check(); !s.ok()) return Prefixed("blueprint " + name_, s);
   if (Status s = binder.BindOthers(); !s.ok()) return s;

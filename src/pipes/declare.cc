@@ -65,6 +65,15 @@ Result<Locator> PipeRuntime::Node(int node, std::size_t size) {
   return impl_->MakeMemory(**n, size, LocatorKind::kMemory, "");
 }
 
+std::vector<TierKind> detail::TiersPresent(const Topology& t,
+                                           std::initializer_list<TierKind> order) {
+  std::vector<TierKind> out;
+  for (TierKind k : order) {
+    if (!t.NodesOfKind(k).empty()) out.push_back(k);
+  }
+  return out;
+}
+
 Result<const NumaNode*> detail::TierNode(const Topology& t, TierKind tier, int near_node) {
   if (t.NodesOfKind(tier).empty()) {
     return Status::NotFound(fmt::format("{} memory: the topology ({}) has no {} node; it has {}",

@@ -158,28 +158,28 @@ Result<Locator> PipeRuntime::File(const std::string& path, std::uint64_t offset,
     return w.status();
   }
   auto impl = std::make_shared<LocatorImpl>();
-  impl->kind = LocatorKind::kFile;
-  impl->direct_alignment = impl_->uring->DirectAlignment(w->base());
-  impl->window = std::move(*w);
-  impl->path = path;
+  impl_->FileLeaf(*impl, d.fd, std::move(*w), path, mode);
   impl->file_offset = offset;
   impl->capacity = *len;
-  impl->alignment = impl->direct_alignment == 0 ? 1 : impl->direct_alignment;
-  impl->tier = TierKind::kStorage;
-  impl->writable = Writes(mode);
-  if (Writes(mode)) {
-    impl->file = std::make_shared<detail::SharedFd>();
-    impl->file->fd = fcntl(d.fd, F_DUPFD_CLOEXEC, 0);
-  }
-  struct stat st {};
-  if (mode == FileMode::kCreate && fstat(d.fd, &st) == 0) {
-    impl->created = true;
-    impl->device = st.st_dev;
-    impl->inode = st.st_ino;
-  }
-  impl->mechanisms = FileMechanisms(mode);
+  impl->created = mode == FileMode::kCreate;
   impl->name = fmt::format("file:{}:{}:{}", path, offset, *len);
   return detail::LocatorAccess::Make(std::move(impl));
+}
+
+void PipeRuntime::Impl::FileLeaf(LocatorImpl& l, int fd, FileWindow w, const std::string& path,
+                                 FileMode mode) const {
+  l.kind = LocatorKind::kFile;
+  l.direct_alignment = uring->DirectAlignment(w.base());
+  l.alignment = l.direct_alignment == 0 ? 1 : l.direct_alignment;
+  l.window = std::move(w);
+  l.path = path;
+  l.tier = TierKind::kStorage;
+  l.writable = Writes(mode);
+  l.mechanisms = FileMechanisms(mode);
+  if (Writes(mode)) {
+    l.file = std::make_shared<detail::SharedFd>();
+    l.file->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  }
 }
 
 Result<Locator> PipeRuntime::Spill(const std::vector<Locator>& members) {

@@ -61,11 +61,7 @@ Status CheckOptions(const TieredOptions& o, std::uint64_t extent) {
 // The memory tiers asked for, or every one the topology has (HBM, DRAM, CXL in that order).
 Result<std::vector<TierKind>> StageTiers(const Topology& t, const TieredOptions& o) {
   if (o.tiers.empty()) {
-    std::vector<TierKind> out;
-    for (TierKind k : {TierKind::kHbm, TierKind::kDram, TierKind::kCxl}) {
-      if (!t.NodesOfKind(k).empty()) out.push_back(k);
-    }
-    return out;
+    return detail::TiersPresent(t, {TierKind::kHbm, TierKind::kDram, TierKind::kCxl});
   }
   for (std::size_t i = 0; i < o.tiers.size(); ++i) {
     const TierKind k = o.tiers[i];
@@ -152,27 +148,18 @@ Result<TieredStageImpl> MemoryStage(const PipeRuntime::Impl& rt, TierKind k, int
 
 Result<TieredStageImpl> FileStage(PipeRuntime::Impl& rt, const std::string& dir,
                                   const TieredOptions& o) {
-  const std::uint64_t capacity = o.capacity;
   Result<int> fd = UnnamedFile(dir, "a tiered area");
   if (!fd.ok()) return fd.status();
+  const detail::SharedFd owned{*fd};  // closed on return: the leaf keeps a descriptor of its own
+  const std::string path = dir + "/(tiered area file)";
+  Result<FileWindow> w = rt.uring->OpenDescriptor(*fd, path, {FileAccess::kReadWrite, o.capacity});
+  if (!w.ok()) return w.status();
   TieredStageImpl s;
-  s.file = std::make_shared<detail::SharedFd>();
-  s.file->fd = *fd;
   s.directory = dir;
   s.label = "file in " + dir;
   s.occupancy_limit = OccupancyLimitOf(o, TierKind::kStorage);
-  Result<FileWindow> w = rt.uring->OpenDescriptor(*fd, dir + "/(tiered area file)",
-                                                  {FileAccess::kReadWrite, capacity});
-  if (!w.ok()) return w.status();
-  auto leaf = std::make_shared<LocatorImpl>(StageBase(capacity));
-  leaf->kind = LocatorKind::kFile;
-  leaf->direct_alignment = rt.uring->DirectAlignment(w->base());
-  leaf->alignment = leaf->direct_alignment == 0 ? 1 : leaf->direct_alignment;
-  leaf->window = std::move(*w);
-  leaf->path = dir + "/(tiered area file)";
-  leaf->tier = TierKind::kStorage;
-  leaf->mechanisms = MechanismBit(Mechanism::kUringRead) | MechanismBit(Mechanism::kUringWrite) |
-                     MechanismBit(Mechanism::kCopyFileRange);
+  auto leaf = std::make_shared<LocatorImpl>(StageBase(o.capacity));
+  rt.FileLeaf(*leaf, *fd, std::move(*w), path, FileMode::kCreate);
   leaf->name = s.label;
   s.leaf = detail::LocatorAccess::Make(std::move(leaf));
   return s;

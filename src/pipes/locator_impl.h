@@ -39,10 +39,9 @@ struct LocatorImpl {
   std::string path;
   std::uint64_t file_offset = 0;
   std::size_t direct_alignment = 0;  // 0: no O_DIRECT
-  // Files this runtime created (kCreate): the file's identity, so that only that very file is
-  // ever removed by name (a blueprint whose instantiation fails removes what it created).
+  // A file this runtime created (kCreate): a blueprint whose instantiation fails removes it,
+  // through `file`, only while its path still names that very file (RemoveIfStill).
   bool created = false;
-  std::uint64_t device = 0, inode = 0;
   std::shared_ptr<SharedFd> file;      // files declared for writing: to give back blocks (Release)
   std::vector<Locator> members;        // spill chains, tiered areas' stages
   std::shared_ptr<TieredArea> tiered;  // tiered areas: where each extent is

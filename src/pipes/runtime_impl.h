@@ -18,8 +18,9 @@
 namespace tierflow {
 
 namespace detail {
+struct LocatorImpl;    // pipes/locator_impl.h
 struct ModelledUsage;  // pipes/tiered.h
-}
+}  // namespace detail
 
 struct [[gnu::visibility("hidden")]] PipeRuntime::Impl {
   PipeRuntimeOptions options;
@@ -42,6 +43,11 @@ struct [[gnu::visibility("hidden")]] PipeRuntime::Impl {
   Result<Buffer> Allocate(int node, std::size_t size, bool* modelled) const;
   // What can reach this runtime's memory: the CPU, io_uring, and DSA when there is an engine.
   std::uint32_t MemoryMechanisms() const;
+  // Makes `l` a file locator over `w`, the window of the file open as `fd` and named `path`:
+  // its direct-I/O alignment, tier and mechanisms for `mode`, and for a writing mode a
+  // descriptor of its own (PipeRuntime::Release gives back its blocks).
+  void FileLeaf(detail::LocatorImpl & l, int fd, FileWindow w, const std::string& path,
+                FileMode mode) const;
   // A memory or staging locator of `size` bytes on `node`, named prefix + "dram:0:64MiB".
   Result<Locator> MakeMemory(const NumaNode& node, std::size_t size, LocatorKind kind,
                              const char* prefix) const;
@@ -57,6 +63,8 @@ namespace detail {
 // The node of `tier` nearest `near_node` (-1: the topology's first node's nearest). Errors:
 // the topology has no node of that tier (the message lists what it has).
 Result<const NumaNode*> TierNode(const Topology& t, TierKind tier, int near_node);
+// Of the memory tiers in `order`, those the topology has a node of.
+std::vector<TierKind> TiersPresent(const Topology& t, std::initializer_list<TierKind> order);
 }  // namespace detail
 
 }  // namespace tierflow

@@ -143,7 +143,7 @@ void TieredArea::Forget(Extent& e) {
   const LocatorImpl& leaf = *LocatorAccess::Get(s.leaf);
   if (leaf.is_file()) {
     // Best effort: a file system without hole punching keeps the blocks until the area goes.
-    fallocate(s.file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+    fallocate(leaf.file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
               static_cast<off_t>(e.file_offset), static_cast<off_t>(extent_));
     s.free_offsets.push_back(e.file_offset);
   } else {

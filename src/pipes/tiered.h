@@ -29,15 +29,14 @@ struct ModelledUsage {
 };
 
 struct TieredStageImpl {
-  Locator leaf;                    // what pipes plan for: a memory stage (no memory) or a file
-  std::string label;               // "hbm:8", "file in /var/tmp"
-  std::string directory;           // file stages
-  std::shared_ptr<SharedFd> file;  // file stages: the unnamed file (to punch out released space)
-  std::uint64_t capacity = 0;      // the node's bytes (memory stages), for modelled occupancy
-  std::uint64_t limit = 0;         // TieredOptions::tier_limits (0: none)
-  double occupancy_limit = 0.9;    // TieredOptions::occupancy_limit(s)
-  std::uint64_t placed = 0;        // bytes of extents placed here now
-  std::uint64_t file_next = 0;     // file stages: the next unused offset of the file
+  Locator leaf;                  // what pipes plan for: a memory stage (no memory) or a file
+  std::string label;             // "hbm:8", "file in /var/tmp"
+  std::string directory;         // file stages
+  std::uint64_t capacity = 0;    // the node's bytes (memory stages), for modelled occupancy
+  std::uint64_t limit = 0;       // TieredOptions::tier_limits (0: none)
+  double occupancy_limit = 0.9;  // TieredOptions::occupancy_limit(s)
+  std::uint64_t placed = 0;      // bytes of extents placed here now
+  std::uint64_t file_next = 0;   // file stages: the next unused offset of the file
   std::vector<std::uint64_t> free_offsets;  // file stages: released extents' offsets
   double occupancy = 0;
   std::string state = "not needed yet";
@@ -68,9 +67,7 @@ class TieredArea {
   Status Release(std::uint64_t offset, std::uint64_t len);
   std::vector<TieredStage> State() const;
   std::vector<std::string> Switches() const;
-  const std::vector<TieredStageImpl>& stages() const { return stages_; }
   std::string note;  // for plans: the stages' order and why, the extent, the limit
-  std::uint64_t extent_bytes() const { return extent_; }
 
  private:
   struct Extent {
