@@ -2,8 +2,6 @@
 // The sort as a blueprint (Data Pipes' Fig. 7a): the arena, the input, the runs and the
 // output are roles bound on the machine found; generating, reading the input, writing and
 // reading the runs and writing the output are its stages.
-#include <fmt/format.h>
-
 #include "sort/context.h"
 #include "sort/plan.h"
 #include "sort/temp_files.h"
