@@ -10,7 +10,7 @@ for node in topology.nodes:
     print(f"node {node.os_index}: {node.kind} ({node.kind_reason})")
 kinds = {n.kind for n in topology.nodes}
 kind = next(k for k in ("hbm", "cxl", "dram") if k in kinds)
-engine = tf.CpuEngine.create(workers=2)
+engine = tf.CpuEngine.create(topology, workers=2)
 
 src = np.random.default_rng(0).integers(0, 255, 64 << 20, dtype=np.uint8)
 dst = tf.Buffer.on_tier(topology, kind, 0, src.nbytes)

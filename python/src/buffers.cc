@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "tierflow/buffer.h"
+#include "tierflow/topology.h"
 
 namespace tierflow::python {
 
@@ -78,6 +79,18 @@ void BindBuffers(nb::module_& m) {
           "'transparent' (the kernel's 2 MiB pages where it can) or 'explicit' (the hugetlbfs "
           "pool; an error when it is empty). prefault: touch every page now. Raises "
           "InvalidArgumentError (size 0, no such node), OutOfMemoryError.")
+      .def_static(
+          "on_node",
+          [](const Topology& t, int node, size_t size, const std::string& huge_pages,
+             bool prefault) {
+            RequireThisSystem(t, "Buffer.on_node");
+            Take(t.FindNode(node));
+            return Take(Buffer::OnNode(node, size, Options(huge_pages, prefault)));
+          },
+          nb::arg("topology"), nb::arg("node"), nb::arg("size"), nb::arg("huge_pages") = "none",
+          nb::arg("prefault") = true,
+          "The same, on node `node` of `topology` (which must describe this system): "
+          "NotFoundError names its nodes when it has no such node.")
       .def_static(
           "on_tier",
           [](const Topology& t, const std::string& kind, int near_node, size_t size,

@@ -16,6 +16,7 @@
 #include "common.h"
 #include "handles.h"
 #include "tierflow/cache.h"
+#include "tierflow/topology.h"
 
 namespace tierflow::python {
 
@@ -24,6 +25,7 @@ namespace {
 struct PyCache {
   std::unique_ptr<OffloadCache> cache;
   std::vector<nb::object> engines;  // outlive the cache
+  nb::object topology;              // the cache plans on it: kept alive as long
 };
 
 struct PyEntry {
@@ -45,8 +47,10 @@ DirtyEntries ParseDirty(const std::string& d) {
   return DirtyEntries::kRefuse;
 }
 
-std::unique_ptr<PyCache> Create(std::vector<nb::object> engines, std::map<int, size_t> capacity,
-                                int place_on, const std::string& policy) {
+std::unique_ptr<PyCache> CreateOn(const Topology& t, std::vector<nb::object> engines,
+                                  std::map<int, size_t> capacity, int place_on,
+                                  const std::string& policy) {
+  RequireThisSystem(t, "OffloadCache.create");
   auto py = std::make_unique<PyCache>();
   CacheConfig c;
   for (const nb::object& e : engines) {
@@ -55,9 +59,15 @@ std::unique_ptr<PyCache> Create(std::vector<nb::object> engines, std::map<int, s
   c.capacity = std::move(capacity);
   if (place_on >= 0) c.placement = [place_on](const void*, size_t, int) { return place_on; };
   c.copy_policy.kind = Take(ParsePolicyKind(policy));
-  py->cache = Take(OffloadCache::Create(ThisSystem(), std::move(c)));
+  py->cache = Take(OffloadCache::Create(t, std::move(c)));
   py->engines = std::move(engines);
+  py->topology = nb::find(&t);  // None for ThisSystem, which is never freed
   return py;
+}
+
+std::unique_ptr<PyCache> Create(std::vector<nb::object> engines, std::map<int, size_t> capacity,
+                                int place_on, const std::string& policy) {
+  return CreateOn(ThisSystem(), std::move(engines), std::move(capacity), place_on, policy);
 }
 
 PyEntry Access(nb::handle self, nb::handle src) {
@@ -164,6 +174,10 @@ void BindCache(nb::module_& m) {
                   "engines: the Engines that fill it; capacity: {node: bytes} it may hold on "
                   "each node; place_on: the node every copy goes to (-1: the nearest faster "
                   "tier); copy_policy: 'single', 'push-pull', 'socket', 'brute-force', 'auto'.")
+      .def_static("create", &CreateOn, nb::arg("topology"), nb::arg("engines"), nb::arg("capacity"),
+                  nb::arg("place_on") = -1, nb::arg("copy_policy") = "single",
+                  "The same, planned on `topology` (this system's, with its overrides), which "
+                  "the cache keeps alive.")
       .def("access", &Access, nb::arg("src"),
            "The entry for `src` (a buffer-protocol object): a hit, or a fill started now.")
       .def(

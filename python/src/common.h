@@ -23,6 +23,11 @@ namespace nb = nanobind;
 // the machine again each time. A failed discovery is raised and tried again next time.
 const Topology& ThisSystem();
 
+// Raises InvalidArgumentError unless `t` describes the running system: `what` (an engine, a
+// buffer, a cache) uses this machine's memory or cores, which a topology read from a file does
+// not describe.
+void RequireThisSystem(const Topology& t, const char* what);
+
 // Raises the Python exception for `s` (errors.cc) unless it is ok.
 void Check(const Status& s);
 

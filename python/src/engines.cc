@@ -85,14 +85,18 @@ nb::dict Stats(const Engine& e) {
   return d;
 }
 
-std::unique_ptr<CpuEngine> CreateCpu(int node, int workers, bool pin, size_t inline_max_bytes) {
-  const Topology& t = ThisSystem();
+std::unique_ptr<CpuEngine> CreateCpuOn(const Topology& t, int node, int workers, bool pin,
+                                       size_t inline_max_bytes) {
   CpuEngineOptions o;
   o.node = node;
   o.workers = workers;
   o.pin = pin;
   o.inline_max_bytes = inline_max_bytes;
   return Take(CpuEngine::Create(t, o));
+}
+
+std::unique_ptr<CpuEngine> CreateCpu(int node, int workers, bool pin, size_t inline_max_bytes) {
+  return CreateCpuOn(ThisSystem(), node, workers, pin, inline_max_bytes);
 }
 
 // On this machine's DSA work queues (an error naming every WQ's reason when none is usable), or
@@ -104,6 +108,14 @@ std::unique_ptr<DsaEngine> CreateDsa(bool model, int node) {
     return Take(DsaEngine::CreateOnModel(Take(DsaDeviceModel::Create(c))));
   }
   return Take(DsaEngine::Create(Take(DsaInventory::Discover())));
+}
+
+// The model's node must be one of `t`'s; the hardware's queues are the kernel's, whatever
+// topology is given (it must still be this system's).
+std::unique_ptr<DsaEngine> CreateDsaOn(const Topology& t, bool model, int node) {
+  RequireThisSystem(t, "DsaEngine.create");
+  if (model) Take(t.FindNode(node));
+  return CreateDsa(model, node);
 }
 
 // Every work queue the kernel shows, with whether it is usable and why not.
@@ -183,6 +195,10 @@ void BindEngines(nb::module_& m) {
                   nb::arg("pin") = true, nb::arg("inline_max_bytes") = 32 * 1024,
                   "An engine whose workers (0: one per core of the node, less one) run on "
                   "`node`'s cores; copies up to inline_max_bytes run on the submitting thread.")
+      .def_static("create", &CreateCpuOn, nb::arg("topology"), nb::arg("node") = 0,
+                  nb::arg("workers") = 0, nb::arg("pin") = true,
+                  nb::arg("inline_max_bytes") = 32 * 1024,
+                  "The same, on node `node` of `topology`, which must describe this system.")
       .def_prop_ro("workers", &CpuEngine::workers, "Worker threads.");
   nb::class_<DsaEngine, Engine>(m, "DsaEngine",
                                 "Intel DSA: the kernel's work queues, or the device model.")
@@ -190,6 +206,10 @@ void BindEngines(nb::module_& m) {
                   "model=False: this machine's usable work queues (an error names why each "
                   "is unusable when none is); model=True: the software model of one DSA on "
                   "`node`, which executes the same descriptors (capabilities['is_model']).")
+      .def_static("create", &CreateDsaOn, nb::arg("topology"), nb::arg("model") = false,
+                  nb::arg("node") = 0,
+                  "The same, `node` checked against `topology` (which must describe this "
+                  "system).")
       .def_static("queues", &DsaQueues, nb::arg("sysfs_root") = "/sys",
                   nb::arg("dev_root") = "/dev",
                   "Every DSA work queue the kernel shows: device, wq, node, shared, usable and "

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "tierflow/topology.h"
+
 namespace tierflow::python {
 
 namespace {
@@ -56,6 +58,14 @@ std::unique_ptr<IoUringEngine> CreateUring(unsigned queue_depth, std::size_t max
   o.max_read_bytes = max_read_bytes;
   o.direct = direct;
   return Take(IoUringEngine::Create(o));
+}
+
+// Files, not nodes, are what io_uring reaches: the topology is taken so that every engine is
+// created alike, and checked to be this system's like theirs.
+std::unique_ptr<IoUringEngine> CreateUringOn(const Topology& t, unsigned queue_depth,
+                                             std::size_t max_read_bytes, bool direct) {
+  RequireThisSystem(t, "IoUringEngine.create");
+  return CreateUring(queue_depth, max_read_bytes, direct);
 }
 
 PyFileWindow OpenFile(nb::handle self, const std::string& path, bool writable,
@@ -156,6 +166,9 @@ void BindFiles(nb::module_& m) {
                   "max_read_bytes (a multiple of 4 KiB), O_DIRECT where the file system and the "
                   "alignment allow unless direct=False. UnsupportedError where io_uring is not "
                   "available.")
+      .def_static("create", &CreateUringOn, nb::arg("topology"), nb::arg("queue_depth") = 64,
+                  nb::arg("max_read_bytes") = 1 << 20, nb::arg("direct") = true,
+                  "The same, given the topology every engine is created on (this system's).")
       .def("open_file", &OpenFile, nb::arg("path"), nb::arg("writable") = false,
            nb::arg("length") = 0,
            "Opens an existing file (never creates one) as a FileWindow. writable=False: reads "

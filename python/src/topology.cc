@@ -59,6 +59,13 @@ const Topology& ThisSystem() {
   return *system;
 }
 
+void RequireThisSystem(const Topology& t, const char* what) {
+  if (t.is_this_system()) return;
+  Check(Status::InvalidArgument(std::string(what) + " uses this machine: give it " +
+                                "Topology.discover() without xml_path, not the topology read " +
+                                "from '" + t.source() + "'"));
+}
+
 void BindTopology(nb::module_& m) {
   BindNode(m);
   nb::class_<Topology>(m, "Topology", "The machine's memory nodes and their tiers.")

@@ -4,6 +4,7 @@ handles (wait, callbacks, await), errors (tests/python, run by `make test` from 
 import asyncio
 import gc
 import mmap
+import os
 import sys
 import threading
 import time
@@ -264,6 +265,49 @@ def test_topology_and_tiers():
     with pytest.raises(ValueError):
         tf.Topology.discover(overrides="x=y")
     assert 0 in tf.system_memory_nodes()
+
+
+def test_the_contracts_spellings_with_a_topology(tmp_path):
+    """The issue's names: engines, buffers and the cache created on a Topology given first."""
+    t = tf.Topology.discover()
+    e = tf.CpuEngine.create(t, workers=2)
+    assert e.workers == 2
+    src = tf.Buffer.on_node(t, 0, 1 << 16)
+    np.asarray(src)[:] = 7
+    dst = tf.Buffer.on_node(t, 0, 1 << 16, prefault=False)
+    e.submit(tf.Operation.copy(dst, src)).wait()
+    assert (np.asarray(dst) == 7).all()
+    assert tf.DsaEngine.create(t, model=True).capabilities["is_model"]
+    f = tmp_path / "f"
+    f.write_bytes(b"x" * 4096)
+    with tf.IoUringEngine.create(t).open_file(str(f)) as w:
+        assert w.length == 4096
+    cache = tf.OffloadCache.create(t, [e], {0: 1 << 20}, place_on=0)
+    del t  # the cache keeps the topology it plans on
+    gc.collect()
+    with cache.access(src) as entry:
+        entry.wait()
+        assert (entry.data == 7).all()
+
+
+def test_a_topology_from_a_file_is_refused_where_memory_or_cores_are_used():
+    xml = os.path.join(os.path.dirname(__file__), "..", "fixtures", "xeon-max-9468-snc4-flat.xml")
+    other = tf.Topology.discover(xml_path=xml)
+    assert not other.is_this_system
+    for make in (lambda: tf.Buffer.on_node(other, 0, 4096),
+                 lambda: tf.DsaEngine.create(other, model=True),
+                 lambda: tf.IoUringEngine.create(other),
+                 lambda: tf.OffloadCache.create(other, [tf.CpuEngine.create(workers=1)],
+                                                {0: 1 << 20})):
+        with pytest.raises(tf.InvalidArgumentError, match="Topology.discover\\(\\) without xml_path"):
+            make()
+    with pytest.raises(tf.InvalidArgumentError, match="running system's topology"):
+        tf.CpuEngine.create(other, workers=1)
+    here = tf.Topology.discover()
+    with pytest.raises(tf.NotFoundError):
+        tf.Buffer.on_node(here, 999, 4096)
+    with pytest.raises(tf.NotFoundError):
+        tf.DsaEngine.create(here, model=True, node=999)
 
 
 def test_capabilities_and_stats(engine):
