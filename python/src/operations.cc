@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // tierflow.Operation: the constructors of tierflow/operation.h over Python buffers. Sizes come
-// from the buffers unless given; a buffer smaller than the size is refused here, before any
-// engine sees the operation.
+// from the buffers (which must then agree) unless given; a buffer smaller than the size is
+// refused here, before any engine sees the operation.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -17,11 +17,18 @@ namespace {
 
 using Size = std::optional<size_t>;
 
-// `size`, or the smallest of the views' sizes when not given; every view must hold it.
+// `size`, or when not given the one size every view has: buffers of different sizes are
+// refused rather than cut to the smaller (a compare of a prefix would answer "equal" for
+// different buffers). Every view must hold the size.
 size_t SizeOf(const Size& size, std::initializer_list<std::pair<const View*, const char*>> views) {
-  size_t n = size.value_or(SIZE_MAX);
-  if (!size) {
-    for (auto [v, name] : views) n = std::min(n, v->size());
+  const auto& [first, first_name] = *views.begin();
+  const size_t n = size.value_or(first->size());
+  for (auto [v, name] : views) {
+    if (!size && v->size() != n) {
+      Check(Status::InvalidArgument(std::string(first_name) + " holds " + std::to_string(n) +
+                                    " bytes and " + name + " " + std::to_string(v->size()) +
+                                    ": give size= for the bytes to cover, or buffers of one size"));
+    }
   }
   for (auto [v, name] : views) {
     if (v->size() < n) {
@@ -123,8 +130,8 @@ void BindOperations(nb::module_& m) {
           "copy",
           [](nb::handle d, nb::handle s, Size n) { return Copying(OpKind::kCopy, d, s, n); },
           nb::arg("dst"), nb::arg("src"), nb::arg("size") = none,
-          "dst <- src, size bytes (default: the smaller buffer's size); the ranges must not "
-          "overlap (use move).")
+          "dst <- src, size bytes (default: the buffers' size, which must then be one); the "
+          "ranges must not overlap (use move).")
       .def_static(
           "move",
           [](nb::handle d, nb::handle s, Size n) { return Copying(OpKind::kMove, d, s, n); },

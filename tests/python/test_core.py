@@ -104,8 +104,15 @@ def test_batch_and_sizes(engine):
     small = np.zeros(10, np.uint8)
     engine.submit(tf.Operation.copy(small, src, size=5)).wait()
     assert list(small) == [0, 1, 2, 3, 4, 0, 0, 0, 0, 0]
-    op = tf.Operation.copy(np.zeros(16, np.uint8), src)
+    op = tf.Operation.copy(np.zeros(16, np.uint8), src, size=16)
     assert (op.kind, op.size) == ("copy", 16)
+    # Without size=, buffers of different sizes are refused: never cut to the shorter one.
+    with pytest.raises(tf.InvalidArgumentError, match="dst holds 16 bytes and src 4096"):
+        tf.Operation.copy(np.zeros(16, np.uint8), src)
+    with pytest.raises(tf.InvalidArgumentError, match="a holds 4096 bytes and b 4095"):
+        tf.Operation.compare(src, src[:-1])
+    with pytest.raises(tf.InvalidArgumentError, match="dst2 4095"):
+        tf.Operation.dualcast(np.zeros(4096, np.uint8), np.zeros(4095, np.uint8), src)
 
 
 @pytest.mark.parametrize("make,message", [
