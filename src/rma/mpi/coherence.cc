@@ -171,6 +171,27 @@ bool CoherenceFromEnvironment(Coherence& out, std::string& error) {
   return true;
 }
 
+// The cache lines (the hardware's: by address) that bytes [offset, end) of a window of `size`
+// bytes at `base` cover only in part: none, one or two, each cut to the window, the only
+// memory of the target's that this process has mapped (a line reaching past the window's
+// first or last byte may reach an unmapped page).
+std::vector<MemorySpan> PartialLines(std::byte* base, std::uint64_t size, std::uint64_t offset,
+                                     std::uint64_t end) {
+  const auto at = reinterpret_cast<std::uintptr_t>(base);
+  const std::uintptr_t first = at + offset, last = at + end;
+  std::vector<MemorySpan> out;
+  auto add = [&](std::uintptr_t line) {
+    const std::uintptr_t from = std::max<std::uintptr_t>(line, at);
+    const std::uintptr_t to = std::min<std::uintptr_t>(line + kLine, at + size);
+    out.push_back({base + (from - at), to - from});
+  };
+  if (first % kLine != 0) add(Down(first, kLine));
+  if (last % kLine != 0 && (first % kLine == 0 || Down(last, kLine) != Down(first, kLine))) {
+    add(Down(last, kLine));
+  }
+  return out;
+}
+
 int Touch(Window& w, int r, std::uint64_t offset, std::uint64_t len, bool store) {
   if (!Maintained(w, r) || len == 0) return MPI_SUCCESS;
   const std::uint64_t end = offset + len;
@@ -187,10 +208,7 @@ int Touch(Window& w, int r, std::uint64_t offset, std::uint64_t len, bool store)
   if (!store) return Failed(w, "invalidating", r, tierflow::Invalidate(w.base[r] + lo, hi - lo));
   // A put overwrites its whole lines; a partial line at either end merges with what the cache
   // holds of it, which must be what memory holds.
-  std::vector<MemorySpan> edges;
-  if (offset != lo) edges.push_back({w.base[r] + lo, kLine});
-  if (end != hi && (edges.empty() || hi - kLine != lo))
-    edges.push_back({w.base[r] + hi - kLine, kLine});
+  const std::vector<MemorySpan> edges = PartialLines(w.base[r], w.size[r], offset, end);
   if (edges.empty()) return MPI_SUCCESS;
   return Failed(w, "invalidating", r, tierflow::Invalidate(edges));
 }
