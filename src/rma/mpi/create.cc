@@ -3,6 +3,7 @@
 // MPI_Free_mem, MPI_Win_free and the attributes a window reports.
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <map>
@@ -76,29 +77,65 @@ std::byte* TakeSmall(std::size_t size) {
   return p;
 }
 
-// The attribute that keeps OnThisNode's answer on a communicator: not copied to duplicates,
-// dropped when the communicator is freed.
+// What OnThisNode keeps on a communicator (an attribute, not copied to duplicates): kAllHere,
+// or, for ranks on several hosts, the communicator of this host's ranks, which every window
+// over that communicator then uses instead of splitting it again (MPI_Comm_split_type costs
+// as much as the rest of a window's creation: docs/rma.md). Freed with the communicator.
+constexpr std::uintptr_t kAllHere = 1;
+struct NodeSplit {
+  MPI_Comm node = MPI_COMM_NULL;
+};
+
+// Set when MPI_Finalize deletes MPI_COMM_SELF's attributes, which it does first of all: from
+// then on the MPI frees its communicators itself, and a callback must not free one.
+std::atomic<bool> g_finalizing{false};
+
+int NoteFinalize(MPI_Comm, int, void*, void*) {
+  g_finalizing.store(true, std::memory_order_relaxed);
+  return MPI_SUCCESS;
+}
+
+int DropSplit(MPI_Comm, int, void* value, void*) {
+  if (reinterpret_cast<std::uintptr_t>(value) == kAllHere) return MPI_SUCCESS;
+  auto* split = static_cast<NodeSplit*>(value);
+  if (!g_finalizing.load(std::memory_order_relaxed)) {
+    PMPI_Comm_free(&split->node);
+    HoldCommunicators(-1);
+  }
+  delete split;
+  return MPI_SUCCESS;
+}
+
 int NodeKeyval() {
   static const int keyval = [] {
-    int k = MPI_KEYVAL_INVALID;
-    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr);
+    int k = MPI_KEYVAL_INVALID, self = MPI_KEYVAL_INVALID;
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, DropSplit, &k, nullptr);
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, NoteFinalize, &self, nullptr) ==
+        MPI_SUCCESS) {
+      PMPI_Comm_set_attr(MPI_COMM_SELF, self, nullptr);
+    }
     return k;
   }();
   return keyval;
 }
 
-// Whether every rank of the intracommunicator `comm` runs on this node. Collective on the first
-// call for a communicator; later calls answer from its attribute without communicating
-// (MPI_Comm_split_type cost as much as the rest of a window's creation: docs/rma.md). Every
-// rank sets the attribute in the same call, so all ranks skip the split alike.
-bool OnThisNode(MPI_Comm comm) {
+// OnThisNode's attribute on `comm`: kAllHere, a NodeSplit, or nullptr when there is none yet.
+void* CachedSplit(MPI_Comm comm) {
   const int keyval = NodeKeyval();
   void* cached = nullptr;
   int found = 0;
-  if (keyval != MPI_KEYVAL_INVALID &&
-      PMPI_Comm_get_attr(comm, keyval, &cached, &found) == MPI_SUCCESS && found) {
-    return cached == reinterpret_cast<void*>(1);
+  if (keyval == MPI_KEYVAL_INVALID ||
+      PMPI_Comm_get_attr(comm, keyval, &cached, &found) != MPI_SUCCESS || !found) {
+    return nullptr;
   }
+  return cached;
+}
+
+// Whether every rank of the intracommunicator `comm` runs on this node. Collective on the first
+// call for a communicator; later calls answer from its attribute without communicating. Every
+// rank sets the attribute in the same call, so all ranks skip the split alike.
+bool OnThisNode(MPI_Comm comm) {
+  if (void* cached = CachedSplit(comm)) return reinterpret_cast<std::uintptr_t>(cached) == kAllHere;
   MPI_Comm node;
   if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
     return false;
@@ -106,20 +143,35 @@ bool OnThisNode(MPI_Comm comm) {
   int node_size = 0, size = 0;
   PMPI_Comm_size(node, &node_size);
   PMPI_Comm_size(comm, &size);
-  PMPI_Comm_free(&node);
   const bool here = node_size == size;
-  if (keyval != MPI_KEYVAL_INVALID) {
-    PMPI_Comm_set_attr(comm, keyval, reinterpret_cast<void*>(here ? 1 : 2));
+  const int keyval = NodeKeyval();
+  if (here || keyval == MPI_KEYVAL_INVALID) {
+    PMPI_Comm_free(&node);
+    if (keyval != MPI_KEYVAL_INVALID) {
+      PMPI_Comm_set_attr(comm, keyval, reinterpret_cast<void*>(kAllHere));
+    }
+    return here;
   }
-  return here;
+  MarkOnThisNode(node);  // windows over it (the node windows) need not split it once more
+  HoldCommunicators(1);
+  PMPI_Comm_set_attr(comm, keyval, new NodeSplit{node});
+  return false;
 }
 
 }  // namespace
 
 void MarkOnThisNode(MPI_Comm comm) {
   if (const int keyval = NodeKeyval(); keyval != MPI_KEYVAL_INVALID) {
-    PMPI_Comm_set_attr(comm, keyval, reinterpret_cast<void*>(1));
+    PMPI_Comm_set_attr(comm, keyval, reinterpret_cast<void*>(kAllHere));
   }
+}
+
+MPI_Comm KeptNodeCommunicator(MPI_Comm comm) {
+  void* cached = CachedSplit(comm);
+  if (cached == nullptr || reinterpret_cast<std::uintptr_t>(cached) == kAllHere) {
+    return MPI_COMM_NULL;
+  }
+  return static_cast<NodeSplit*>(cached)->node;
 }
 
 bool AllTrue(MPI_Comm comm, bool mine) {
@@ -527,10 +579,12 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
 namespace {
 
 // This rank's window memory as a segment the others can map: MPI_Alloc_mem memory is one
-// already; whole pages are shared in place; anything else is offered to process_vm only.
+// already; whole pages are shared in place; anything else is offered to process_vm only. A
+// rank alone in its window (on one node, or alone on its host in a window across hosts) has
+// no one to share with: its memory stays as it is.
 void OfferMemory(Window& w, void* base, std::uint64_t size, Offer& mine) {
   std::tie(mine.segment, mine.offset) = AllocatedSegment(base, size);
-  if (mine.segment.pid != 0 || size == 0) return;
+  if (mine.segment.pid != 0 || size == 0 || w.ranks == 1) return;
   Result<SharedSegment> s = SharedSegment::ShareInPlace(base, size);
   if (!s.ok()) {
     if (Verbose()) Say(w.me, "window memory not shared in place: " + s.status().message());

@@ -44,8 +44,10 @@ bool Local(const Hybrid& h, int rank) {
   return rank >= 0 && rank < static_cast<int>(h.node_rank.size()) && h.node_rank[rank] >= 0;
 }
 
-// The node communicator, every rank's rank in it and window size, and how many hosts there are.
-void Map(Hybrid& h, MPI_Comm comm, std::uint64_t size) {
+// Each rank's rank in the node window, and then, in one allgather across hosts, what every
+// rank must know of every other: its window's size, whether its node window was made and
+// whether it is its host's first rank (the hosts counted). True when every node window was.
+bool Exchange(Hybrid& h, MPI_Comm comm, std::uint64_t size, bool made) {
   int ranks = 0;
   PMPI_Comm_rank(comm, &h.me);
   PMPI_Comm_size(comm, &ranks);
@@ -57,29 +59,40 @@ void Map(Hybrid& h, MPI_Comm comm, std::uint64_t size) {
   PMPI_Group_translate_ranks(all, ranks, in.data(), h.node, h.node_rank.data());
   for (int& r : h.node_rank) r = r == MPI_UNDEFINED ? -1 : r;
   PMPI_Group_free(&all);
+  const std::uint64_t mine[2] = {size, (made ? 1u : 0u) | (h.node_rank[h.me] == 0 ? 2u : 0u)};
+  std::vector<std::uint64_t> every(2 * static_cast<std::size_t>(ranks));
+  PMPI_Allgather(mine, 2, MPI_UINT64_T, every.data(), 2, MPI_UINT64_T, comm);
+  bool all_made = true;
   h.size.assign(ranks, 0);
-  PMPI_Allgather(&size, 1, MPI_UINT64_T, h.size.data(), 1, MPI_UINT64_T, comm);
-  const int first = h.node_rank[h.me] == 0 ? 1 : 0;
-  PMPI_Allreduce(&first, &h.hosts, 1, MPI_INT, MPI_SUM, comm);
+  h.hosts = 0;
+  for (int r = 0; r < ranks; ++r) {
+    h.size[r] = every[2 * r];
+    all_made = all_made && (every[2 * r + 1] & 1u) != 0;
+    h.hosts += (every[2 * r + 1] & 2u) != 0 ? 1 : 0;
+  }
   h.lock.assign(ranks, 0);
   h.forced.assign(ranks, 0);
+  return all_made;
 }
 
 // The node window made (by `make`, collective over the communicator of this host's ranks) on
-// every rank, or on none. Only that communicator's group is kept: the node window has a
-// communicator of its own, and each one held costs one of the MPI's context ids.
+// every rank, or on none. The node communicator is the one create.cc keeps on `comm` (split
+// anew, and freed, only where it keeps none); the window keeps that communicator's group, since
+// the node window has a communicator of its own and each one held costs a context id.
 template <typename Make>
-std::unique_ptr<Hybrid> NodeWindow(MPI_Comm comm, int& rc, Make&& make) {
+std::unique_ptr<Hybrid> NodeWindow(MPI_Comm comm, std::uint64_t size, int& rc, Make&& make) {
   auto h = std::make_unique<Hybrid>();
-  MPI_Comm node;
-  PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  MarkOnThisNode(node);  // the node window's creation need not split it once more
+  MPI_Comm node = KeptNodeCommunicator(comm);
+  const bool kept = node != MPI_COMM_NULL;
+  if (!kept) {
+    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MarkOnThisNode(node);  // the node window's creation need not split it once more
+  }
   rc = make(*h, node);
   PMPI_Comm_group(node, &h->node);
-  PMPI_Comm_free(&node);
-  int ok = rc == MPI_SUCCESS ? 1 : 0, all = 0;
-  PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);
-  if (all) return h;
+  if (!kept) PMPI_Comm_free(&node);
+  const bool ok = rc == MPI_SUCCESS;
+  if (Exchange(*h, comm, size, ok)) return h;
   if (ok) MPI_Win_free(&h->node_win);
   PMPI_Group_free(&h->node);
   if (ok) {  // another host failed: this rank fails too, through the communicator's handler
@@ -102,7 +115,6 @@ int Finish(std::unique_ptr<Hybrid> h, MPI_Aint size, int disp_unit, MPI_Info inf
   h->attr_disp_unit = disp_unit;
   PMPI_Comm_dup(comm, &h->comm);
   HoldCommunicators(kHeldAcrossHosts - kHeldOnNode);  // h->comm and the node window's MPI one
-  Map(*h, comm, static_cast<std::uint64_t>(size));
   if (Window* n = FindWindow(h->node_win)) {
     // The node window's errors go to the handler of the window the program holds; its memory
     // model (separate in the noncoherent mode) is the window's.
@@ -281,9 +293,10 @@ Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc) {
 int HybridAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
                    MPI_Win* win) {
   int rc = MPI_SUCCESS;
-  std::unique_ptr<Hybrid> h = NodeWindow(comm, rc, [&](Hybrid& n, MPI_Comm node) {
-    return MPI_Win_allocate(size, disp_unit, info, node, &n.base, &n.node_win);
-  });
+  std::unique_ptr<Hybrid> h =
+      NodeWindow(comm, static_cast<std::uint64_t>(size), rc, [&](Hybrid& n, MPI_Comm node) {
+        return MPI_Win_allocate(size, disp_unit, info, node, &n.base, &n.node_win);
+      });
   if (h == nullptr) return rc;
   h->flavor = MPI_WIN_FLAVOR_ALLOCATE;
   void* base = h->base;
@@ -295,10 +308,11 @@ int HybridAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, v
 int HybridCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                  MPI_Win* win) {
   int rc = MPI_SUCCESS;
-  std::unique_ptr<Hybrid> h = NodeWindow(comm, rc, [&](Hybrid& n, MPI_Comm node) {
-    n.base = base;
-    return MPI_Win_create(base, size, disp_unit, info, node, &n.node_win);
-  });
+  std::unique_ptr<Hybrid> h =
+      NodeWindow(comm, static_cast<std::uint64_t>(size), rc, [&](Hybrid& n, MPI_Comm node) {
+        n.base = base;
+        return MPI_Win_create(base, size, disp_unit, info, node, &n.node_win);
+      });
   if (h == nullptr) return rc;
   h->flavor = MPI_WIN_FLAVOR_CREATE;
   return Finish(std::move(h), size, disp_unit, info, comm, win);

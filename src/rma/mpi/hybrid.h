@@ -59,6 +59,9 @@ Hybrid* FindHybrid(MPI_Win win);
 // Records on `comm`, a communicator from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), that all
 // its ranks are on this node: a window over it then skips splitting it again (create.cc).
 void MarkOnThisNode(MPI_Comm comm);
+// The communicator of this host's ranks of `comm` that create.cc keeps on it (made by its
+// first window's creation, freed with `comm`), or MPI_COMM_NULL when it keeps none.
+MPI_Comm KeptNodeCommunicator(MPI_Comm comm);
 
 // The window for a put or get to `target` of the window `win`: for a target on this host, the
 // node window's state (nullptr when the node window is the MPI's own), with `win` and `target`

@@ -148,7 +148,8 @@ Result<std::uint64_t> NumberFromEnvironment(const char* name, std::uint64_t fall
 // CommunicatorBudget: the limit, or the reason TIERFLOW_RMA_COMMUNICATORS is refused.
 Result<int> CommunicatorBudget();
 // What one window holds: on one node its communicator; across hosts also the node window's
-// and the MPI window's under it (rma/mpi/hybrid.h).
+// and the MPI window's under it (rma/mpi/hybrid.h). A communicator that windows across hosts
+// are made over also keeps one, of its ranks on this host, while it lives (create.cc).
 constexpr int kHeldOnNode = 1;
 constexpr int kHeldAcrossHosts = 3;
 int HeldCommunicators();
