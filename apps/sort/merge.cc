@@ -58,23 +58,27 @@ class Merger {
   Status Advance(std::size_t s);
   Status Emit(std::size_t s);
   Status Flush();
-  // Keys live in one flat array (the loser tree touches nothing else); a finished run holds the
-  // largest key and loses ties against runs that still have records.
-  bool Less(std::uint32_t a, std::uint32_t b) const {
-    const unsigned __int128 ka = keys_[a], kb = keys_[b];
-    return ka < kb || (ka == kb && done_[a] < done_[b]);
-  }
+  // Each run's current key and its number in one value, (key << 32) | run: the loser tree
+  // compares and moves these alone, with no load through a run's index and no branch on which
+  // wins (the comparison is random for random keys). Keys have 80 bits, so a finished run's
+  // value (kDone and up) is above every key, and equal keys come out in run order.
+  static constexpr unsigned __int128 kDone = ~static_cast<unsigned __int128>(0) << 32;
   void Adjust(std::uint32_t s) {
+    unsigned __int128 cur = keys_[s];
     for (std::size_t t = (s + keys_.size()) / 2; t > 0; t /= 2) {
-      if (Less(tree_[t], s)) std::swap(s, tree_[t]);
+      const unsigned __int128 node = tree_[t];
+      const bool node_wins = node < cur;
+      tree_[t] = node_wins ? cur : node;
+      cur = node_wins ? node : cur;
     }
-    tree_[0] = s;
+    tree_[0] = cur;
   }
   void Build();
   void SetKey(std::size_t s) {
     const Key k = KeyOf(c_.config.format, src_[s].p);
-    keys_[s] = (static_cast<unsigned __int128>(k.hi) << 16) | k.lo;
+    keys_[s] = (((static_cast<unsigned __int128>(k.hi) << 16) | k.lo) << 32) | s;
   }
+  void SetDone(std::size_t s) { keys_[s] = kDone | s; }
 
   std::uint64_t OutBuffer(int k) const { return out_base_ + k * m_.write_bytes; }
 
@@ -84,9 +88,8 @@ class Merger {
   MergePlan m_;
   std::uint64_t out_base_, buffers_base_;
   std::vector<Source> src_;
-  std::vector<unsigned __int128> keys_;
-  std::vector<std::uint8_t> done_;
-  std::vector<std::uint32_t> tree_;
+  std::vector<unsigned __int128> keys_;  // per run, as the tree holds them
+  std::vector<unsigned __int128> tree_;  // [0] the winner, [1, k) the losers
   // Output: two buffers (OutBuffer), filled in turn.
   int out_cur_ = 0;
   std::uint64_t out_fill_ = 0, out_offset_ = 0;
@@ -122,12 +125,10 @@ Status Merger::Start() {
     if (Status st = Refill(s, 1); !st.ok()) return st;
   }
   keys_.assign(k, 0);
-  done_.assign(k, 0);
   for (std::size_t s = 0; s < k; ++s) {
     Source& r = src_[s];
     if (part_.begin[s] == part_.end[s]) {
-      done_[s] = 1;
-      keys_[s] = ~static_cast<unsigned __int128>(0);
+      SetDone(s);
       continue;
     }
     if (Status st = r.h[0].Wait(); !st.ok()) return st;
@@ -142,15 +143,15 @@ Status Merger::Start() {
 // A tournament from the leaves (positions k..2k-1) up: each inner node keeps the loser.
 void Merger::Build() {
   const std::size_t k = src_.size();
-  std::vector<std::uint32_t> winner(2 * k);
-  for (std::size_t s = 0; s < k; ++s) winner[k + s] = static_cast<std::uint32_t>(s);
+  std::vector<unsigned __int128> winner(2 * k);
+  for (std::size_t s = 0; s < k; ++s) winner[k + s] = keys_[s];
   tree_.assign(k, 0);
   for (std::size_t n = k - 1; n >= 1; --n) {
-    const std::uint32_t a = winner[2 * n], b = winner[2 * n + 1];
-    winner[n] = Less(a, b) ? a : b;
-    tree_[n] = Less(a, b) ? b : a;
+    const unsigned __int128 a = winner[2 * n], b = winner[2 * n + 1];
+    winner[n] = std::min(a, b);
+    tree_[n] = std::max(a, b);
   }
-  tree_[0] = k == 1 ? 0 : winner[1];
+  tree_[0] = k == 1 ? keys_[0] : winner[1];
 }
 
 // The run's current block is used up: switch to the other buffer and read ahead into this one.
@@ -164,8 +165,7 @@ Status Merger::Advance(std::size_t s) {
   }
   const int other = 1 - r.cur;
   if (r.len[other] == 0 || !r.h[other].valid()) {
-    done_[s] = 1;
-    keys_[s] = ~static_cast<unsigned __int128>(0);
+    SetDone(s);
     return Status::Ok();
   }
   if (Status st = r.h[other].Wait(); !st.ok()) return st;
@@ -197,7 +197,7 @@ Status Merger::Flush() {
 
 Status Merger::Emit(std::size_t s) {
   const std::byte* r = src_[s].p;
-  const unsigned __int128 k = keys_[s];
+  const unsigned __int128 k = keys_[s] >> 32;
   if (k < last_) {
     return Status::IoError(
         fmt::format("merge produced record {} out of order: the runs file {} "
@@ -214,8 +214,8 @@ Status Merger::Emit(std::size_t s) {
 Status Merger::Run() {
   if (Status s = Start(); !s.ok()) return s;
   while (emitted_ < part_.records) {
-    const std::uint32_t w = tree_[0];
-    if (done_[w]) {
+    const auto w = static_cast<std::uint32_t>(tree_[0]);
+    if (tree_[0] >= kDone) {
       return Status::IoError(fmt::format("the runs hold {} records, {} expected: {} changed?",
                                          emitted_, part_.records, c_.config.runs));
     }
