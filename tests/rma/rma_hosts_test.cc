@@ -264,17 +264,18 @@ void Mixed(Win& w) {
 }
 
 // Windows over communicators the program makes and frees, one after another: the library keeps
-// each communicator's ranks on this host while it lives and must let them go with it (the
-// CTest runs this with a small TIERFLOW_RMA_COMMUNICATORS, so communicators held past their
-// time would leave later windows to the MPI, which the verbose line shows). One window also
-// outlives the communicator it was made over, as MPI allows.
+// each communicator's ranks on this host while it lives and must let them go with it (run only
+// under a small TIERFLOW_RMA_COMMUNICATORS, where communicators held past their time would
+// leave later windows to the MPI, which the verbose line shows; windows across hosts take
+// Open MPI tens of milliseconds each). One window also outlives the communicator it was made
+// over, as MPI allows.
 void WindowsOverFreedCommunicators() {
   const int peer = (g_rank + g_size / 2) % g_size;  // on another host
   const int next = g_rank ^ 1;                      // on this host when two per host
   int bad = 0;
   MPI_Win kept = MPI_WIN_NULL;
   long* kept_base = nullptr;
-  for (int round = 0; round < 24; ++round) {
+  for (int round = 0; round < 3; ++round) {  // a communicator kept past its time shows by the third
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     for (int w = 0; w < 2; ++w) {
@@ -347,7 +348,7 @@ int main(int argc, char** argv) {
     Pscw(w);
     Visibility(w);
     Mixed(w);
-    WindowsOverFreedCommunicators();
+    if (std::getenv("TIERFLOW_RMA_COMMUNICATORS") != nullptr) WindowsOverFreedCommunicators();
   }
   int total = 0;
   MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
