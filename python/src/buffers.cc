@@ -84,13 +84,11 @@ void BindBuffers(nb::module_& m) {
           [](const Topology& t, int node, size_t size, const std::string& huge_pages,
              bool prefault) {
             RequireThisSystem(t, "Buffer.on_node");
-            Take(t.FindNode(node));
             return Take(Buffer::OnNode(node, size, Options(huge_pages, prefault)));
           },
           nb::arg("topology"), nb::arg("node"), nb::arg("size"), nb::arg("huge_pages") = "none",
           nb::arg("prefault") = true,
-          "The same, on node `node` of `topology` (which must describe this system): "
-          "NotFoundError names its nodes when it has no such node.")
+          "The same, on node `node` of `topology` (which must describe this system).")
       .def_static(
           "on_tier",
           [](const Topology& t, const std::string& kind, int near_node, size_t size,

@@ -77,7 +77,8 @@ std::string ForPython(std::string message) {
       {"FileOpenOptions::length", "length="},
       {"OpenFile with FileAccess::kReadWrite", "open_file(writable=True)"},
       {"open it with FileAccess::kReadWrite", "open it with open_file(writable=True)"},
-      {"RegisterFile/OpenFile the file first", "open the file first (engine.open_file)"}};
+      {"RegisterFile/OpenFile the file first", "open the file first (engine.open_file)"},
+      {"(Topology::Discover)", "(Topology.discover() without xml_path)"}};
   for (auto [api, spelling] : kSpellings) {
     for (size_t at = message.find(api); at != std::string::npos;
          at = message.find(api, at + std::strlen(spelling))) {
