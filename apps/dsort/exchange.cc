@@ -100,23 +100,34 @@ Status SampleSplitters(Job& j) {
   return Status::Ok();
 }
 
+namespace {
+
+// The exchange's buffers, each ExchangePlan::buffer_bytes: two runs read (0 and 1), a run
+// grouped by rank, two receive buffers, so that a step receives while the run received in the
+// step before is still being written, and the sort's scratch.
+constexpr int kGrouped = 2, kReceive = 3, kScratch = 5, kBuffers = 6;
+
+}  // namespace
+
 ExchangePlan PlanExchange(extsort::Format f, std::uint64_t arena, int ranks) {
-  const std::uint64_t block = extsort::BlockBytes(f);
-  const std::uint64_t per_block = block / RecordBytes(f);
-  const double scratch =
-      static_cast<double>(extsort::SortScratchBytes(f, per_block)) / static_cast<double>(block);
+  const std::uint64_t record = RecordBytes(f), block = extsort::BlockBytes(f);
   ExchangePlan p;
-  // A buffer's bytes in MPI's int counts, with room for the scratch of the run in it.
-  const auto run = static_cast<std::uint64_t>(
-      std::min(static_cast<double>(arena) / 5.0 / std::max(1.0, scratch), 1024.0 * 1024 * 1024));
-  p.run_bytes = run / block * block;
-  // Every rank must be sent at least one record per step.
-  if (p.run_bytes < block || p.run_bytes / RecordBytes(f) < static_cast<std::uint64_t>(ranks)) {
-    return {};
+  // A buffer's bytes in MPI's int counts.
+  p.buffer_bytes = std::min<std::uint64_t>(arena / kBuffers, 1024 * 1024 * 1024) / 4096 * 4096;
+  // The records one buffer receives, their sort's scratch fitting in another.
+  std::uint64_t fit = p.buffer_bytes / record;
+  if (const std::uint64_t scratch = extsort::SortScratchBytes(f, fit); scratch > p.buffer_bytes) {
+    fit =
+        static_cast<std::uint64_t>(static_cast<double>(fit) * static_cast<double>(p.buffer_bytes) /
+                                   static_cast<double>(scratch));
   }
-  p.buffer_bytes = std::max<std::uint64_t>(
-      p.run_bytes,
-      (extsort::SortScratchBytes(f, p.run_bytes / RecordBytes(f)) + 4095) / 4096 * 4096);
+  while (fit > 0 && extsort::SortScratchBytes(f, fit) > p.buffer_bytes) --fit;
+  p.step_records = fit / static_cast<std::uint64_t>(ranks);
+  // Runs a sixteenth smaller than what a step takes: splitters from a sample divide a run a
+  // few percent unevenly, and a run that exceeded a step by a little would take a second step
+  // (another exchange, and a short run for the merge) in every round.
+  p.run_bytes = (fit - fit / 16) * record / block * block;
+  if (p.run_bytes < block || p.step_records == 0) return {};
   return p;
 }
 
@@ -129,7 +140,7 @@ struct Steps {
   Steps(const Job& j, const ExchangePlan& plan)
       : next(j.ranks, 0),
         end(j.ranks, 0),
-        per_step(std::max<std::uint64_t>(1, plan.run_bytes / j.c.record / j.ranks)),
+        per_step(plan.step_records),
         send_bytes(j.ranks, 0),
         send_at(j.ranks, 0),
         recv_bytes(j.ranks, 0),
@@ -170,7 +181,8 @@ struct Pass {
   ExchangePlan plan;
   std::uint64_t my_runs = 0, next_at = 0;
   Pipe in, out;
-  Handle reads[2], write;
+  Handle reads[2], writes[2];   // per receive buffer: the write of the run sorted there
+  std::uint64_t steps = 0;      // so far, in every round: the receive buffer is steps % 2
   Status local = Status::Ok();  // the first error of this rank; it keeps taking part until the
                                 // step where every rank learns of it
   bool stop = false;            // some rank failed: every rank leaves the rounds together
@@ -189,25 +201,30 @@ struct Pass {
     if (h.ok()) reads[run % 2] = std::move(*h);
   }
   Status Round(std::uint64_t k);
-  void WaitWrite() {
-    if (!write.valid()) return;
-    if (Status st = write.Wait(); !st.ok() && local.ok()) local = st;
-    write = Handle();
+  void WaitWrite(int v) {
+    if (!writes[v].valid()) return;
+    if (Status st = writes[v].Wait(); !st.ok() && local.ok()) local = st;
+    writes[v] = Handle();
   }
   void Progress(std::uint64_t k);
-  void Put(const Steps& s, const std::byte* grouped);
-  MPI_Win window = MPI_WIN_NULL;  // over buffer 3, for Exchange::kPut
+  void Put(const Steps& s, const std::byte* grouped, int v);
+  MPI_Win window = MPI_WIN_NULL;  // over buffers 3 and 4, for Exchange::kPut
   // Bytes so far: read from the input, sent to other ranks, received (all written when the
   // pass ends).
   std::uint64_t read = 0, sent = 0, received = 0;
-  void Store(std::uint64_t records);
+  void Store(std::uint64_t records, int v);
   bool Step(Steps& s, const std::byte* grouped);
 };
 
-// The step's received records (in buffer 3) sorted and written as a run at the next block.
-void Pass::Store(std::uint64_t records) {
+// The step's received records (in receive buffer v) sorted there and written from there as a
+// run at the next block: the scratch is free again for the next step.
+void Pass::Store(std::uint64_t records, int v) {
   if (records == 0 || !local.ok()) return;
-  std::byte* sorted = extsort::SortRun(c.config.format, Buffer(3), Buffer(4), records);
+  std::byte* sorted =
+      extsort::SortRun(c.config.format, Buffer(kReceive + v), Buffer(kScratch), records);
+  if (sorted != Buffer(kReceive + v)) {
+    sorted = static_cast<std::byte*>(std::memcpy(Buffer(kReceive + v), sorted, records * c.record));
+  }
   std::vector<Key>& keys = c.samples.emplace_back();
   for (std::uint64_t i = 0; i < records; i += Context::kSampleEvery) {
     keys.push_back(extsort::KeyOf(c.config.format, sorted + i * c.record));
@@ -221,19 +238,21 @@ void Pass::Store(std::uint64_t records) {
   next_at = (next_at + bytes + block - 1) / block * block;
   c.records += records;
   if (!h.ok()) local = h.status();
-  if (h.ok()) write = std::move(*h);
+  if (h.ok()) writes[v] = std::move(*h);
 }
 
-// The step's pieces put into the receivers' buffer 3 (a window over it), each where its
-// receiver places it; fences around. The first must be a barrier (not MPI_MODE_NOPRECEDE,
+// The step's pieces put into the receivers' receive buffer v (a window over both), each where
+// its receiver places it; fences around. The first must be a barrier (not MPI_MODE_NOPRECEDE,
 // which need not be one): no rank puts before every receiver is done with its buffer.
-void Pass::Put(const Steps& s, const std::byte* grouped) {
+void Pass::Put(const Steps& s, const std::byte* grouped, int v) {
   std::vector<int> at(static_cast<std::size_t>(j.ranks));
   MPI_Alltoall(s.recv_at.data(), 1, MPI_INT, at.data(), 1, MPI_INT, j.comm);
   MPI_Win_fence(0, window);
   for (int d = 0; d < j.ranks; ++d) {
     if (s.send_bytes[d] == 0) continue;
-    MPI_Put(grouped + s.send_at[d], s.send_bytes[d], MPI_BYTE, d, at[d], s.send_bytes[d], MPI_BYTE,
+    const auto disp =
+        static_cast<MPI_Aint>(static_cast<std::uint64_t>(v) * plan.buffer_bytes) + at[d];
+    MPI_Put(grouped + s.send_at[d], s.send_bytes[d], MPI_BYTE, d, disp, s.send_bytes[d], MPI_BYTE,
             window);
   }
   MPI_Win_fence(MPI_MODE_NOSUCCEED, window);
@@ -242,18 +261,21 @@ void Pass::Put(const Steps& s, const std::byte* grouped) {
 // One step; false once every rank has sent everything (or one failed).
 bool Pass::Step(Steps& s, const std::byte* grouped) {
   const std::uint64_t received = s.Plan(j, c.record);
-  WaitWrite();  // what was received last is written from buffer 3 or 4
+  // Every rank takes the same steps: v is the same receive buffer on every rank. The run
+  // received into it two steps ago may still be being written from it.
+  const int v = static_cast<int>(steps++ % 2);
+  WaitWrite(v);
   if (window != MPI_WIN_NULL) {
-    Put(s, grouped);
+    Put(s, grouped, v);
   } else {
     MPI_Request req;
-    MPI_Ialltoallv(grouped, s.send_bytes.data(), s.send_at.data(), MPI_BYTE, Buffer(3),
+    MPI_Ialltoallv(grouped, s.send_bytes.data(), s.send_at.data(), MPI_BYTE, Buffer(kReceive + v),
                    s.recv_bytes.data(), s.recv_at.data(), MPI_BYTE, j.comm, &req);
     Await(req);
   }
   for (int d = 0; d < j.ranks; ++d) sent += d == j.rank ? 0 : s.send_bytes[d];
   this->received += received * c.record;
-  Store(received);
+  Store(received, v);
   const std::uint64_t mine[2] = {s.Left(), local.ok() ? 0u : 1u};
   std::uint64_t all[2];
   MPI_Request req;
@@ -289,13 +311,12 @@ Status Pass::Round(std::uint64_t k) {
   }
   if (k < my_runs && local.ok()) {
     // Only the receivers sort: a run is just grouped by rank here, each record's rank noted
-    // in buffer 4 (free once the last write from it is done).
+    // in the scratch buffer (writes are only ever from the receive buffers).
     const std::uint64_t n = RunBytes(k) / c.record;
-    grouped = Buffer(2);
-    WaitWrite();
+    grouped = Buffer(kGrouped);
     const std::vector<std::uint64_t> cut =
-        Partition(c.config.format, Buffer(static_cast<int>(k % 2)), n, j.splitters, Buffer(2),
-                  reinterpret_cast<std::uint16_t*>(Buffer(4)));
+        Partition(c.config.format, Buffer(static_cast<int>(k % 2)), n, j.splitters,
+                  Buffer(kGrouped), reinterpret_cast<std::uint16_t*>(Buffer(kScratch)));
     for (int d = 0; d < j.ranks; ++d) {
       s.next[d] = cut[d];
       s.end[d] = cut[d + 1];
@@ -335,8 +356,8 @@ Status ExchangeRuns(Job& j) {
   pass.out = *out;
   c.records = 0;
   if (j.config.exchange == Exchange::kPut) {
-    MPI_Win_create(pass.Buffer(3), static_cast<MPI_Aint>(pass.plan.buffer_bytes), 1, MPI_INFO_NULL,
-                   j.comm, &pass.window);
+    MPI_Win_create(pass.Buffer(kReceive), static_cast<MPI_Aint>(2 * pass.plan.buffer_bytes), 1,
+                   MPI_INFO_NULL, j.comm, &pass.window);
   }
   pass.Read(0);
   for (std::uint64_t k = 0; k < j.rounds; ++k) {
@@ -344,6 +365,8 @@ Status ExchangeRuns(Job& j) {
     pass.Progress(k);
   }
   if (pass.window != MPI_WIN_NULL) MPI_Win_free(&pass.window);
+  pass.WaitWrite(0);
+  pass.WaitWrite(1);
   Status drained = j.input_records == 0 ? Status::Ok() : pass.in.Drain();
   if (Status w = pass.out.Drain(); drained.ok()) drained = w;
   c.runs = c.run_at.size();

@@ -40,10 +40,11 @@ Status SampleSplitters(Job& j);
 Status MeasureExchangeFloor(Job& j);
 Status ExchangeRuns(Job& j);
 
-// Bytes of each of the exchange's five buffers (two runs read, the sort's scratch, what is
-// received and its sort's scratch) and of a run, for an arena of `arena` bytes; 0 when too small.
+// Bytes of each of the exchange's six buffers (two runs read, a run grouped by rank, two for
+// what steps receive, the sort's scratch), of a run, and the records a step sends one rank,
+// for an arena of `arena` bytes; all 0 when too small.
 struct ExchangePlan {
-  std::uint64_t buffer_bytes = 0, run_bytes = 0;
+  std::uint64_t buffer_bytes = 0, run_bytes = 0, step_records = 0;
 };
 ExchangePlan PlanExchange(extsort::Format f, std::uint64_t arena, int ranks);
 

@@ -36,14 +36,17 @@ class Router {
     for (std::size_t i = s.size(); i-- > 0;) {
       last_[i] = i + 1 < s.size() && s[i + 1].key == s[i].key ? last_[i + 1] : i;
     }
+    // Keys as one number each, so that the search below compares without branching: random
+    // keys would mispredict a branch per level.
+    packed_.reserve(s.size());
+    for (const Splitter& x : s) packed_.push_back(Pack(x.key));
   }
   // The rank of a record with `key`; -1 with `group` set when it equals splitter `group`'s key
   // (the first of the splitters with that key).
   int Rank(const Key& key, std::size_t& group) const {
-    const auto it = std::lower_bound(s_.begin(), s_.end(), key,
-                                     [](const Splitter& a, const Key& k) { return a.key < k; });
-    const auto i = static_cast<std::size_t>(it - s_.begin());
-    if (it == s_.end() || key < it->key) return static_cast<int>(i);
+    const unsigned __int128 k = Pack(key);
+    const std::size_t i = Below(k);
+    if (i == packed_.size() || k != packed_[i]) return static_cast<int>(i);
     group = i;
     return -1;
   }
@@ -62,8 +65,30 @@ class Router {
   }
 
  private:
+  // How many splitters' keys are below k: a count of independent comparisons for a few
+  // splitters, a search without branches (as std::lower_bound) for more.
+  std::size_t Below(unsigned __int128 k) const {
+    std::size_t below = 0;
+    if (packed_.size() <= kCounted) {
+      for (const unsigned __int128 s : packed_) below += s < k ? 1 : 0;
+      return below;
+    }
+    const unsigned __int128* base = packed_.data();
+    for (std::size_t len = packed_.size(); len > 1;) {
+      const std::size_t half = len / 2;
+      // A mask, not a conditional: GCC would branch on the latter.
+      base += half & (0 - static_cast<std::size_t>(base[half - 1] < k));
+      len -= half;
+    }
+    return static_cast<std::size_t>(base - packed_.data()) + (*base < k ? 1 : 0);
+  }
+  static constexpr std::size_t kCounted = 7;
+  static unsigned __int128 Pack(const Key& k) {
+    return (static_cast<unsigned __int128>(k.hi) << 16) | k.lo;
+  }
   const std::vector<Splitter>& s_;
-  std::vector<std::size_t> last_;  // per splitter: the last splitter with the same key
+  std::vector<std::size_t> last_;          // per splitter: the last splitter with the same key
+  std::vector<unsigned __int128> packed_;  // per splitter: its key as Pack gives it
 };
 
 }  // namespace

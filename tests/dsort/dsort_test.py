@@ -146,6 +146,14 @@ class DsortTest(unittest.TestCase):
                 keys = [key_of("u64", r) for r in joined]
                 self.assertEqual(keys, sorted(keys))
                 self.assertEqual(sorted(joined), sorted(inputs))
+                # Rounds of steps that put into both receive buffers by turns.
+                p = run(["--generate", "8MiB", "--dir", self.dir, "--memory", "32MiB",
+                         "--threads", "1", "--no-floor", "--verify", "--exchange", "put",
+                         "--json", "--quiet"], preload=preload)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                report = json.loads(p.stdout)
+                self.assertGreaterEqual(report["rounds"], 2)
+                self.assertTrue(report["verified"])
 
     def test_skewed_keys_balance_and_verify(self):
         for keys in ("equal", "zipf", "sorted", "uniform"):
@@ -213,7 +221,7 @@ class DsortTest(unittest.TestCase):
 
     def test_a_killed_rank_ends_the_job_and_a_rerun_succeeds(self):
         args = ["--generate", "64MiB", "--dir", self.dir, "--output-dir", self.out, "--memory",
-                "40MiB", "--threads", "1", "--no-floor"]
+                "48MiB", "--threads", "1", "--no-floor"]
         job = subprocess.Popen(launch(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
         victim = None

@@ -80,10 +80,14 @@ TEST(Radix, SortRunOrdersEveryDistribution) {
        [&](std::uint64_t) { return (rng() % 3) << 61 | (rng() & 0xffffffff); }},
       {"zipf-like", [&](std::uint64_t) { return std::uint64_t{1} << (rng() % 40); }},
       {"top digits spread, ties below", [&](std::uint64_t) { return rng() & ~0xfffffULL; }},
+      // Digits that repeat one another look spread digit by digit but leave long runs tied.
+      {"digits repeating one another",
+       [&](std::uint64_t) { return (rng() % 256) * 0x0101010101000000ULL | (rng() & 0xffffff); }},
+      {"a few keys, each very often", [&](std::uint64_t) { return rng() % 5 * 0x1234567; }},
   };
   for (Format f : {Format::kU64, Format::kGensort}) {
     for (const auto& [name, key] : keys) {
-      for (std::uint64_t n : {0ULL, 1ULL, 2ULL, 1000ULL, 100000ULL}) {
+      for (std::uint64_t n : {0ULL, 1ULL, 2ULL, 33ULL, 40ULL, 1000ULL, 8193ULL, 100000ULL}) {
         ExpectSorted(f, Records(f, n, key), std::string(FormatName(f)) + " " + name);
       }
     }
