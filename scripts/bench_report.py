@@ -46,7 +46,7 @@ JOBS = {
                   "--ca-ranks", "2", "--ca-rows", "240", "--ca-cells", "1022", "--ca-iterations",
                   "10", "--reps", "1", "--mpi", "openmpi", "--offload", "cpu", "--json"]),
     "dsort": (["bench", "dsort", "--hosts", "2", "--ranks-per-host", "2", "--mpi", "mpich",
-               "--size", "4GiB", "--memory", "256MiB", "--json"],
+               "--size", "4GiB", "--memory", "256MiB", "--reps", "3", "--json"],
               ["bench", "dsort", "--hosts", "1", "--ranks-per-host", "2", "--mpi", "mpich",
                "--size", "32MiB", "--memory", "32MiB", "--keys", "uniform,equal", "--json"]),
     "coherence": (["bench", "coherence", "--json"],
