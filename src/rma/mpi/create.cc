@@ -81,7 +81,13 @@ std::byte* TakeSmall(std::size_t size) {
 // or, for ranks on several hosts, the communicator of this host's ranks, which every window
 // over that communicator then uses instead of splitting it again (MPI_Comm_split_type costs
 // as much as the rest of a window's creation: docs/rma.md). Freed with the communicator.
-constexpr std::uintptr_t kAllHere = 1;
+// kOnePerHost once the ranks have agreed that no host holds two of them and none asks for a
+// pool: the library has nothing to add to such windows, and later ones go to the MPI at once.
+constexpr std::uintptr_t kAllHere = 1, kOnePerHost = 2;
+bool IsMarker(const void* value) {
+  const auto v = reinterpret_cast<std::uintptr_t>(value);
+  return v == kAllHere || v == kOnePerHost;
+}
 struct NodeSplit {
   MPI_Comm node = MPI_COMM_NULL;
 };
@@ -96,7 +102,7 @@ int NoteFinalize(MPI_Comm, int, void*, void*) {
 }
 
 int DropSplit(MPI_Comm, int, void* value, void*) {
-  if (reinterpret_cast<std::uintptr_t>(value) == kAllHere) return MPI_SUCCESS;
+  if (IsMarker(value)) return MPI_SUCCESS;
   auto* split = static_cast<NodeSplit*>(value);
   if (!g_finalizing.load(std::memory_order_relaxed)) {
     PMPI_Comm_free(&split->node);
@@ -119,7 +125,7 @@ int NodeKeyval() {
   return keyval;
 }
 
-// OnThisNode's attribute on `comm`: kAllHere, a NodeSplit, or nullptr when there is none yet.
+// OnThisNode's attribute on `comm`: a marker, a NodeSplit, or nullptr when there is none yet.
 void* CachedSplit(MPI_Comm comm) {
   const int keyval = NodeKeyval();
   void* cached = nullptr;
@@ -168,9 +174,7 @@ void MarkOnThisNode(MPI_Comm comm) {
 
 MPI_Comm KeptNodeCommunicator(MPI_Comm comm) {
   void* cached = CachedSplit(comm);
-  if (cached == nullptr || reinterpret_cast<std::uintptr_t>(cached) == kAllHere) {
-    return MPI_COMM_NULL;
-  }
+  if (cached == nullptr || IsMarker(cached)) return MPI_COMM_NULL;
   return static_cast<NodeSplit*>(cached)->node;
 }
 
@@ -284,6 +288,32 @@ int Refuse(MPI_Comm comm, const std::string& error) {
   return MPI_ERR_ARG;
 }
 
+// This rank's count of the ranks of `comm` on its host, once OnThisNode(comm) has answered;
+// INT_MAX when unknown (no attribute could be kept), which never counts as one per host.
+int RanksOnThisHost(MPI_Comm comm, bool here) {
+  int n = INT_MAX;
+  if (here) {
+    PMPI_Comm_size(comm, &n);
+  } else if (MPI_Comm node = KeptNodeCommunicator(comm); node != MPI_COMM_NULL) {
+    PMPI_Comm_size(node, &n);
+  }
+  return n;
+}
+
+constexpr const char* kOnePerHostReason =
+    "its ranks are on different hosts, one per host, and no rank asked for a pool "
+    "(TIERFLOW_RMA_POOL) at the first window over this communicator: nothing to share";
+
+// Windows across hosts, none holding two of their ranks, no rank asking for a pool: the
+// library has nothing to add. Kept on the communicator, so that later windows over it go to
+// the MPI without a collective of the library's (the decision stands while it lives).
+void LeaveToTheMpi(MPI_Comm comm) {
+  if (const int keyval = NodeKeyval(); keyval != MPI_KEYVAL_INVALID) {
+    PMPI_Comm_set_attr(comm, keyval, reinterpret_cast<void*>(kOnePerHost));  // frees the split
+  }
+  PassThroughReason(comm, "window creation", kOnePerHostReason);
+}
+
 // Whether every rank of `comm` is on this node and gave arguments the library takes, and the
 // coherence mode every rank asked for, in one collective: the ranks agree even when one
 // rank's arguments are wrong, so they all go the same way (the MPI underneath then reports
@@ -291,6 +321,10 @@ int Refuse(MPI_Comm comm, const std::string& error) {
 // communicator's error handler, on one node or across hosts.
 int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mode) {
   accelerate = span = false;
+  if (reinterpret_cast<std::uintptr_t>(CachedSplit(comm)) == kOnePerHost) {
+    PassThroughReason(comm, "window creation", kOnePerHostReason);
+    return MPI_SUCCESS;
+  }
   std::string error;
   Result<int> budget = 0;
   const int mine = FromEnvironment(mode, error, budget);
@@ -299,11 +333,16 @@ int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mo
   const bool here = OnThisNode(comm);
   const int room =
       budget.ok() && HeldCommunicators() + (here ? kHeldOnNode : kHeldAcrossHosts) <= *budget;
-  const int in[4] = {valid ? 1 : 0, mine, -mine, room};
-  int out[4] = {};
-  PMPI_Allreduce(in, out, 4, MPI_INT, MPI_MIN, comm);
+  const int per_host = RanksOnThisHost(comm, here);
+  const int in[6] = {valid ? 1 : 0, mine, -mine, room, -per_host, PoolAsked() ? -1 : 0};
+  int out[6] = {};
+  PMPI_Allreduce(in, out, 6, MPI_INT, MPI_MIN, comm);
   if (out[0] == 0) return MPI_SUCCESS;  // the MPI underneath reports the arguments
   if (out[1] != -out[2] || out[1] < 0) return Refuse(comm, error);
+  if (!here && out[4] == -1 && out[5] == 0) {
+    LeaveToTheMpi(comm);
+    return MPI_SUCCESS;
+  }
   if (out[3] == 0) {
     PassThroughReason(comm, "window creation",
                       fmt::format("the library holds as many communicators for its windows as "

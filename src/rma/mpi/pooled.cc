@@ -74,8 +74,7 @@ Result<std::shared_ptr<Pool>> ProcessPool(const Settings& s) {
 
 // This rank's finding about TIERFLOW_RMA_POOL, with the reason when it is not kUse or kNoPool.
 Verdict OpenHere(std::shared_ptr<Pool>& pool, std::string& why) {
-  const char* path = std::getenv("TIERFLOW_RMA_POOL");
-  if (path == nullptr || *path == '\0') return kNoPool;
+  if (!PoolAsked()) return kNoPool;
   Result<Settings> settings = SettingsFromEnvironment();
   if (!settings.ok()) {
     why = settings.status().message();
@@ -367,6 +366,11 @@ int Agreed(MPI_Comm comm, Coherence& pooled, std::shared_ptr<Pool>& pool, Verdic
 }
 
 }  // namespace
+
+bool PoolAsked() {
+  const char* path = std::getenv("TIERFLOW_RMA_POOL");
+  return path != nullptr && *path != '\0';
+}
 
 int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, Coherence mode,
                  void* baseptr, MPI_Win* win) {

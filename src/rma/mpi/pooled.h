@@ -35,6 +35,9 @@
 
 namespace tierflow::rma {
 
+// Whether this rank's environment asks for a pool (TIERFLOW_RMA_POOL set and not empty).
+bool PoolAsked();
+
 // MPI_Win_allocate / MPI_Win_create over ranks on several hosts, every rank asking for `mode`.
 int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, Coherence mode,
                  void* baseptr, MPI_Win* win);
