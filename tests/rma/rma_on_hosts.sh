@@ -6,7 +6,7 @@
 #   rma_on_hosts.sh openmpi|mpich LAUNCHER RANKS_PER_HOST PROGRAM [ARG]...
 #
 # With TIERFLOW_TEST_DONE=REGEX (and TIERFLOW_TEST_DONE_COUNT=N, default 1), a job still running
-# 15 s after its output matched REGEX N times is ended, and the run counts as the program's:
+# 5 s after its output matched REGEX N times is ended, and the run counts as the program's:
 # Debian's MPICH over TCP may hang in MPI_Finalize after the program's last word (docs/hosts.md).
 set -euo pipefail
 hosts="$(cd "$(dirname "$0")/../../scripts" && pwd)/hosts.sh"
@@ -39,11 +39,11 @@ while kill -0 "$pid" 2>/dev/null; do
      [ "$(grep -cE "$TIERFLOW_TEST_DONE" "$log")" -ge "${TIERFLOW_TEST_DONE_COUNT:-1}" ]; then
     done_at=$SECONDS
   fi
-  if [ -n "$done_at" ] && [ $((SECONDS - done_at)) -ge 15 ]; then
+  if [ -n "$done_at" ] && [ $((SECONDS - done_at)) -ge 5 ]; then
     kill "$pid"  # the test bed's client: the job on host0 ends with it
     wait "$pid" || true
     cat "$log"
-    echo "rma_on_hosts.sh: the job was still running 15 s after its last result: the MPI hung" \
+    echo "rma_on_hosts.sh: the job was still running 5 s after its last result: the MPI hung" \
       "in MPI_Finalize (docs/hosts.md); ended it"
     exit 0
   fi
