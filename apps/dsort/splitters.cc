@@ -39,12 +39,12 @@ class Router {
     // Keys as one number each, so that the search below compares without branching: random
     // keys would mispredict a branch per level.
     packed_.reserve(s.size());
-    for (const Splitter& x : s) packed_.push_back(Pack(x.key));
+    for (const Splitter& x : s) packed_.push_back(x.key.Number());
   }
   // The rank of a record with `key`; -1 with `group` set when it equals splitter `group`'s key
   // (the first of the splitters with that key).
   int Rank(const Key& key, std::size_t& group) const {
-    const unsigned __int128 k = Pack(key);
+    const unsigned __int128 k = key.Number();
     const std::size_t i = Below(k);
     if (i == packed_.size() || k != packed_[i]) return static_cast<int>(i);
     group = i;
@@ -83,12 +83,9 @@ class Router {
     return static_cast<std::size_t>(base - packed_.data()) + (*base < k ? 1 : 0);
   }
   static constexpr std::size_t kCounted = 7;
-  static unsigned __int128 Pack(const Key& k) {
-    return (static_cast<unsigned __int128>(k.hi) << 16) | k.lo;
-  }
   const std::vector<Splitter>& s_;
   std::vector<std::size_t> last_;          // per splitter: the last splitter with the same key
-  std::vector<unsigned __int128> packed_;  // per splitter: its key as Pack gives it
+  std::vector<unsigned __int128> packed_;  // per splitter: its key's Number()
 };
 
 }  // namespace

@@ -76,7 +76,7 @@ class Merger {
   void Build();
   void SetKey(std::size_t s) {
     const Key k = KeyOf(c_.config.format, src_[s].p);
-    keys_[s] = (((static_cast<unsigned __int128>(k.hi) << 16) | k.lo) << 32) | s;
+    keys_[s] = (k.Number() << 32) | s;
   }
   void SetDone(std::size_t s) { keys_[s] = kDone | s; }
 

@@ -31,6 +31,9 @@ inline Wide Value(const Entry& e) {
   }
 }
 
+// Entries at most, of a bucket or of a run of ties, that an insertion sort orders.
+constexpr std::uint64_t kInsertion = 32;
+
 template <int kRest>
 void InsertionSort(Entry* x, std::uint64_t m) {
   for (std::uint64_t i = 1; i < m; ++i) {
@@ -74,7 +77,7 @@ void SortTies(Entry* x, std::uint64_t m, int low) {
     std::uint64_t b = i - 1, e = i + 1;
     while (b > 0 && tied(x[b - 1], x[i])) --b;
     while (e < m && tied(x[e], x[i])) ++e;
-    if (e - b <= 32) {
+    if (e - b <= kInsertion) {
       InsertionSort<kRest>(x + b, e - b);
     } else {
       std::sort(x + b, x + e,
@@ -125,7 +128,7 @@ constexpr std::uint64_t kSmall = 8192;
 // then SortSmall per bucket. Returns where the entries are: x or y.
 template <int kRest>
 Entry* Sort(Entry* x, Entry* y, std::uint64_t m, int top) {
-  if (m <= 32) {
+  if (m <= kInsertion) {
     InsertionSort<kRest>(x, m);
     return x;
   }
