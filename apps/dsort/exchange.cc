@@ -364,9 +364,11 @@ Status ExchangeRuns(Job& j) {
     if (!pass.Round(k).ok()) break;
     pass.Progress(k);
   }
-  if (pass.window != MPI_WIN_NULL) MPI_Win_free(&pass.window);
+  // Runs are written from the receive buffers: the writes end before the window over them is
+  // freed (an MPI, or libtierflow_rma moving the pages back, may change that memory then).
   pass.WaitWrite(0);
   pass.WaitWrite(1);
+  if (pass.window != MPI_WIN_NULL) MPI_Win_free(&pass.window);
   Status drained = j.input_records == 0 ? Status::Ok() : pass.in.Drain();
   if (Status w = pass.out.Drain(); drained.ok()) drained = w;
   c.runs = c.run_at.size();
