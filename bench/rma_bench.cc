@@ -22,7 +22,8 @@ namespace tierflow::bench {
 
 namespace {
 
-using Key = std::tuple<std::string, std::string, std::string, std::string, long>;
+// mpi, window, sync, op, bytes (or targets), target rank (1 unless --target chose another).
+using Key = std::tuple<std::string, std::string, std::string, std::string, long, int>;
 
 // The times a row reports ("us", and for GATS per call "start_us", "complete_us", ...).
 using Fields = std::map<std::string, std::vector<double>>;
@@ -38,19 +39,28 @@ constexpr const char* kCallFields[] = {"start_us", "complete_us", "post_us", "wa
 
 Key KeyOf(const std::string& mpi, const nlohmann::json& j) {
   const long n = j.contains("bytes") ? j["bytes"].get<long>() : j["targets"].get<long>();
-  return {mpi, j["window"], j["sync"], j["op"], n};
+  return {mpi, j["window"], j["sync"], j["op"], n, j.value("target", 1)};
 }
 
 // The launches of one repetition: each window kind and operation in a process of its own (an
 // MPI alone may slow down after many windows in one process: rma_latency.cc), the two-sided
-// baselines, GATS with gats_ranks ranks.
+// baselines, GATS with gats_ranks ranks. Across hosts with two ranks or more on each, the
+// rows are measured twice: to rank 1 (this host) and to the first rank of the next host.
 std::vector<std::pair<int, std::string>> Launches(const RmaBenchConfig& c) {
   const std::string lat = fmt::format("--iters {} --sizes {}", c.iters, c.sizes);
   const int job = c.hosts > 0 ? c.hosts * c.ranks_per_host : 2;
+  std::vector<int> targets{1};
+  if (c.hosts > 1 && c.ranks_per_host > 1) targets.push_back(c.ranks_per_host);
+  // More ranks than CPUs (hosts of the test bed share this machine's): origin and target get a
+  // CPU each, as on hosts of their own (rma_latency.cc).
+  const std::string pin = job > sysconf(_SC_NPROCESSORS_ONLN) ? " --pin-pair" : "";
   std::vector<std::pair<int, std::string>> out;
-  for (const char* window : {"create", "allocate"}) {
-    for (const char* op : {"put", "get"}) {
-      out.emplace_back(job, fmt::format("{} --windows {} --ops {}", lat, window, op));
+  for (int target : targets) {
+    for (const char* window : {"create", "allocate"}) {
+      for (const char* op : {"put", "get"}) {
+        out.emplace_back(job, fmt::format("{} --windows {} --ops {} --target {}{}", lat, window, op,
+                                          target, pin));
+      }
     }
   }
   if (job == 2) out.emplace_back(2, lat + " --windows none --ops none --two-sided");
@@ -106,7 +116,7 @@ Status Collect(const RmaBenchConfig& c, const Mpi& m, const Hosts* hosts, const 
       for (const LaunchSpec& spec : Specs(c, rep, ranks, args, hosts, pool)) {
         const std::string command = LaunchCommand(m, prog, lib, spec);
         Result<std::vector<nlohmann::json>> got =
-            hosts != nullptr ? LaunchJsonGrace(command, 15) : LaunchJson(command);
+            hosts != nullptr ? LaunchJsonGrace(command, 5) : LaunchJson(command);
         if (!got.ok()) return got.status();
         for (const nlohmann::json& j : *got) Record(m.name, spec, j, rows);
       }
@@ -132,7 +142,7 @@ double MedianOf(const Fields& f, const std::string& field) {
 }
 
 nlohmann::json RowJson(const Key& k, const Row& r) {
-  const auto& [mpi, window, sync, op, n] = k;
+  const auto& [mpi, window, sync, op, n, target] = k;
   const double with = MedianOf(r.with, "us"), without = MedianOf(r.without, "us");
   nlohmann::json j{{"mpi", mpi},
                    {"window", window},
@@ -143,6 +153,7 @@ nlohmann::json RowJson(const Key& k, const Row& r) {
                    {"ratio", without > 0 ? with / without : 0},
                    {"data_checked", r.checked}};
   j[op == "gats" || op == "gats_calls" ? "targets" : "bytes"] = n;
+  if (target != 1) j["target"] = target;
   if (!r.copy.empty()) j["memcpy_us"] = Summarize(r.copy).median;
   // Bandwidth rows: us per message of n bytes (bytes per µs is MB/s). The two-sided rows keep
   // their pattern as the operation: "pingpong" (half a round trip) and "send" (a window).
@@ -187,9 +198,9 @@ std::string Cell(const nlohmann::json& j, const char* key) {
 void PrintSection(const std::string& title, const nlohmann::json& rows, std::ostream& out) {
   if (rows.empty()) return;
   out << "\n" << title << "\n";
-  out << fmt::format("{:<8} {:<9} {:<9} {:<8} {:>9} {:>12} {:>12} {:>7} {:>10}  {}\n", "mpi",
-                     "window", "sync", "op", "bytes", "with us", "without us", "ratio", "memcpy us",
-                     "data");
+  out << fmt::format("{:<8} {:<9} {:<9} {:<8} {:<6} {:>9} {:>12} {:>12} {:>7} {:>10}  {}\n", "mpi",
+                     "window", "sync", "op", "path", "bytes", "with us", "without us", "ratio",
+                     "memcpy us", "data");
   for (const nlohmann::json& j : rows) {
     const std::string n = j.contains("bytes") ? std::to_string(j["bytes"].get<long>())
                                               : fmt::format("{} tgts", j["targets"].get<long>());
@@ -202,11 +213,11 @@ void PrintSection(const std::string& title, const nlohmann::json& rows, std::ost
         offload += fmt::format("  offload {} {:.3f} us", mode, f["us"].get<double>());
       }
     }
-    out << fmt::format("{:<8} {:<9} {:<9} {:<8} {:>9} {:>12.3f} {:>12.3f} {:>7.2f} {:>10}  {}{}\n",
-                       Cell(j, "mpi"), Cell(j, "window"), sync, Cell(j, "op"), n,
-                       j["with_us"].get<double>(), j["without_us"].get<double>(),
-                       j["ratio"].get<double>(), copy, j["data_checked"] ? "checked" : "WRONG",
-                       offload);
+    out << fmt::format(
+        "{:<8} {:<9} {:<9} {:<8} {:<6} {:>9} {:>12.3f} {:>12.3f} {:>7.2f} {:>10}  {}{}\n",
+        Cell(j, "mpi"), Cell(j, "window"), sync, Cell(j, "op"), Cell(j, "path"), n,
+        j["with_us"].get<double>(), j["without_us"].get<double>(), j["ratio"].get<double>(), copy,
+        j["data_checked"] ? "checked" : "WRONG", offload);
   }
 }
 
@@ -240,15 +251,18 @@ void PrintTables(const nlohmann::json& doc, std::ostream& out) {
 
 // Where the MPI programs and libraries are (the executable's directory, and once installed
 // the library and libexec directories): the hosts must see them.
-// Across hosts: every row's hosts, ranks per host and path (local: ranks 0 and 1, or the GATS
-// origin and all its targets, on host0; mpi: some target on another host, reached through the
-// MPI; pool: ... through the pool).
+// Across hosts: every row's hosts, ranks per host, target and path (local: rank 0 and its
+// target, or the GATS origin and all its targets, on host0; mpi: some target on another host,
+// reached through the MPI; pool: ... through the pool).
 void MarkHosts(const RmaBenchConfig& c, nlohmann::json& doc) {
   for (const char* section : {"rows", "bandwidth", "two_sided", "gats_calls", "creation"}) {
     for (nlohmann::json& r : doc[section]) {
       r["hosts"] = c.hosts;
       r["ranks_per_host"] = c.ranks_per_host;
-      const long last = r.contains("targets") ? r["targets"].get<long>() : 1;  // highest rank
+      // The highest rank the origin reaches: the last of a GATS row's targets, or the target.
+      const long last = r.contains("targets") ? r["targets"].get<long>() : r.value("target", 1L);
+      // Window creation has no target: every rank makes the window.
+      if (!r.contains("targets") && std::string(section) != "creation") r["target"] = last;
       // Two-sided rows have no window: their messages always take the MPI's path.
       const bool window = std::string(section) != "two_sided";
       r["path"] = last < c.ranks_per_host ? "local" : c.pool && window ? "pool" : "mpi";
@@ -286,18 +300,20 @@ class PoolDirectory {
 
 std::string Heading(const RmaBenchConfig& c) {
   if (c.hosts > 0) {
+    const char* remote = c.pool ? "pool" : "mpi";
     return fmt::format(
         "libtierflow_rma{} against the MPI alone across {} hosts x {} ranks (test bed of "
         "namespaces on this machine: scripts/hosts.sh; the hosts share its memory and CPUs{}); "
-        "medians of {} alternated runs; origin rank 0, target rank 1 ({})\n",
+        "medians of {} alternated runs; origin rank 0, target {}\n",
         c.pool ? " with a pool" : "", c.hosts, c.ranks_per_host,
         c.pool ? ", and the pool is a file in its memory, coherent: an upper bound for a CXL "
                  "device, maintained as a non-coherent one"
                : "",
         c.reps,
-        c.ranks_per_host >= 2 ? "same host: path local"
-        : c.pool              ? "other host: path pool"
-                              : "other host: path mpi");
+        c.ranks_per_host >= 2
+            ? fmt::format("rank 1 (same host: path local) or rank {} (other host: path {})",
+                          c.ranks_per_host, remote)
+            : fmt::format("rank 1 (other host: path {})", remote));
   }
   return fmt::format(
       "libtierflow_rma against the MPI alone: medians of {} alternated runs; "

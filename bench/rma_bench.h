@@ -54,9 +54,10 @@ struct RmaBenchConfig {
   std::vector<std::string> offload;
 
   // Across this many hosts of a test bed on this machine (scripts/hosts.sh; root), with
-  // ranks_per_host ranks on each; 0: one machine. Rows then say `hosts`, `ranks_per_host` and
-  // `path`: "local" where origin and target share a host (ranks_per_host >= 2: ranks 0 and 1
-  // are on host0), "mpi" where they do not.
+  // ranks_per_host ranks on each; 0: one machine. Rows then say `hosts`, `ranks_per_host`,
+  // `target` and `path`: "local" where origin and target share a host (ranks_per_host >= 2:
+  // ranks 0 and 1 are on host0), "mpi" where they do not. With ranks_per_host >= 2 the rows are
+  // measured to both: rank 1 and rank ranks_per_host (host1).
   int hosts = 0;
   int ranks_per_host = 1;
   // With hosts: the runs with the library keep their windows in a pool every host maps

@@ -8,15 +8,21 @@
 // preloaded; rank 0 prints one JSON object per row. The received data are checked after each
 // row: a row whose data are wrong says so.
 //
-// With more than two ranks (a job across hosts), ranks 2 and up only take part in the
-// collectives (windows, fences, checks): rank 0 is still the origin and rank 1 the target.
+// With more than two ranks (a job across hosts), rank 0 is still the origin and the target is
+// rank 1 or the one --target names (a rank on another host); the other ranks only take part
+// in the collectives (windows, fences, checks) and wait for the timed loop to end without
+// spinning on a CPU the two need. With --pin-pair (for a job with more ranks than the machine
+// has CPUs, as the test bed of hosts on one machine runs) rank 0 keeps the first CPU and every
+// other rank the rest, so that origin and target never share one: unpinned, the scheduler put
+// them on one CPU after a barrier for milliseconds at a time, in both runs, at random.
 //
 // Usage: rma_latency [--iters N] [--sizes a,b,...] [--windows create,allocate] [--ops put,get]
-//                    [--two-sided] [--gats-only]
+//                    [--target R] [--pin-pair] [--two-sided] [--gats-only]
 // Open MPI alone slows down after many windows were created in one process (its 1 MiB puts
 // to allocated windows took 7-8x longer after about a hundred windows): `tierflow bench rma`
 // launches each window kind and operation in a process of its own.
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,11 +38,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int g_rank = 0, g_size = 0;
+int g_target = 1;  // the rank the origin, rank 0, puts to and gets from
 
 struct Args {
   int iters = 1000;
   std::vector<long> sizes{1, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304};
-  bool gats_only = false, two_sided = false;
+  bool gats_only = false, two_sided = false, pin_pair = false;
   std::vector<std::string> windows{"create", "allocate"}, ops{"put", "get"};
 };
 
@@ -57,7 +64,9 @@ Args Parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     if (s == "--iters" && i + 1 < argc) a.iters = std::atoi(argv[++i]);
+    if (s == "--target" && i + 1 < argc) g_target = std::atoi(argv[++i]);
     if (s == "--gats-only") a.gats_only = true;
+    if (s == "--pin-pair") a.pin_pair = true;
     if (s == "--two-sided") a.two_sided = true;
     if (s == "--windows" && i + 1 < argc) a.windows = Split(argv[++i]);
     if (s == "--ops" && i + 1 < argc) a.ops = Split(argv[++i]);
@@ -67,6 +76,21 @@ Args Parse(int argc, char** argv) {
     }
   }
   return a;
+}
+
+// Rank 0 on the first CPU it may use, every other rank on the others (nothing with one CPU).
+void PinPair() {
+  cpu_set_t all, mine;
+  if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) return;
+  CPU_ZERO(&mine);
+  bool first = true;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &all)) continue;
+    if (first == (g_rank == 0)) CPU_SET(c, &mine);
+    if (first && g_rank == 0) break;
+    first = false;
+  }
+  sched_setaffinity(0, sizeof mine, &mine);
 }
 
 double Median(std::vector<double> v) {
@@ -98,21 +122,21 @@ struct Window {
   }
 };
 
-// One timed iteration of `sync` moving `n` bytes from rank 0 to rank 1 (put) or back (get).
+// One timed iteration of `sync` moving `n` bytes from rank 0 to the target (put) or back (get).
 void Iteration(const std::string& sync, bool put, Window& w, unsigned char* buf, long n,
                MPI_Group peer) {
   auto op = [&] {
     if (put)
-      MPI_Put(buf, n, MPI_BYTE, 1, 0, n, MPI_BYTE, w.win);
+      MPI_Put(buf, n, MPI_BYTE, g_target, 0, n, MPI_BYTE, w.win);
     else
-      MPI_Get(buf, n, MPI_BYTE, 1, 0, n, MPI_BYTE, w.win);
+      MPI_Get(buf, n, MPI_BYTE, g_target, 0, n, MPI_BYTE, w.win);
   };
   if (sync == "pscw") {
     if (g_rank == 0) {
       MPI_Win_start(peer, 0, w.win);
       op();
       MPI_Win_complete(w.win);
-    } else if (g_rank == 1) {
+    } else if (g_rank == g_target) {
       MPI_Win_post(peer, 0, w.win);
       MPI_Win_wait(w.win);
     }
@@ -121,13 +145,13 @@ void Iteration(const std::string& sync, bool put, Window& w, unsigned char* buf,
     MPI_Win_fence(0, w.win);
   } else if (sync == "lock") {
     if (g_rank == 0) {
-      MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, w.win);
+      MPI_Win_lock(MPI_LOCK_EXCLUSIVE, g_target, 0, w.win);
       op();
-      MPI_Win_unlock(1, w.win);
+      MPI_Win_unlock(g_target, w.win);
     }
   } else if (g_rank == 0) {  // flush, inside one lock epoch
     op();
-    MPI_Win_flush(1, w.win);
+    MPI_Win_flush(g_target, w.win);
   }
 }
 
@@ -135,12 +159,12 @@ void Iteration(const std::string& sync, bool put, Window& w, unsigned char* buf,
 bool Check(bool put, Window& w, unsigned char* buf, long n, unsigned char pattern) {
   int ok = 1;
   MPI_Barrier(MPI_COMM_WORLD);
-  if (put && g_rank == 1) {
+  if (put && g_rank == g_target) {
     // A lock of its own window makes the puts visible to the target's loads in either memory
     // model (MPI's separate model needs it; the unified one allows it).
-    MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w.win);
+    MPI_Win_lock(MPI_LOCK_SHARED, g_target, 0, w.win);
     for (long i = 0; i < n; ++i) ok &= w.base[i] == static_cast<unsigned char>(pattern + i);
-    MPI_Win_unlock(1, w.win);
+    MPI_Win_unlock(g_target, w.win);
   }
   if (!put && g_rank == 0) {
     for (long i = 0; i < n; ++i) ok &= buf[i] == static_cast<unsigned char>(7 + i);
@@ -182,6 +206,28 @@ double Memcpy(unsigned char* buf, long n, int iters, bool put) {
   return us;
 }
 
+// Ranks that take no part in a timed loop (one k of the GATS sweep, a row's other ranks) wait
+// here without spinning on a CPU the others need (more ranks than CPUs is this benchmark's
+// normal case): all ranks meet in a non-blocking barrier; the idle ones poll it every
+// millisecond.
+void Meet(bool idle) {
+  MPI_Request r;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  if (!idle) {
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    return;
+  }
+  for (int done = 0; !done; MPI_Test(&r, &done, MPI_STATUS_IGNORE)) {
+    struct timespec ms {
+      0, 1000000
+    };
+    nanosleep(&ms, nullptr);
+  }
+}
+
+// Whether this rank is the row's origin or target (the others look on).
+bool InPair() { return g_rank == 0 || g_rank == g_target; }
+
 void Row(const Args& a, bool allocate, const std::string& sync, bool put, long n) {
   // At least a page: OSU's benchmarks make a window of exactly the message size, and one of a
   // few bytes of the heap stays with the MPI underneath (docs/rma.md), so its row would
@@ -190,9 +236,9 @@ void Row(const Args& a, bool allocate, const std::string& sync, bool put, long n
   std::vector<unsigned char> buf(n);
   MPI_Group world, peer;
   MPI_Comm_group(MPI_COMM_WORLD, &world);
-  const int other = g_rank == 0 ? 1 : 0;  // ranks from 2 on look on (windows, fences)
+  const int other = g_rank == 0 ? g_target : 0;  // the others look on (windows, fences)
   MPI_Group_incl(world, 1, &other, &peer);
-  if (g_rank == 1 && !put) {
+  if (g_rank == g_target && !put) {
     for (long i = 0; i < n; ++i) w.base[i] = static_cast<unsigned char>(7 + i);
   }
   // As many iterations at every size (OSU runs a tenth at large ones): a 1 MiB row then spans
@@ -200,19 +246,23 @@ void Row(const Args& a, bool allocate, const std::string& sync, bool put, long n
   const int iters = a.iters;
   const unsigned char pattern = static_cast<unsigned char>(iters);
   for (long i = 0; i < n; ++i) buf[i] = static_cast<unsigned char>(pattern + i);
-  MPI_Barrier(MPI_COMM_WORLD);
+  // Fences are collective: every rank iterates. Otherwise the onlookers sleep meanwhile.
+  const bool looks_on = !InPair() && sync != "fence";
+  Meet(looks_on);
   if (sync == "fence") MPI_Win_fence(0, w.win);
-  if (sync == "flush" && g_rank == 0) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w.win);
-  const double us = PerIteration(iters, [&] { Iteration(sync, put, w, buf.data(), n, peer); });
-  if (sync == "flush" && g_rank == 0) MPI_Win_unlock(1, w.win);
+  if (sync == "flush" && g_rank == 0) MPI_Win_lock(MPI_LOCK_SHARED, g_target, 0, w.win);
+  const double us =
+      looks_on ? 0 : PerIteration(iters, [&] { Iteration(sync, put, w, buf.data(), n, peer); });
+  if (sync != "fence") Meet(looks_on);
+  if (sync == "flush" && g_rank == 0) MPI_Win_unlock(g_target, w.win);
   if (sync == "fence") MPI_Win_fence(MPI_MODE_NOSUCCEED, w.win);
   const bool checked = Check(put, w, buf.data(), n, pattern);
   const double copy = g_rank == 0 ? Memcpy(buf.data(), n, iters, put) : 0;
   if (g_rank == 0) {
     std::printf(
-        "{\"window\":\"%s\",\"sync\":\"%s\",\"op\":\"%s\",\"bytes\":%ld,\"us\":%.4f,"
-        "\"memcpy_us\":%.4f,\"data_checked\":%s}\n",
-        allocate ? "allocate" : "create", sync.c_str(), put ? "put" : "get", n, us, copy,
+        "{\"window\":\"%s\",\"sync\":\"%s\",\"op\":\"%s\",\"bytes\":%ld,\"target\":%d,"
+        "\"us\":%.4f,\"memcpy_us\":%.4f,\"data_checked\":%s}\n",
+        allocate ? "allocate" : "create", sync.c_str(), put ? "put" : "get", n, g_target, us, copy,
         checked ? "true" : "false");
     std::fflush(stdout);
   }
@@ -249,24 +299,6 @@ double SlowestMedian(const std::vector<double>& mine) {
   double out = 0;
   MPI_Reduce(&m, &out, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   return out;
-}
-
-// Ranks that take no part in one k of the sweep wait here without spinning on a CPU the
-// others need (more ranks than CPUs is this benchmark's normal case): all ranks meet in a
-// non-blocking barrier; the idle ones poll it every millisecond.
-void Meet(bool idle) {
-  MPI_Request r;
-  MPI_Ibarrier(MPI_COMM_WORLD, &r);
-  if (!idle) {
-    MPI_Wait(&r, MPI_STATUS_IGNORE);
-    return;
-  }
-  for (int done = 0; !done; MPI_Test(&r, &done, MPI_STATUS_IGNORE)) {
-    struct timespec ms {
-      0, 1000000
-    };
-    nanosleep(&ms, nullptr);
-  }
 }
 
 // `epochs` GATS epochs of origin 0 with targets 1..k: per call, the origin's start and complete
@@ -332,29 +364,29 @@ void GatsSweep(bool allocate, int epochs) {
 // lock or a GATS epoch; us is the time per put (64 * n bytes / (64 * us) is the bandwidth).
 void PutEpoch(const std::string& sync, MPI_Win win, MPI_Group peer, const unsigned char* buf,
               long n, int puts) {
-  if (g_rank >= 2) return;
-  if (g_rank == 1) {
+  if (!InPair()) return;
+  if (g_rank == g_target) {
     if (sync == "pscw") {
       MPI_Win_post(peer, 0, win);
       MPI_Win_wait(win);
     }
     return;
   }
-  sync == "pscw" ? MPI_Win_start(peer, 0, win) : MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
-  for (int k = 0; k < puts; ++k) MPI_Put(buf, n, MPI_BYTE, 1, k * n, n, MPI_BYTE, win);
-  sync == "pscw" ? MPI_Win_complete(win) : MPI_Win_unlock(1, win);
+  sync == "pscw" ? MPI_Win_start(peer, 0, win) : MPI_Win_lock(MPI_LOCK_EXCLUSIVE, g_target, 0, win);
+  for (int k = 0; k < puts; ++k) MPI_Put(buf, n, MPI_BYTE, g_target, k * n, n, MPI_BYTE, win);
+  sync == "pscw" ? MPI_Win_complete(win) : MPI_Win_unlock(g_target, win);
 }
 
 // What the target holds after the bandwidth rows: every slot the pattern.
 bool SlotsHold(Window& w, long n, int slots, unsigned char first) {
   int ok = 1;
   MPI_Barrier(MPI_COMM_WORLD);
-  if (g_rank == 1) {
-    MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w.win);
+  if (g_rank == g_target) {
+    MPI_Win_lock(MPI_LOCK_SHARED, g_target, 0, w.win);
     for (long i = 0; i < slots * n; ++i) {
       ok &= w.base[i] == static_cast<unsigned char>(first + i % n);
     }
-    MPI_Win_unlock(1, w.win);
+    MPI_Win_unlock(g_target, w.win);
   }
   int all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
@@ -369,17 +401,20 @@ void Bandwidth(bool allocate, const std::string& sync, long n, int iters) {
   for (long i = 0; i < n; ++i) buf[i] = static_cast<unsigned char>(3 + i);
   MPI_Group world, peer;
   MPI_Comm_group(MPI_COMM_WORLD, &world);
-  const int other = g_rank == 0 ? 1 : 0;  // ranks from 2 on look on (windows, fences)
+  const int other = g_rank == 0 ? g_target : 0;  // the others look on (windows)
   MPI_Group_incl(world, 1, &other, &peer);
-  MPI_Barrier(MPI_COMM_WORLD);
+  Meet(!InPair());
   const double us =
-      PerIteration(iters, [&] { PutEpoch(sync, w.win, peer, buf.data(), n, kWindow); }) / kWindow;
+      InPair() ? PerIteration(iters, [&] { PutEpoch(sync, w.win, peer, buf.data(), n, kWindow); }) /
+                     kWindow
+               : 0;
+  Meet(!InPair());
   const bool ok = SlotsHold(w, n, kWindow, 3);
   if (g_rank == 0) {
     std::printf(
-        "{\"window\":\"%s\",\"sync\":\"%s\",\"op\":\"put_bw\",\"bytes\":%ld,\"us\":%.4f,"
-        "\"data_checked\":%s}\n",
-        allocate ? "allocate" : "create", sync.c_str(), n, us, ok ? "true" : "false");
+        "{\"window\":\"%s\",\"sync\":\"%s\",\"op\":\"put_bw\",\"bytes\":%ld,\"target\":%d,"
+        "\"us\":%.4f,\"data_checked\":%s}\n",
+        allocate ? "allocate" : "create", sync.c_str(), n, g_target, us, ok ? "true" : "false");
     std::fflush(stdout);
   }
   MPI_Group_free(&peer);
@@ -474,11 +509,12 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   const Args a = Parse(argc, argv);
+  if (a.pin_pair) PinPair();
   for (bool allocate : {false, true}) {
     if (!Has(a.windows, allocate ? "allocate" : "create")) continue;
     if (a.gats_only) {
       GatsSweep(allocate, 1001);
-    } else if (g_size >= 2) {  // rank 0 the origin, rank 1 the target, the rest look on
+    } else if (g_size > g_target && g_target > 0) {  // rank 0 the origin; the rest look on
       for (bool put : {true, false}) {
         if (!Has(a.ops, put ? "put" : "get")) continue;
         for (const char* sync : {"pscw", "fence", "lock", "flush"}) {
