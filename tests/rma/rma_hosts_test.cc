@@ -147,6 +147,43 @@ void ExclusiveLocks(Win& w) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Several puts to one rank in one passive epoch, unflushed: the first goes to the MPI with its
+// request for the lock, the others after the library has flushed it (to a rank on this host
+// for some ranks, on the other for the rest); then the same to every rank under lock_all, once
+// after a flush. All arrive.
+void PassiveEpochs(Win& w) {
+  constexpr int kAt = 600, kPuts = 4;
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  std::vector<long> one(kPuts), all(static_cast<std::size_t>(2 * g_size));
+  for (int k = 0; k < kPuts; ++k) one[k] = 20000L + g_rank * 10 + k;
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_lock(MPI_LOCK_EXCLUSIVE, next, 0, w.win);
+  for (int k = 0; k < kPuts; ++k) MPI_Put(&one[k], 1, MPI_LONG, next, kAt + k, 1, MPI_LONG, w.win);
+  MPI_Win_unlock(next, w.win);
+  MPI_Win_lock_all(0, w.win);
+  for (int t = 0; t < g_size; ++t) {
+    all[t] = 30000L + g_rank;
+    MPI_Put(&all[t], 1, MPI_LONG, t, kAt + kPuts + g_rank, 1, MPI_LONG, w.win);
+  }
+  MPI_Win_flush_all(w.win);
+  for (int t = 0; t < g_size; ++t) {
+    all[g_size + t] = 31000L + g_rank;
+    MPI_Put(&all[g_size + t], 1, MPI_LONG, t, kAt + kPuts + g_size + g_rank, 1, MPI_LONG, w.win);
+  }
+  MPI_Win_unlock_all(w.win);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_lock(MPI_LOCK_SHARED, g_rank, 0, w.win);
+  int bad = 0;
+  for (int k = 0; k < kPuts; ++k) bad += w.base[kAt + k] != 20000L + prev * 10 + k;
+  for (int r = 0; r < g_size; ++r) {
+    bad += w.base[kAt + kPuts + r] != 30000L + r;
+    bad += w.base[kAt + kPuts + g_size + r] != 31000L + r;
+  }
+  MPI_Win_unlock(g_rank, w.win);
+  CHECK(bad == 0, "passive epochs: %d values wrong", bad);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // Post/start/complete/wait with the next rank (on another host for the last of a host).
 void Pscw(Win& w) {
   const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
@@ -345,6 +382,7 @@ int main(int argc, char** argv) {
     Fence(w);
     Accumulates(w);
     ExclusiveLocks(w);
+    PassiveEpochs(w);
     Pscw(w);
     Visibility(w);
     Mixed(w);

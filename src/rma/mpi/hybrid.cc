@@ -251,16 +251,27 @@ int CloseGats(bool& node_open, bool& mpi_open, Node&& node_call, Mpi&& mpi_call)
   return rc;
 }
 
-// The MPI's lock on `rank` granted: a get of one byte of its window, flushed.
+// The MPI's lock on `rank` granted: the first operation of the epoch, which went to the MPI,
+// or else a get of one byte, flushed (the MPI performs them at the target only under the lock).
 int Force(Hybrid& h, int rank) {
-  if (h.size[rank] != 0) {
-    std::byte b{};
-    int rc = PMPI_Get(&b, 1, MPI_BYTE, rank, 0, 1, MPI_BYTE, h.win);
-    if (rc == MPI_SUCCESS) rc = PMPI_Win_flush(rank, h.win);
-    if (rc != MPI_SUCCESS) return rc;
+  std::byte b{};
+  if (h.forced[rank] == Hybrid::kNotKnown && h.size[rank] != 0) {
+    if (int rc = PMPI_Get(&b, 1, MPI_BYTE, rank, 0, 1, MPI_BYTE, h.win); rc != MPI_SUCCESS) {
+      return rc;
+    }
   }
-  h.forced[rank] = 1;
+  if (int rc = PMPI_Win_flush(rank, h.win); rc != MPI_SUCCESS) return rc;
+  h.forced[rank] = Hybrid::kGranted;
   return MPI_SUCCESS;
+}
+
+// Whether an operation of `count` elements of `type` is small enough to go to the MPI with its
+// request for the lock (at most kAskWith bytes).
+bool AskWith(MPI_Count count, MPI_Datatype type) {
+  constexpr MPI_Count kAskWith = 1024;
+  MPI_Count size = 0;
+  if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED) return false;
+  return count >= 0 && (size == 0 || count <= kAskWith / size);
 }
 
 bool AnyLocalLock(const Hybrid& h) {
@@ -279,9 +290,14 @@ Hybrid* FindHybrid(MPI_Win win) {
   return it == g_hybrids.end() ? nullptr : it->second;
 }
 
-Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc) {
+Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc, MPI_Count count,
+                      MPI_Datatype type) {
   if (!Local(h, target)) return nullptr;
-  if ((h.lock[target] || h.lock_all) && !h.forced[target]) {
+  if ((h.lock[target] || h.lock_all) && h.forced[target] != Hybrid::kGranted) {
+    if (h.forced[target] == Hybrid::kNotKnown && AskWith(count, type)) {
+      h.forced[target] = Hybrid::kAsked;
+      return nullptr;  // to the MPI, which takes the lock with it
+    }
     rc = Force(h, target);
     if (rc != MPI_SUCCESS) return nullptr;
   }
@@ -427,7 +443,7 @@ int HybridLock(Hybrid& h, int type, int rank, int asserts) {
     return rc;
   }
   h.lock[rank] = 1;
-  h.forced[rank] = (asserts & MPI_MODE_NOCHECK) ? 1 : 0;
+  h.forced[rank] = (asserts & MPI_MODE_NOCHECK) ? Hybrid::kGranted : Hybrid::kNotKnown;
   return MPI_SUCCESS;
 }
 
@@ -448,7 +464,8 @@ int HybridLockAll(Hybrid& h, int asserts) {
     return rc;
   }
   h.lock_all = true;
-  std::fill(h.forced.begin(), h.forced.end(), (asserts & MPI_MODE_NOCHECK) ? 1 : 0);
+  std::fill(h.forced.begin(), h.forced.end(),
+            (asserts & MPI_MODE_NOCHECK) ? Hybrid::kGranted : Hybrid::kNotKnown);
   return MPI_SUCCESS;
 }
 
@@ -464,6 +481,13 @@ int HybridFlush(Hybrid& h, int rank, bool local) {
   int rc = rank < 0 ? (local ? PMPI_Win_flush_local_all(h.win) : PMPI_Win_flush_all(h.win))
                     : (local ? PMPI_Win_flush_local(rank, h.win) : PMPI_Win_flush(rank, h.win));
   if (rc != MPI_SUCCESS) return rc;
+  // A flush (not a local one, which may end before the target has the data) performed the
+  // operations that asked for locks: they are held.
+  for (std::size_t r = 0; !local && r < h.forced.size(); ++r) {
+    if (h.forced[r] == Hybrid::kAsked && (rank < 0 || r == static_cast<std::size_t>(rank))) {
+      h.forced[r] = Hybrid::kGranted;
+    }
+  }
   if (rank < 0) {
     if (!AnyLocalLock(h)) return MPI_SUCCESS;
     return local ? MPI_Win_flush_local_all(h.node_win) : MPI_Win_flush_all(h.node_win);

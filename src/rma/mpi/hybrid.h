@@ -10,8 +10,12 @@
 // group into this host's ranks and the others, a lock of a rank of this host is the MPI's lock
 // (which excludes other hosts' ranks) plus an epoch of the node window, flushes flush both.
 // Under a lock the MPI may grant the lock only with the first operation (MPICH does), so the
-// first put or get to a rank of this host in a passive epoch makes sure the MPI's lock is held
-// (a one-byte get, flushed) before it touches the memory.
+// first put or get to a rank of this host in a passive epoch, if small, goes to the MPI, which
+// asks for the lock with it (a lock, put and unlock then cost what they cost the MPI alone); a
+// flush then tells that the lock is held, and the next put or get to that rank flushes first
+// if no flush did. A large first one is preceded by a one-byte get, flushed, instead (the
+// MPI's large transfers into the library's memory take a system call; its small ones do not).
+// From there on they are stores and loads.
 //
 // The coherent and noncoherent modes are split this way (the node window in the mode asked
 // for, the window reporting its memory model); a window across hosts in the simulated mode
@@ -41,8 +45,12 @@ struct Hybrid {
   int me = 0, hosts = 0;
   // Epochs: which half has one open.
   bool started_node = false, started_mpi = false, posted_node = false, posted_mpi = false;
-  std::vector<std::uint8_t> lock;    // window rank -> MPI lock held by this rank
-  std::vector<std::uint8_t> forced;  // ... and known to be granted (or MPI_MODE_NOCHECK)
+  std::vector<std::uint8_t> lock;  // window rank -> MPI lock held by this rank
+  // ... and what is known of its grant: one of the values below.
+  std::vector<std::uint8_t> forced;
+  static constexpr std::uint8_t kNotKnown = 0;  // no operation to the rank yet
+  static constexpr std::uint8_t kGranted = 1;   // or MPI_MODE_NOCHECK: the memory may be touched
+  static constexpr std::uint8_t kAsked = 2;     // the first operation went to the MPI, unflushed
   bool lock_all = false;
   // Groups of posts and starts split by host, the latest few: their members (a copy), this
   // host's part (node window ranks) and the rest (window ranks); MPI_GROUP_NULL when empty.
@@ -66,14 +74,17 @@ MPI_Comm KeptNodeCommunicator(MPI_Comm comm);
 // The window for a put or get to `target` of the window `win`: for a target on this host, the
 // node window's state (nullptr when the node window is the MPI's own), with `win` and `target`
 // changed to the node window and the target's rank there; otherwise nullptr and `win`
-// unchanged. A put or get then goes to the MPI with the changed arguments when the answer is
-// nullptr. Errors of the MPI's lock check are returned in `rc`.
-Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc);
+// unchanged (also for the first small put or get to a rank of this host in a passive epoch,
+// above). A put or get then goes to the MPI with the changed arguments when the answer is
+// nullptr. `count` and `type` are the operation's target side. Errors of the MPI's lock check
+// are returned in `rc`.
+Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc, MPI_Count count,
+                      MPI_Datatype type);
 // FindWindow, or RouteTransfer for a window across hosts.
-inline Window* Route(MPI_Win& win, int& target, int& rc) {
+inline Window* Route(MPI_Win& win, int& target, int& rc, MPI_Count count, MPI_Datatype type) {
   if (Window* w = FindWindow(win)) return w;
   Hybrid* h = FindHybrid(win);
-  return h == nullptr ? nullptr : RouteTransfer(*h, win, target, rc);
+  return h == nullptr ? nullptr : RouteTransfer(*h, win, target, rc, count, type);
 }
 
 int HybridAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,

@@ -117,7 +117,7 @@ extern "C" int MPI_Put(const void* oaddr, int ocount, MPI_Datatype otype, int ta
                        int tcount, MPI_Datatype ttype, MPI_Win win) {
   return Guarded("MPI_Put", [&]() -> int {
     int routed = MPI_SUCCESS;
-    Window* w = Route(win, target, routed);
+    Window* w = Route(win, target, routed, tcount, ttype);
     if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) return PMPI_Put(oaddr, ocount, otype, target, disp, tcount, ttype, win);
     return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put");
@@ -128,7 +128,7 @@ extern "C" int MPI_Get(void* oaddr, int ocount, MPI_Datatype otype, int target, 
                        int tcount, MPI_Datatype ttype, MPI_Win win) {
   return Guarded("MPI_Get", [&]() -> int {
     int routed = MPI_SUCCESS;
-    Window* w = Route(win, target, routed);
+    Window* w = Route(win, target, routed, tcount, ttype);
     if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) return PMPI_Get(oaddr, ocount, otype, target, disp, tcount, ttype, win);
     return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Get");
@@ -140,7 +140,7 @@ extern "C" int MPI_Rput(const void* oaddr, int ocount, MPI_Datatype otype, int t
                         MPI_Request* request) {
   return Guarded("MPI_Rput", [&]() -> int {
     int routed = MPI_SUCCESS;
-    Window* w = Route(win, target, routed);
+    Window* w = Route(win, target, routed, tcount, ttype);
     if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) {
       return PMPI_Rput(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
@@ -155,7 +155,7 @@ extern "C" int MPI_Rget(void* oaddr, int ocount, MPI_Datatype otype, int target,
                         int tcount, MPI_Datatype ttype, MPI_Win win, MPI_Request* request) {
   return Guarded("MPI_Rget", [&]() -> int {
     int routed = MPI_SUCCESS;
-    Window* w = Route(win, target, routed);
+    Window* w = Route(win, target, routed, tcount, ttype);
     if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) {
       return PMPI_Rget(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
@@ -171,7 +171,7 @@ extern "C" int MPI_Put_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otype
                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win) {
   return Guarded("MPI_Put_c", [&]() -> int {
     int routed = MPI_SUCCESS;
-    Window* w = Route(win, target, routed);
+    Window* w = Route(win, target, routed, tcount, ttype);
     if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) return PMPI_Put_c(oaddr, ocount, otype, target, disp, tcount, ttype, win);
     return Put(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Put_c");
@@ -183,7 +183,7 @@ extern "C" int MPI_Rput_c(const void* oaddr, MPI_Count ocount, MPI_Datatype otyp
                           MPI_Request* request) {
   return Guarded("MPI_Rput_c", [&]() -> int {
     int routed = MPI_SUCCESS;
-    Window* w = Route(win, target, routed);
+    Window* w = Route(win, target, routed, tcount, ttype);
     if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) {
       return PMPI_Rput_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
@@ -199,7 +199,7 @@ extern "C" int MPI_Rget_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int
                           MPI_Request* request) {
   return Guarded("MPI_Rget_c", [&]() -> int {
     int routed = MPI_SUCCESS;
-    Window* w = Route(win, target, routed);
+    Window* w = Route(win, target, routed, tcount, ttype);
     if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) {
       return PMPI_Rget_c(oaddr, ocount, otype, target, disp, tcount, ttype, win, request);
@@ -214,7 +214,7 @@ extern "C" int MPI_Get_c(void* oaddr, MPI_Count ocount, MPI_Datatype otype, int 
                          MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Win win) {
   return Guarded("MPI_Get_c", [&]() -> int {
     int routed = MPI_SUCCESS;
-    Window* w = Route(win, target, routed);
+    Window* w = Route(win, target, routed, tcount, ttype);
     if (routed != MPI_SUCCESS) return routed;
     if (w == nullptr) return PMPI_Get_c(oaddr, ocount, otype, target, disp, tcount, ttype, win);
     return Get(oaddr, ocount, otype, target, disp, tcount, ttype, w, "MPI_Get_c");
