@@ -228,16 +228,23 @@ void Meet(bool idle) {
 // Whether this rank is the row's origin or target (the others look on).
 bool InPair() { return g_rank == 0 || g_rank == g_target; }
 
+// The group of the other rank of the pair: the target for the origin, the origin for the rest.
+MPI_Group Peer() {
+  MPI_Group world, peer;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int other = g_rank == 0 ? g_target : 0;
+  MPI_Group_incl(world, 1, &other, &peer);
+  MPI_Group_free(&world);
+  return peer;
+}
+
 void Row(const Args& a, bool allocate, const std::string& sync, bool put, long n) {
   // At least a page: OSU's benchmarks make a window of exactly the message size, and one of a
   // few bytes of the heap stays with the MPI underneath (docs/rma.md), so its row would
   // compare the MPI with itself.
   Window w(allocate, std::max(n, 4096L));
   std::vector<unsigned char> buf(n);
-  MPI_Group world, peer;
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  const int other = g_rank == 0 ? g_target : 0;  // the others look on (windows, fences)
-  MPI_Group_incl(world, 1, &other, &peer);
+  MPI_Group peer = Peer();
   if (g_rank == g_target && !put) {
     for (long i = 0; i < n; ++i) w.base[i] = static_cast<unsigned char>(7 + i);
   }
@@ -267,7 +274,6 @@ void Row(const Args& a, bool allocate, const std::string& sync, bool put, long n
     std::fflush(stdout);
   }
   MPI_Group_free(&peer);
-  MPI_Group_free(&world);
 }
 
 // What a window costs to make and free: MPI_Win_allocate or MPI_Win_create of 64 KiB (page
@@ -399,10 +405,7 @@ void Bandwidth(bool allocate, const std::string& sync, long n, int iters) {
   Window w(allocate, kWindow * n);
   std::vector<unsigned char> buf(n);
   for (long i = 0; i < n; ++i) buf[i] = static_cast<unsigned char>(3 + i);
-  MPI_Group world, peer;
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  const int other = g_rank == 0 ? g_target : 0;  // the others look on (windows)
-  MPI_Group_incl(world, 1, &other, &peer);
+  MPI_Group peer = Peer();
   Meet(!InPair());
   const double us =
       InPair() ? PerIteration(iters, [&] { PutEpoch(sync, w.win, peer, buf.data(), n, kWindow); }) /
@@ -418,7 +421,6 @@ void Bandwidth(bool allocate, const std::string& sync, long n, int iters) {
     std::fflush(stdout);
   }
   MPI_Group_free(&peer);
-  MPI_Group_free(&world);
 }
 
 bool AllTrue(bool mine) {

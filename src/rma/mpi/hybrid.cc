@@ -483,11 +483,11 @@ int HybridFlush(Hybrid& h, int rank, bool local) {
   if (rc != MPI_SUCCESS) return rc;
   // A flush (not a local one, which may end before the target has the data) performed the
   // operations that asked for locks: they are held.
-  for (std::size_t r = 0; !local && r < h.forced.size(); ++r) {
-    if (h.forced[r] == Hybrid::kAsked && (rank < 0 || r == static_cast<std::size_t>(rank))) {
-      h.forced[r] = Hybrid::kGranted;
-    }
-  }
+  auto held = [](std::uint8_t& f) {
+    if (f == Hybrid::kAsked) f = Hybrid::kGranted;
+  };
+  if (!local && rank >= 0) held(h.forced[rank]);
+  if (!local && rank < 0) std::for_each(h.forced.begin(), h.forced.end(), held);
   if (rank < 0) {
     if (!AnyLocalLock(h)) return MPI_SUCCESS;
     return local ? MPI_Win_flush_local_all(h.node_win) : MPI_Win_flush_all(h.node_win);
