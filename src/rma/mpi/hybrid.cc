@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "rma/mpi/coherence.h"
+
 namespace tierflow::rma {
 
 namespace {
@@ -102,10 +104,18 @@ std::unique_ptr<Hybrid> NodeWindow(MPI_Comm comm, std::uint64_t size, int& rc, M
   return nullptr;
 }
 
+// What the MPI's window lies over: the node window's memory, which in the simulated mode is
+// its public copy (the program's memory is the private one there).
+void* MpiBase(const Hybrid& h) {
+  const Window* n = FindWindow(h.node_win);
+  if (n == nullptr || n->coherence != Coherence::kSimulated) return h.base;
+  return n->pub[n->me];
+}
+
 // The MPI's window over the node window's memory, then the window is found by every call.
 int Finish(std::unique_ptr<Hybrid> h, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
            MPI_Win* win) {
-  int rc = PMPI_Win_create(h->base, size, disp_unit, info, comm, &h->win);
+  int rc = PMPI_Win_create(MpiBase(*h), size, disp_unit, info, comm, &h->win);
   if (rc != MPI_SUCCESS) {
     MPI_Win_free(&h->node_win);
     PMPI_Group_free(&h->node);
@@ -380,10 +390,30 @@ int HybridAttr(Hybrid& h, int keyval, void* value, int* flag) {
   return MPI_SUCCESS;
 }
 
+// The node window's state where its memory is maintained (the two non-coherent modes), or
+// nullptr.
+Window* Maintained(const Hybrid& h) {
+  Window* n = FindWindow(h.node_win);
+  return n != nullptr && n->coherence != Coherence::kCoherent ? n : nullptr;
+}
+
+// The MPI's half of an exposure epoch of this rank has ended: what it put here is in memory
+// (the public copy), noted in no ledger, so the own window is read again whole; `noput`: the
+// epoch's opening call said that nobody would put.
+int AfterMpiExposure(const Hybrid& h, bool noput) {
+  Window* n = Maintained(h);
+  return n == nullptr || noput ? MPI_SUCCESS : InvalidateOwn(*n);
+}
+
 int HybridFence(Hybrid& h, int asserts) {
-  // Both, always: every rank of the window calls both collectives, even after an error.
+  // Both, always: every rank of the window calls both collectives, even after an error. The
+  // node window's fence writes the own window back before the MPI's fence lets others read it.
   const int node = MPI_Win_fence(asserts, h.node_win);
-  const int mpi = PMPI_Win_fence(asserts, h.win);
+  int mpi = PMPI_Win_fence(asserts, h.win);
+  if (node == MPI_SUCCESS && mpi == MPI_SUCCESS) {
+    mpi = AfterMpiExposure(h, h.fence_noput || (asserts & MPI_MODE_NOPRECEDE) != 0);
+  }
+  h.fence_noput = (asserts & MPI_MODE_NOPUT) != 0;
   return node != MPI_SUCCESS ? node : mpi;
 }
 
@@ -401,16 +431,26 @@ int HybridComplete(Hybrid& h) {
 }
 
 int HybridPost(Hybrid& h, MPI_Group group, int asserts) {
+  h.post_noput = (asserts & MPI_MODE_NOPUT) != 0;
   return OpenGats(
       h, group, h.posted_node, h.posted_mpi,
       [&](MPI_Group g) { return MPI_Win_post(g, asserts, h.node_win); },
-      [&](MPI_Group g) { return PMPI_Win_post(g, asserts, h.win); });
+      [&](MPI_Group g) {
+        // The node window's post wrote the own window back; without one, this does.
+        Window* n = Maintained(h);
+        if (n != nullptr && !h.posted_node && (asserts & MPI_MODE_NOSTORE) == 0) {
+          if (int rc = WriteBackOwn(*n); rc != MPI_SUCCESS) return rc;
+        }
+        return PMPI_Win_post(g, asserts, h.win);
+      });
 }
 
 int HybridWait(Hybrid& h) {
-  return CloseGats(
+  const bool mpi = h.posted_mpi;
+  const int rc = CloseGats(
       h.posted_node, h.posted_mpi, [&] { return MPI_Win_wait(h.node_win); },
       [&] { return PMPI_Win_wait(h.win); });
+  return rc == MPI_SUCCESS && mpi ? AfterMpiExposure(h, h.post_noput) : rc;
 }
 
 int HybridTest(Hybrid& h, int* flag) {
@@ -427,6 +467,7 @@ int HybridTest(Hybrid& h, int* flag) {
     if (int rc = PMPI_Win_test(h.win, &done); rc != MPI_SUCCESS) return rc;
     if (!done) return MPI_SUCCESS;
     h.posted_mpi = false;
+    if (int rc = AfterMpiExposure(h, h.post_noput); rc != MPI_SUCCESS) return rc;
   }
   *flag = 1;
   return MPI_SUCCESS;
@@ -477,17 +518,32 @@ int HybridUnlockAll(Hybrid& h) {
   return node != MPI_SUCCESS ? node : mpi;
 }
 
-int HybridFlush(Hybrid& h, int rank, bool local) {
-  int rc = rank < 0 ? (local ? PMPI_Win_flush_local_all(h.win) : PMPI_Win_flush_all(h.win))
-                    : (local ? PMPI_Win_flush_local(rank, h.win) : PMPI_Win_flush(rank, h.win));
-  if (rc != MPI_SUCCESS) return rc;
-  // A flush (not a local one, which may end before the target has the data) performed the
-  // operations that asked for locks: they are held.
+namespace {
+
+// The MPI's flush of `rank` (all ranks when negative), local or not.
+int MpiFlush(Hybrid& h, int rank, bool local) {
+  if (rank < 0) return local ? PMPI_Win_flush_local_all(h.win) : PMPI_Win_flush_all(h.win);
+  return local ? PMPI_Win_flush_local(rank, h.win) : PMPI_Win_flush(rank, h.win);
+}
+
+// A flush (not a local one, which may end before the target has the data) of `rank` (all when
+// negative) performed the operations that asked for locks: they are held.
+void MarkHeld(Hybrid& h, int rank) {
   auto held = [](std::uint8_t& f) {
     if (f == Hybrid::kAsked) f = Hybrid::kGranted;
   };
-  if (!local && rank >= 0) held(h.forced[rank]);
-  if (!local && rank < 0) std::for_each(h.forced.begin(), h.forced.end(), held);
+  if (rank >= 0) {
+    held(h.forced[rank]);
+  } else {
+    std::for_each(h.forced.begin(), h.forced.end(), held);
+  }
+}
+
+}  // namespace
+
+int HybridFlush(Hybrid& h, int rank, bool local) {
+  if (int rc = MpiFlush(h, rank, local); rc != MPI_SUCCESS) return rc;
+  if (!local) MarkHeld(h, rank);
   if (rank < 0) {
     if (!AnyLocalLock(h)) return MPI_SUCCESS;
     return local ? MPI_Win_flush_local_all(h.node_win) : MPI_Win_flush_all(h.node_win);

@@ -17,9 +17,13 @@
 // MPI's large transfers into the library's memory take a system call; its small ones do not).
 // From there on they are stores and loads.
 //
-// The coherent and noncoherent modes are split this way (the node window in the mode asked
-// for, the window reporting its memory model); a window across hosts in the simulated mode
-// stays with the MPI whole, since the MPI's half would write past the simulated caches.
+// Every coherence mode is split this way, the node window in the mode asked for and the window
+// reporting its memory model. In the two non-coherent modes the MPI's half writes this rank's
+// window past the node window's ledger (in the simulated mode, into the public copy, where the
+// MPI's window lies, as a device writes memory): so a post with no rank of this host writes
+// the own window back before the MPI's post, and after the MPI's fence or wait the own window
+// is invalidated whole (as after a lock of it or MPI_Win_sync), unless MPI_MODE_NOPUT said that
+// nobody put into it.
 #pragma once
 
 #include <mpi.h>
@@ -45,6 +49,8 @@ struct Hybrid {
   int me = 0, hosts = 0;
   // Epochs: which half has one open.
   bool started_node = false, started_mpi = false, posted_node = false, posted_mpi = false;
+  // MPI_MODE_NOPUT given to the open post, and to the fence that opened the current epoch.
+  bool post_noput = false, fence_noput = false;
   std::vector<std::uint8_t> lock;  // window rank -> MPI lock held by this rank
   // ... and what is known of its grant: one of the values below.
   std::vector<std::uint8_t> forced;

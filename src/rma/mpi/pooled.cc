@@ -349,13 +349,6 @@ int PoolCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm
   return Finish(std::move(w), base, info, comm, win);
 }
 
-// Why a window across hosts without a pool in the simulated mode stays the MPI's: the MPI's
-// half of a split window would write into the program's memory, which the simulation keeps as
-// a private copy, past the simulated caches.
-constexpr const char* kNotSplit =
-    "its ranks span hosts, and without a pool (TIERFLOW_RMA_POOL) the simulated mode cannot "
-    "split such a window by host (the MPI's puts would bypass the simulated caches)";
-
 // Decide, with a refusal reported through the communicator's error handler: MPI_SUCCESS with
 // the verdict in `v`, or the error code.
 int Agreed(MPI_Comm comm, Coherence& pooled, std::shared_ptr<Pool>& pool, Verdict& v) {
@@ -379,11 +372,7 @@ int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, Coh
   Verdict v = kNoPool;
   if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
   if (v == kUse) return PoolAllocate(size, disp_unit, info, comm, pooled, pool, baseptr, win);
-  if (mode != Coherence::kSimulated) {
-    return HybridAllocate(size, disp_unit, info, comm, baseptr, win);
-  }
-  PassThroughReason(comm, "MPI_Win_allocate", kNotSplit);
-  return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+  return HybridAllocate(size, disp_unit, info, comm, baseptr, win);
 }
 
 int SpanCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
@@ -397,9 +386,7 @@ int SpanCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm
     const int rc = PoolCreate(base, size, disp_unit, info, comm, pooled, pool, win, fell_back);
     if (!fell_back) return rc;
   }
-  if (mode != Coherence::kSimulated) return HybridCreate(base, size, disp_unit, info, comm, win);
-  PassThroughReason(comm, "MPI_Win_create", kNotSplit);
-  return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+  return HybridCreate(base, size, disp_unit, info, comm, win);
 }
 
 }  // namespace tierflow::rma
