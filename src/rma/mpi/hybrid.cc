@@ -23,6 +23,15 @@ namespace {
 std::shared_mutex g_mu;
 std::unordered_map<std::uint64_t, Hybrid*> g_hybrids;
 std::atomic<int> g_count{0};  // no lookup at all while no window spans hosts
+// Changed by every Add and Remove: a thread's last answer stays good while it is unchanged.
+// Every put, get and synchronisation call asks, most of them about the window asked about
+// last, and the shared lock's two atomic updates cost more than the transfer of a few bytes.
+std::atomic<std::uint64_t> g_generation{0};
+struct Recent {
+  std::uint64_t generation = ~std::uint64_t{0}, key = 0;
+  Hybrid* hybrid = nullptr;
+};
+thread_local Recent t_recent __attribute__((tls_model("initial-exec")));
 
 std::uint64_t KeyOf(MPI_Win win) {
   std::uint64_t k = 0;
@@ -35,11 +44,13 @@ void Add(Hybrid* h) {
   std::unique_lock lock(g_mu);
   g_hybrids[KeyOf(h->win)] = h;
   g_count.fetch_add(1, std::memory_order_release);
+  g_generation.fetch_add(1, std::memory_order_release);
 }
 
 void Remove(MPI_Win win) {
   std::unique_lock lock(g_mu);
   if (g_hybrids.erase(KeyOf(win)) != 0) g_count.fetch_sub(1, std::memory_order_release);
+  g_generation.fetch_add(1, std::memory_order_release);
 }
 
 bool Local(const Hybrid& h, int rank) {
@@ -295,9 +306,19 @@ bool AnyLocalLock(const Hybrid& h) {
 
 Hybrid* FindHybrid(MPI_Win win) {
   if (g_count.load(std::memory_order_acquire) == 0) return nullptr;
-  std::shared_lock lock(g_mu);
-  auto it = g_hybrids.find(KeyOf(win));
-  return it == g_hybrids.end() ? nullptr : it->second;
+  // Read before the map: an Add or Remove after it makes the answer kept below stale at once.
+  const std::uint64_t generation = g_generation.load(std::memory_order_acquire);
+  const std::uint64_t key = KeyOf(win);
+  Recent& recent = t_recent;
+  if (recent.generation == generation && recent.key == key) return recent.hybrid;
+  Hybrid* found = nullptr;
+  {
+    std::shared_lock lock(g_mu);
+    auto it = g_hybrids.find(key);
+    if (it != g_hybrids.end()) found = it->second;
+  }
+  recent = {generation, key, found};
+  return found;
 }
 
 Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc, MPI_Count count,
