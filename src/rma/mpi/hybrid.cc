@@ -302,6 +302,21 @@ bool AnyLocalLock(const Hybrid& h) {
   return h.lock_all;
 }
 
+// The node window's state where its memory is maintained (the two non-coherent modes), or
+// nullptr.
+Window* Maintained(const Hybrid& h) {
+  Window* n = FindWindow(h.node_win);
+  return n != nullptr && n->coherence != Coherence::kCoherent ? n : nullptr;
+}
+
+// The MPI's half of an exposure epoch of this rank has ended: what it put here is in memory
+// (the public copy), noted in no ledger, so the own window is read again whole; `noput`: the
+// epoch's opening call said that nobody would put.
+int AfterMpiExposure(const Hybrid& h, bool noput) {
+  Window* n = Maintained(h);
+  return n == nullptr || noput ? MPI_SUCCESS : InvalidateOwn(*n);
+}
+
 }  // namespace
 
 Hybrid* FindHybrid(MPI_Win win) {
@@ -409,21 +424,6 @@ int HybridAttr(Hybrid& h, int keyval, void* value, int* flag) {
   *static_cast<void**>(value) = out;
   *flag = 1;
   return MPI_SUCCESS;
-}
-
-// The node window's state where its memory is maintained (the two non-coherent modes), or
-// nullptr.
-Window* Maintained(const Hybrid& h) {
-  Window* n = FindWindow(h.node_win);
-  return n != nullptr && n->coherence != Coherence::kCoherent ? n : nullptr;
-}
-
-// The MPI's half of an exposure epoch of this rank has ended: what it put here is in memory
-// (the public copy), noted in no ledger, so the own window is read again whole; `noput`: the
-// epoch's opening call said that nobody would put.
-int AfterMpiExposure(const Hybrid& h, bool noput) {
-  Window* n = Maintained(h);
-  return n == nullptr || noput ? MPI_SUCCESS : InvalidateOwn(*n);
 }
 
 int HybridFence(Hybrid& h, int asserts) {
