@@ -300,6 +300,115 @@ void Mixed(Win& w) {
   MPI_Group_free(&world);
 }
 
+bool Coherent() {
+  const char* mode = std::getenv("TIERFLOW_RMA_COHERENCE");
+  return mode == nullptr || *mode == '\0' || std::strcmp(mode, "coherent") == 0;
+}
+
+// Waits until *flag is up: first without calling the MPI, so that an operation the origin has
+// left waiting for this rank's progress (a flush that did not reach the MPI) is still missing
+// when the flag is seen; then, as an operation that needs this progress would, calling it.
+// Where memory is not coherent, it calls MPI_Win_sync of `win` throughout.
+void AwaitFlag(const long* flag, MPI_Win win) {
+  const double start = MPI_Wtime(), quiet_until = start + (Coherent() ? 0.2 : 0.0);
+  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
+    if (MPI_Wtime() < quiet_until) continue;
+    if (MPI_Wtime() > start + 10) {  // a flag never seen is a failure, not a hang
+      CHECK(false, "the flag stayed down for 10 s");
+      return;
+    }
+    int any = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &any, MPI_STATUS_IGNORE);
+    if (win != MPI_WIN_NULL) MPI_Win_sync(win);
+  }
+  if (!Coherent()) MPI_Win_sync(win);
+}
+
+// An accumulate to a rank on this host (the MPI's, in a split window) is in the target's
+// window when the origin's flush of that rank returns. The origin then raises a flag by a put
+// straight into the target's memory (lock_all with MPI_MODE_NOCHECK).
+void FlushedAccumulate(Win& w, bool origin, bool target) {
+  constexpr int kCount = 40, kFlag = 41;
+  const int next = (g_rank + 1) % g_size;
+  MPI_Win_fence(0, w.win);
+  w.base[kCount] = w.base[kFlag] = 0;
+  MPI_Win_fence(0, w.win);
+  const long one = 1;
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, w.win);
+  if (origin) {
+    MPI_Accumulate(&one, 1, MPI_LONG, next, kCount, 1, MPI_LONG, MPI_SUM, w.win);
+    MPI_Win_flush(next, w.win);
+    MPI_Put(&one, 1, MPI_LONG, next, kFlag, 1, MPI_LONG, w.win);
+    MPI_Win_flush(next, w.win);
+  }
+  if (target) {
+    AwaitFlag(&w.base[kFlag], w.win);
+    CHECK(w.base[kCount] == 1, "accumulate, flush: counter %ld when the flag was up, expected 1",
+          w.base[kCount]);
+  }
+  MPI_Win_unlock_all(w.win);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A put that opens a lock epoch to a rank on this host (in a split window, sent to the MPI with
+// the lock's request) is in the target's window when the origin's flush returns. The origin
+// raises the flag by a store into memory its host shares (coherent memory only).
+void FlushedFirstPut(Win& w, bool origin, bool target) {
+  constexpr int kPut = 42;
+  const long value = 4242;
+  const int next = (g_rank + 1) % g_size;
+  // The flag: a POSIX shared-memory object of the target's, made before anyone opens it.
+  auto name = [](int rank) {
+    return "/tierflow-hosts-flag-" + std::to_string(getppid()) + "-" + std::to_string(rank);
+  };
+  long* mine = nullptr;
+  if (target) {
+    const int fd = shm_open(name(g_rank).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK(fd >= 0 && ftruncate(fd, sizeof(long)) == 0, "shm_open(%s) failed", name(g_rank).c_str());
+    void* m = fd < 0 ? MAP_FAILED
+                     : mmap(nullptr, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    if (m != MAP_FAILED) mine = static_cast<long*>(m);
+  }
+  MPI_Win_fence(0, w.win);
+  w.base[kPut] = 0;
+  MPI_Win_fence(0, w.win);
+  long* theirs = nullptr;
+  if (origin) {
+    const int fd = shm_open(name(next).c_str(), O_RDWR, 0);
+    CHECK(fd >= 0, "shm_open(%s) failed", name(next).c_str());
+    void* m = fd < 0 ? MAP_FAILED
+                     : mmap(nullptr, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    long spare = 0;  // where the flag goes if the target's could not be mapped (the test failed)
+    theirs = m != MAP_FAILED ? static_cast<long*>(m) : &spare;
+    MPI_Win_lock(MPI_LOCK_SHARED, next, 0, w.win);
+    MPI_Put(&value, 1, MPI_LONG, next, kPut, 1, MPI_LONG, w.win);
+    MPI_Win_flush(next, w.win);
+    __atomic_store_n(theirs, 1L, __ATOMIC_RELEASE);
+    MPI_Win_unlock(next, w.win);
+    if (theirs != &spare) munmap(theirs, sizeof(long));
+  }
+  if (target && mine != nullptr) {
+    AwaitFlag(mine, MPI_WIN_NULL);
+    const long seen = __atomic_load_n(&w.base[kPut], __ATOMIC_ACQUIRE);
+    CHECK(seen == value, "lock, put, flush: %ld when the flag was up, expected %ld", seen, value);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (mine != nullptr) {
+    munmap(mine, sizeof(long));
+    shm_unlink(name(g_rank).c_str());
+  }
+}
+
+// Origins whose next rank is on their host, and those ranks.
+void FlushedOnThisHost(Win& w, const std::vector<std::string>& names) {
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  const bool origin = names[next] == names[g_rank], target = names[prev] == names[g_rank];
+  FlushedAccumulate(w, origin, target);
+  if (Coherent()) FlushedFirstPut(w, origin, target);
+}
+
 // Windows over communicators the program makes and frees, one after another: the library keeps
 // each communicator's ranks on this host while it lives and must let them go with it (run only
 // under a small TIERFLOW_RMA_COMMUNICATORS, where communicators held past their time would
@@ -386,6 +495,7 @@ int main(int argc, char** argv) {
     Pscw(w);
     Visibility(w);
     Mixed(w);
+    FlushedOnThisHost(w, names);
     if (std::getenv("TIERFLOW_RMA_COMMUNICATORS") != nullptr) WindowsOverFreedCommunicators();
   }
   int total = 0;

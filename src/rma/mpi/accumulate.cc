@@ -12,6 +12,7 @@
 
 #include "rma/mpi/access.h"
 #include "rma/mpi/coherence.h"
+#include "rma/mpi/hybrid.h"
 
 namespace tierflow::rma {
 
@@ -234,7 +235,7 @@ extern "C" int MPI_Accumulate(const void* oaddr, int ocount, MPI_Datatype otype,
                               MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
                               MPI_Win win) {
   return Guarded("MPI_Accumulate", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Accumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
     }
     return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
@@ -246,7 +247,7 @@ extern "C" int MPI_Get_accumulate(const void* oaddr, int ocount, MPI_Datatype ot
                                   int rcount, MPI_Datatype rtype, int target, MPI_Aint disp,
                                   int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win) {
   return Guarded("MPI_Get_accumulate", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Get_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                                  ttype, op, win);
     }
@@ -258,7 +259,7 @@ extern "C" int MPI_Get_accumulate(const void* oaddr, int ocount, MPI_Datatype ot
 extern "C" int MPI_Fetch_and_op(const void* oaddr, void* raddr, MPI_Datatype type, int target,
                                 MPI_Aint disp, MPI_Op op, MPI_Win win) {
   return Guarded("MPI_Fetch_and_op", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Fetch_and_op(oaddr, raddr, type, target, disp, op, win);
     }
     return AccumulateCall(win, oaddr, 1, type, raddr, 1, type, target, disp, 1, type, op, true,
@@ -269,9 +270,10 @@ extern "C" int MPI_Fetch_and_op(const void* oaddr, void* raddr, MPI_Datatype typ
 extern "C" int MPI_Compare_and_swap(const void* oaddr, const void* caddr, void* raddr,
                                     MPI_Datatype type, int target, MPI_Aint disp, MPI_Win win) {
   return Guarded("MPI_Compare_and_swap", [&]() -> int {
-    Window* w = FindWindow(win);
-    if (w == nullptr) return PMPI_Compare_and_swap(oaddr, caddr, raddr, type, target, disp, win);
-    return CompareAndSwapCall(w, oaddr, caddr, raddr, type, target, disp);
+    if (LeftToMpi(win, target)) {
+      return PMPI_Compare_and_swap(oaddr, caddr, raddr, type, target, disp, win);
+    }
+    return CompareAndSwapCall(FindWindow(win), oaddr, caddr, raddr, type, target, disp);
   });
 }
 
@@ -279,7 +281,7 @@ extern "C" int MPI_Raccumulate(const void* oaddr, int ocount, MPI_Datatype otype
                                MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
                                MPI_Win win, MPI_Request* request) {
   return Guarded("MPI_Raccumulate", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Raccumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win, request);
     }
     return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
@@ -292,7 +294,7 @@ extern "C" int MPI_Rget_accumulate(const void* oaddr, int ocount, MPI_Datatype o
                                    int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win,
                                    MPI_Request* request) {
   return Guarded("MPI_Rget_accumulate", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Rget_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                                   ttype, op, win, request);
     }
@@ -306,7 +308,7 @@ extern "C" int MPI_Accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatyp
                                 MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                 MPI_Win win) {
   return Guarded("MPI_Accumulate_c", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Accumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
     }
     return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
@@ -319,7 +321,7 @@ extern "C" int MPI_Get_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Dat
                                     MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                     MPI_Win win) {
   return Guarded("MPI_Get_accumulate_c", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Get_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                                    ttype, op, win);
     }
@@ -332,7 +334,7 @@ extern "C" int MPI_Raccumulate_c(const void* oaddr, MPI_Count ocount, MPI_Dataty
                                  int target, MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype,
                                  MPI_Op op, MPI_Win win, MPI_Request* request) {
   return Guarded("MPI_Raccumulate_c", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Raccumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win,
                                 request);
     }
@@ -346,7 +348,7 @@ extern "C" int MPI_Rget_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Da
                                      MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                      MPI_Win win, MPI_Request* request) {
   return Guarded("MPI_Rget_accumulate_c", [&]() -> int {
-    if (FindWindow(win) == nullptr) {
+    if (LeftToMpi(win, target)) {
       return PMPI_Rget_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp,
                                     tcount, ttype, op, win, request);
     }

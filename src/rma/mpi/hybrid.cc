@@ -85,6 +85,7 @@ bool Exchange(Hybrid& h, MPI_Comm comm, std::uint64_t size, bool made) {
   }
   h.lock.assign(ranks, 0);
   h.forced.assign(ranks, 0);
+  h.via_mpi.assign(ranks, 0);
   return all_made;
 }
 
@@ -132,11 +133,12 @@ int Finish(std::unique_ptr<Hybrid> h, MPI_Aint size, int disp_unit, MPI_Info inf
     PMPI_Group_free(&h->node);
     return rc;
   }
+  h->node_state = FindWindow(h->node_win);
   h->attr_size = size;
   h->attr_disp_unit = disp_unit;
   PMPI_Comm_dup(comm, &h->comm);
   HoldCommunicators(kHeldAcrossHosts - kHeldOnNode);  // h->comm and the node window's MPI one
-  if (Window* n = FindWindow(h->node_win)) {
+  if (Window* n = h->node_state) {
     // The node window's errors go to the handler of the window the program holds; its memory
     // model (separate in the noncoherent mode) is the window's.
     n->report = h->win;
@@ -156,8 +158,8 @@ int Finish(std::unique_ptr<Hybrid> h, MPI_Aint size, int disp_unit, MPI_Info inf
     Say(h->me, fmt::format("window of {} ranks on {} hosts: the {} on this host reached through "
                            "{}, the others through the MPI; accumulates through the MPI",
                            h->node_rank.size(), h->hosts, here,
-                           FindWindow(h->node_win) != nullptr ? "the library's shared memory"
-                                                              : "the MPI (no shared memory)"));
+                           h->node_state != nullptr ? "the library's shared memory"
+                                                    : "the MPI (no shared memory)"));
   }
   *win = h->win;
   Add(h.release());
@@ -272,6 +274,21 @@ int CloseGats(bool& node_open, bool& mpi_open, Node&& node_call, Mpi&& mpi_call)
   return rc;
 }
 
+// The MPI's flush or unlock of `rank` (any value the program passed) has returned: no
+// operation to it is left in the MPI.
+void Completed(Hybrid& h, int rank) {
+  if (rank >= 0 && rank < static_cast<int>(h.via_mpi.size()) && h.via_mpi[rank] != 0) {
+    h.via_mpi[rank] = 0;
+    --h.via_mpi_ranks;
+  }
+}
+
+// The same, of every rank.
+void CompletedAll(Hybrid& h) {
+  std::fill(h.via_mpi.begin(), h.via_mpi.end(), 0);
+  h.via_mpi_ranks = 0;
+}
+
 // The MPI's lock on `rank` granted: the first operation of the epoch, which went to the MPI,
 // or else a get of one byte, flushed (the MPI performs them at the target only under the lock).
 int Force(Hybrid& h, int rank) {
@@ -283,6 +300,7 @@ int Force(Hybrid& h, int rank) {
   }
   if (int rc = PMPI_Win_flush(rank, h.win); rc != MPI_SUCCESS) return rc;
   h.forced[rank] = Hybrid::kGranted;
+  Completed(h, rank);
   return MPI_SUCCESS;
 }
 
@@ -305,7 +323,7 @@ bool AnyLocalLock(const Hybrid& h) {
 // The node window's state where its memory is maintained (the two non-coherent modes), or
 // nullptr.
 Window* Maintained(const Hybrid& h) {
-  Window* n = FindWindow(h.node_win);
+  Window* n = h.node_state;
   return n != nullptr && n->coherence != Coherence::kCoherent ? n : nullptr;
 }
 
@@ -338,10 +356,14 @@ Hybrid* FindHybrid(MPI_Win win) {
 
 Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc, MPI_Count count,
                       MPI_Datatype type) {
-  if (!Local(h, target)) return nullptr;
+  if (!Local(h, target)) {
+    NoteMpi(h, target);
+    return nullptr;
+  }
   if ((h.lock[target] || h.lock_all) && h.forced[target] != Hybrid::kGranted) {
     if (h.forced[target] == Hybrid::kNotKnown && AskWith(count, type)) {
       h.forced[target] = Hybrid::kAsked;
+      NoteMpi(h, target);
       return nullptr;  // to the MPI, which takes the lock with it
     }
     rc = Force(h, target);
@@ -349,7 +371,7 @@ Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc, MPI_Count c
   }
   win = h.node_win;
   target = h.node_rank[target];
-  return FindWindow(win);
+  return h.node_state;
 }
 
 int HybridAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
@@ -510,10 +532,15 @@ int HybridLock(Hybrid& h, int type, int rank, int asserts) {
 }
 
 int HybridUnlock(Hybrid& h, int rank) {
-  if (!Local(h, rank) || !h.lock[rank]) return PMPI_Win_unlock(rank, h.win);
+  if (!Local(h, rank) || !h.lock[rank]) {
+    const int rc = PMPI_Win_unlock(rank, h.win);
+    if (rc == MPI_SUCCESS) Completed(h, rank);
+    return rc;
+  }
   h.lock[rank] = 0;
   const int node = MPI_Win_unlock(h.node_rank[rank], h.node_win);  // this rank's stores first
   const int mpi = PMPI_Win_unlock(rank, h.win);
+  if (mpi == MPI_SUCCESS) Completed(h, rank);
   return node != MPI_SUCCESS ? node : mpi;
 }
 
@@ -536,6 +563,7 @@ int HybridUnlockAll(Hybrid& h) {
   h.lock_all = false;
   const int node = MPI_Win_unlock_all(h.node_win);
   const int mpi = PMPI_Win_unlock_all(h.win);
+  if (mpi == MPI_SUCCESS) CompletedAll(h);
   return node != MPI_SUCCESS ? node : mpi;
 }
 
@@ -560,11 +588,29 @@ void MarkHeld(Hybrid& h, int rank) {
   }
 }
 
+// Whether the MPI's flush of `rank` (all when negative) can be left out: it would complete
+// nothing, since no operation to that rank went to the MPI since its last completion, and it
+// cannot fail, since this rank holds the passive epoch to it. Every kProgressEvery-th such
+// flush in a row is made all the same: the MPI's calls drive its progress (over TCP, other
+// hosts' operations on this rank's memory advance only while it calls the MPI).
+bool NothingInMpi(Hybrid& h, int rank) {
+  const bool held = rank < 0 ? h.lock_all : Local(h, rank) && (h.lock[rank] || h.lock_all);
+  const bool idle = rank < 0 ? h.via_mpi_ranks == 0 : held && h.via_mpi[rank] == 0;
+  if (held && idle && ++h.skipped < Hybrid::kProgressEvery) return true;
+  h.skipped = 0;
+  return false;
+}
+
 }  // namespace
 
 int HybridFlush(Hybrid& h, int rank, bool local) {
-  if (int rc = MpiFlush(h, rank, local); rc != MPI_SUCCESS) return rc;
-  if (!local) MarkHeld(h, rank);
+  if (!NothingInMpi(h, rank)) {
+    if (int rc = MpiFlush(h, rank, local); rc != MPI_SUCCESS) return rc;
+    if (!local) {
+      MarkHeld(h, rank);
+      rank < 0 ? CompletedAll(h) : Completed(h, rank);
+    }
+  }
   if (rank < 0) {
     if (!AnyLocalLock(h)) return MPI_SUCCESS;
     return local ? MPI_Win_flush_local_all(h.node_win) : MPI_Win_flush_all(h.node_win);

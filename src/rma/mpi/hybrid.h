@@ -39,6 +39,7 @@ namespace tierflow::rma {
 struct Hybrid {
   MPI_Win win = MPI_WIN_NULL;       // the MPI's, over all ranks: the program's handle
   MPI_Win node_win = MPI_WIN_NULL;  // the library's, over this host's ranks
+  Window* node_state = nullptr;     // its state; nullptr where the library left it to the MPI
   MPI_Group node = MPI_GROUP_NULL;  // this host's ranks of the window, as the node window's
   MPI_Comm comm = MPI_COMM_NULL;    // all of them (a duplicate of the window's communicator)
   std::vector<int> node_rank;       // window rank -> rank in the node window, -1 on another host
@@ -58,6 +59,13 @@ struct Hybrid {
   static constexpr std::uint8_t kGranted = 1;   // or MPI_MODE_NOCHECK: the memory may be touched
   static constexpr std::uint8_t kAsked = 2;     // the first operation went to the MPI, unflushed
   bool lock_all = false;
+  // Window rank -> an operation to it went to the MPI and no flush or unlock of it has returned
+  // since; `via_mpi_ranks` counts those ranks. A flush of a rank of this host with none is the
+  // node window's alone (but for every kProgressEvery-th in a row: `skipped` counts them).
+  std::vector<std::uint8_t> via_mpi;
+  int via_mpi_ranks = 0;
+  unsigned skipped = 0;
+  static constexpr unsigned kProgressEvery = 16;
   // Groups of posts and starts split by host, the latest few: their members (a copy), this
   // host's part (node window ranks) and the rest (window ranks); MPI_GROUP_NULL when empty.
   struct GroupSplit {
@@ -69,6 +77,23 @@ struct Hybrid {
 
 // nullptr for any other window.
 Hybrid* FindHybrid(MPI_Win win);
+
+// Notes that an operation to `target` (any value the program passed) goes to the MPI.
+inline void NoteMpi(Hybrid& h, int target) {
+  if (target < 0 || target >= static_cast<int>(h.via_mpi.size()) || h.via_mpi[target] != 0) {
+    return;
+  }
+  h.via_mpi[target] = 1;
+  ++h.via_mpi_ranks;
+}
+
+// Whether an operation on `win` to `target` is left to the MPI whole (no window of the library
+// has that handle); one on a window split by host is then noted (NoteMpi).
+inline bool LeftToMpi(MPI_Win win, int target) {
+  if (FindWindow(win) != nullptr) return false;
+  if (Hybrid* h = FindHybrid(win)) NoteMpi(*h, target);
+  return true;
+}
 
 // Records on `comm`, a communicator from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), that all
 // its ranks are on this node: a window over it then skips splitting it again (create.cc).

@@ -365,7 +365,8 @@ namespace {
 int Flush(MPI_Win win, int rank, const char* call, int (*pass)(int, MPI_Win)) {
   Window* w = FindWindow(win);
   if (w == nullptr) {
-    if (Hybrid* h = FindHybrid(win)) {
+    // MPI_PROC_NULL, or a rank the MPI refuses: its answer (HybridFlush takes negative for all).
+    if (Hybrid* h = FindHybrid(win); h != nullptr && rank >= 0) {
       return HybridFlush(*h, rank, pass == PMPI_Win_flush_local);
     }
     return pass(rank, win);
