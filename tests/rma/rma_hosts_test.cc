@@ -350,6 +350,21 @@ void FlushedAccumulate(Win& w, bool origin, bool target) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// The one long of the POSIX shared-memory object `name`, made (exclusively) or opened; nullptr
+// when that fails.
+long* MapFlag(const std::string& name, bool make) {
+  const int fd = make ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600)
+                      : shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) return nullptr;
+  void* m = !make || ftruncate(fd, sizeof(long)) == 0
+                ? mmap(nullptr, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                : MAP_FAILED;
+  close(fd);
+  if (m != MAP_FAILED) return static_cast<long*>(m);
+  if (make) shm_unlink(name.c_str());
+  return nullptr;
+}
+
 // A put that opens a lock epoch to a rank on this host (in a split window, sent to the MPI with
 // the lock's request) is in the target's window when the origin's flush returns. The origin
 // raises the flag by a store into memory its host shares (coherent memory only).
@@ -361,33 +376,20 @@ void FlushedFirstPut(Win& w, bool origin, bool target) {
   auto name = [](int rank) {
     return "/tierflow-hosts-flag-" + std::to_string(getppid()) + "-" + std::to_string(rank);
   };
-  long* mine = nullptr;
-  if (target) {
-    const int fd = shm_open(name(g_rank).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    CHECK(fd >= 0 && ftruncate(fd, sizeof(long)) == 0, "shm_open(%s) failed", name(g_rank).c_str());
-    void* m = fd < 0 ? MAP_FAILED
-                     : mmap(nullptr, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0) close(fd);
-    if (m != MAP_FAILED) mine = static_cast<long*>(m);
-  }
+  long* mine = target ? MapFlag(name(g_rank), true) : nullptr;
+  CHECK(!target || mine != nullptr, "could not make %s", name(g_rank).c_str());
   MPI_Win_fence(0, w.win);
   w.base[kPut] = 0;
   MPI_Win_fence(0, w.win);
-  long* theirs = nullptr;
   if (origin) {
-    const int fd = shm_open(name(next).c_str(), O_RDWR, 0);
-    CHECK(fd >= 0, "shm_open(%s) failed", name(next).c_str());
-    void* m = fd < 0 ? MAP_FAILED
-                     : mmap(nullptr, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0) close(fd);
-    long spare = 0;  // where the flag goes if the target's could not be mapped (the test failed)
-    theirs = m != MAP_FAILED ? static_cast<long*>(m) : &spare;
+    long* theirs = MapFlag(name(next), false);
+    CHECK(theirs != nullptr, "could not open %s", name(next).c_str());
     MPI_Win_lock(MPI_LOCK_SHARED, next, 0, w.win);
     MPI_Put(&value, 1, MPI_LONG, next, kPut, 1, MPI_LONG, w.win);
     MPI_Win_flush(next, w.win);
-    __atomic_store_n(theirs, 1L, __ATOMIC_RELEASE);
+    if (theirs != nullptr) __atomic_store_n(theirs, 1L, __ATOMIC_RELEASE);
     MPI_Win_unlock(next, w.win);
-    if (theirs != &spare) munmap(theirs, sizeof(long));
+    if (theirs != nullptr) munmap(theirs, sizeof(long));
   }
   if (target && mine != nullptr) {
     AwaitFlag(mine, MPI_WIN_NULL);

@@ -187,11 +187,10 @@ Side Of(const void* addr, MPI_Aint count, MPI_Datatype type) { return Side{addr,
 }  // namespace
 
 // Shared by the C entry points below (and their large-count forms).
-int AccumulateCall(MPI_Win win, const void* oaddr, MPI_Aint ocount, MPI_Datatype otype, void* raddr,
+int AccumulateCall(Window* w, const void* oaddr, MPI_Aint ocount, MPI_Datatype otype, void* raddr,
                    MPI_Aint rcount, MPI_Datatype rtype, int target, MPI_Aint disp, MPI_Aint tcount,
                    MPI_Datatype ttype, MPI_Op op, bool fetch, const char* call,
                    MPI_Request* request) {
-  Window* w = FindWindow(win);
   Accumulation a{Of(oaddr, ocount, otype), Of(raddr, rcount, rtype), Of(nullptr, tcount, ttype),
                  fetch, op};
   if (request == nullptr) return Accumulate(w, a, target, disp, call);
@@ -235,10 +234,11 @@ extern "C" int MPI_Accumulate(const void* oaddr, int ocount, MPI_Datatype otype,
                               MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
                               MPI_Win win) {
   return Guarded("MPI_Accumulate", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Accumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
     }
-    return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+    return AccumulateCall(w, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
                           tcount, ttype, op, false, "MPI_Accumulate", nullptr);
   });
 }
@@ -247,11 +247,12 @@ extern "C" int MPI_Get_accumulate(const void* oaddr, int ocount, MPI_Datatype ot
                                   int rcount, MPI_Datatype rtype, int target, MPI_Aint disp,
                                   int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win) {
   return Guarded("MPI_Get_accumulate", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Get_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                                  ttype, op, win);
     }
-    return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+    return AccumulateCall(w, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                           ttype, op, true, "MPI_Get_accumulate", nullptr);
   });
 }
@@ -259,10 +260,11 @@ extern "C" int MPI_Get_accumulate(const void* oaddr, int ocount, MPI_Datatype ot
 extern "C" int MPI_Fetch_and_op(const void* oaddr, void* raddr, MPI_Datatype type, int target,
                                 MPI_Aint disp, MPI_Op op, MPI_Win win) {
   return Guarded("MPI_Fetch_and_op", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Fetch_and_op(oaddr, raddr, type, target, disp, op, win);
     }
-    return AccumulateCall(win, oaddr, 1, type, raddr, 1, type, target, disp, 1, type, op, true,
+    return AccumulateCall(w, oaddr, 1, type, raddr, 1, type, target, disp, 1, type, op, true,
                           "MPI_Fetch_and_op", nullptr);
   });
 }
@@ -270,10 +272,11 @@ extern "C" int MPI_Fetch_and_op(const void* oaddr, void* raddr, MPI_Datatype typ
 extern "C" int MPI_Compare_and_swap(const void* oaddr, const void* caddr, void* raddr,
                                     MPI_Datatype type, int target, MPI_Aint disp, MPI_Win win) {
   return Guarded("MPI_Compare_and_swap", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Compare_and_swap(oaddr, caddr, raddr, type, target, disp, win);
     }
-    return CompareAndSwapCall(FindWindow(win), oaddr, caddr, raddr, type, target, disp);
+    return CompareAndSwapCall(w, oaddr, caddr, raddr, type, target, disp);
   });
 }
 
@@ -281,10 +284,11 @@ extern "C" int MPI_Raccumulate(const void* oaddr, int ocount, MPI_Datatype otype
                                MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
                                MPI_Win win, MPI_Request* request) {
   return Guarded("MPI_Raccumulate", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Raccumulate(oaddr, ocount, otype, target, disp, tcount, ttype, op, win, request);
     }
-    return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+    return AccumulateCall(w, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
                           tcount, ttype, op, false, "MPI_Raccumulate", request);
   });
 }
@@ -294,11 +298,12 @@ extern "C" int MPI_Rget_accumulate(const void* oaddr, int ocount, MPI_Datatype o
                                    int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win,
                                    MPI_Request* request) {
   return Guarded("MPI_Rget_accumulate", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Rget_accumulate(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                                   ttype, op, win, request);
     }
-    return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+    return AccumulateCall(w, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                           ttype, op, true, "MPI_Rget_accumulate", request);
   });
 }
@@ -308,10 +313,11 @@ extern "C" int MPI_Accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Datatyp
                                 MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                 MPI_Win win) {
   return Guarded("MPI_Accumulate_c", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Accumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win);
     }
-    return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+    return AccumulateCall(w, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
                           tcount, ttype, op, false, "MPI_Accumulate_c", nullptr);
   });
 }
@@ -321,11 +327,12 @@ extern "C" int MPI_Get_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Dat
                                     MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                     MPI_Win win) {
   return Guarded("MPI_Get_accumulate_c", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Get_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                                    ttype, op, win);
     }
-    return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+    return AccumulateCall(w, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                           ttype, op, true, "MPI_Get_accumulate_c", nullptr);
   });
 }
@@ -334,11 +341,12 @@ extern "C" int MPI_Raccumulate_c(const void* oaddr, MPI_Count ocount, MPI_Dataty
                                  int target, MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype,
                                  MPI_Op op, MPI_Win win, MPI_Request* request) {
   return Guarded("MPI_Raccumulate_c", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Raccumulate_c(oaddr, ocount, otype, target, disp, tcount, ttype, op, win,
                                 request);
     }
-    return AccumulateCall(win, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
+    return AccumulateCall(w, oaddr, ocount, otype, nullptr, 0, MPI_DATATYPE_NULL, target, disp,
                           tcount, ttype, op, false, "MPI_Raccumulate_c", request);
   });
 }
@@ -348,11 +356,12 @@ extern "C" int MPI_Rget_accumulate_c(const void* oaddr, MPI_Count ocount, MPI_Da
                                      MPI_Aint disp, MPI_Count tcount, MPI_Datatype ttype, MPI_Op op,
                                      MPI_Win win, MPI_Request* request) {
   return Guarded("MPI_Rget_accumulate_c", [&]() -> int {
-    if (LeftToMpi(win, target)) {
+    Window* w = LibraryWindow(win, target);
+    if (w == nullptr) {
       return PMPI_Rget_accumulate_c(oaddr, ocount, otype, raddr, rcount, rtype, target, disp,
                                     tcount, ttype, op, win, request);
     }
-    return AccumulateCall(win, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
+    return AccumulateCall(w, oaddr, ocount, otype, raddr, rcount, rtype, target, disp, tcount,
                           ttype, op, true, "MPI_Rget_accumulate_c", request);
   });
 }

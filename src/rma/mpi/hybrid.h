@@ -87,12 +87,12 @@ inline void NoteMpi(Hybrid& h, int target) {
   ++h.via_mpi_ranks;
 }
 
-// Whether an operation on `win` to `target` is left to the MPI whole (no window of the library
-// has that handle); one on a window split by host is then noted (NoteMpi).
-inline bool LeftToMpi(MPI_Win win, int target) {
-  if (FindWindow(win) != nullptr) return false;
+// The library's window with handle `win`, or nullptr: an operation on it to `target` is then
+// left to the MPI whole, and noted (NoteMpi) where `win` is split by host.
+inline Window* LibraryWindow(MPI_Win win, int target) {
+  if (Window* w = FindWindow(win)) return w;
   if (Hybrid* h = FindHybrid(win)) NoteMpi(*h, target);
-  return true;
+  return nullptr;
 }
 
 // Records on `comm`, a communicator from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), that all
