@@ -125,22 +125,28 @@ void Accumulates(Win& w) {
 
 // Exclusive locks serialise read-modify-write by get and put across hosts.
 void ExclusiveLocks(Win& w) {
+  constexpr int kRounds = 40;
   MPI_Win_fence(0, w.win);
   w.base[2] = 0;
   MPI_Win_fence(0, w.win);
-  for (int k = 0; k < 20; ++k) {
+  for (int k = 0; k < kRounds; ++k) {
     MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win);
     long v = 0;
     MPI_Get(&v, 1, MPI_LONG, 0, 2, 1, MPI_LONG, w.win);
     MPI_Win_flush(0, w.win);
     ++v;
+    // Held a while, so that a holder who does not exclude the others loses their increments.
+    const double until = MPI_Wtime() + 100e-6;
+    while (MPI_Wtime() < until) {
+    }
     MPI_Put(&v, 1, MPI_LONG, 0, 2, 1, MPI_LONG, w.win);
     MPI_Win_unlock(0, w.win);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0) {
     MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win);
-    CHECK(w.base[2] == 20L * g_size, "exclusive locks: %ld, expected %ld", w.base[2], 20L * g_size);
+    CHECK(w.base[2] == long{kRounds} * g_size, "exclusive locks: %ld, expected %ld", w.base[2],
+          long{kRounds} * g_size);
     MPI_Win_unlock(0, w.win);
   }
   // Nobody's next synchronisation may write back what an unlock should have, before rank 0 read.

@@ -20,9 +20,10 @@ for v in $(compgen -e | grep -E '^(TIERFLOW_RMA_|LD_PRELOAD$)' || true); do
   [ "$mpi" = openmpi ] && forward+=(-x "$v") || forward+=(-genv "$v" "${!v}")
 done
 case $mpi in
-  # Debian's Open MPI turns osc/ucx off (/etc/openmpi/openmpi-mca-params.conf), and no other
-  # one-sided component of it reaches another node over TCP.
-  openmpi) job=("$hosts" run host0 "$launcher" --allow-run-as-root "${args[@]}" --mca osc ucx
+  # Debian's Open MPI turns osc/ucx and osc/pt2pt off (/etc/openmpi/openmpi-mca-params.conf),
+  # the two that reach another node over TCP (docs/hosts.md): TIERFLOW_TEST_OSC names one.
+  openmpi) job=("$hosts" run host0 "$launcher" --allow-run-as-root "${args[@]}"
+                --mca osc "${TIERFLOW_TEST_OSC:-ucx}"
                 ${forward[@]+"${forward[@]}"} -n $((2 * per)) "$@") ;;
   mpich) job=("$hosts" run host0 "$launcher" "${args[@]}" ${forward[@]+"${forward[@]}"}
               -n $((2 * per)) "$@") ;;

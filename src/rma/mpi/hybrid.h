@@ -15,7 +15,9 @@
 // flush then tells that the lock is held, and the next put or get to that rank flushes first
 // if no flush did. A large first one is preceded by a one-byte get, flushed, instead (the
 // MPI's large transfers into the library's memory take a system call; its small ones do not).
-// From there on they are stores and loads.
+// Where the MPI holds a lock of one target once a flush of it returns (Open MPI), the first
+// put or get under MPI_Win_lock is preceded by that flush alone. From there on they are stores
+// and loads.
 //
 // Every coherence mode is split this way, the node window in the mode asked for and the window
 // reporting its memory model. In the two non-coherent modes the MPI's half writes this rank's
