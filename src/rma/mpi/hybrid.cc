@@ -295,21 +295,18 @@ void CompletedAll(Hybrid& h) {
 // grant (osc pt2pt: rma_hosts_openmpi_lib_pt2pt_2x2 loses increments without the flush);
 // MPICH may grant it only with the first operation, and its flush of an epoch without one need
 // not ask for it. pt2pt locks lock_all's targets only on demand: lock_all is never taken for
-// granted.
+// granted. Where it holds, MPI_Win_lock leaves the rank kAsked, as the first operation does.
 #if defined(OPEN_MPI)
 constexpr bool kFlushTakesLock = true;
 #else
 constexpr bool kFlushTakesLock = false;
 #endif
 
-bool FlushTakesLock(const Hybrid& h, int rank) { return kFlushTakesLock && h.lock[rank] != 0; }
-
-// The MPI's lock on `rank` granted: the first operation of the epoch, which went to the MPI,
-// or else a get of one byte, flushed (the MPI performs them at the target only under the lock),
-// or where the MPI's flush takes the lock, the flush alone.
+// The MPI's lock on `rank` granted: a flush, once the lock is asked for (kAsked), else a get of
+// one byte, flushed (the MPI performs them at the target only under the lock).
 int Force(Hybrid& h, int rank) {
   std::byte b{};
-  if (h.forced[rank] == Hybrid::kNotKnown && h.size[rank] != 0 && !FlushTakesLock(h, rank)) {
+  if (h.forced[rank] == Hybrid::kNotKnown && h.size[rank] != 0) {
     if (int rc = PMPI_Get(&b, 1, MPI_BYTE, rank, 0, 1, MPI_BYTE, h.win); rc != MPI_SUCCESS) {
       return rc;
     }
@@ -377,8 +374,7 @@ Window* RouteTransfer(Hybrid& h, MPI_Win& win, int& target, int& rc, MPI_Count c
     return nullptr;
   }
   if ((h.lock[target] || h.lock_all) && h.forced[target] != Hybrid::kGranted) {
-    if (h.forced[target] == Hybrid::kNotKnown && !FlushTakesLock(h, target) &&
-        AskWith(count, type)) {
+    if (h.forced[target] == Hybrid::kNotKnown && AskWith(count, type)) {
       h.forced[target] = Hybrid::kAsked;
       NoteMpi(h, target);
       return nullptr;  // to the MPI, which takes the lock with it
@@ -544,7 +540,9 @@ int HybridLock(Hybrid& h, int type, int rank, int asserts) {
     return rc;
   }
   h.lock[rank] = 1;
-  h.forced[rank] = (asserts & MPI_MODE_NOCHECK) ? Hybrid::kGranted : Hybrid::kNotKnown;
+  h.forced[rank] = (asserts & MPI_MODE_NOCHECK) ? Hybrid::kGranted
+                   : kFlushTakesLock            ? Hybrid::kAsked
+                                                : Hybrid::kNotKnown;
   return MPI_SUCCESS;
 }
 

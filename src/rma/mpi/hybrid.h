@@ -59,7 +59,8 @@ struct Hybrid {
   std::vector<std::uint8_t> forced;
   static constexpr std::uint8_t kNotKnown = 0;  // no operation to the rank yet
   static constexpr std::uint8_t kGranted = 1;   // or MPI_MODE_NOCHECK: the memory may be touched
-  static constexpr std::uint8_t kAsked = 2;     // the first operation went to the MPI, unflushed
+  // Asked for, unflushed: the first operation went to the MPI, or the MPI's flush takes the lock.
+  static constexpr std::uint8_t kAsked = 2;
   bool lock_all = false;
   // Window rank -> an operation to it went to the MPI and no flush or unlock of it has returned
   // since; `via_mpi_ranks` counts those ranks. A flush of a rank of this host with none is the
