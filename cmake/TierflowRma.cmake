@@ -20,7 +20,7 @@ target_link_libraries(tierflow_rma_core PUBLIC fmt::fmt Threads::Threads)
 # The files that hold the coherence hooks (rma/mpi/coherence.h) apart from the rest: the test
 # build compiles them again once per hook left out (the mutants).
 set(TIERFLOW_RMA_MPI_SOURCES)
-foreach(f registry create transfer datatype accumulate offload hybrid pooled)
+foreach(f registry create transfer datatype accumulate offload hybrid pooled reach)
   list(APPEND TIERFLOW_RMA_MPI_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/${f}.cc)
 endforeach()
 set(TIERFLOW_RMA_HOOK_SOURCES ${PROJECT_SOURCE_DIR}/src/rma/mpi/sync.cc

@@ -8,6 +8,8 @@
 #include <new>
 #include <vector>
 
+#include "mpiapp/report.h"
+
 namespace ca {
 
 namespace {
@@ -71,7 +73,7 @@ class Gats final : public Automaton {
     // window of 16002 bytes does not arrive there; of 16008 it does), and lines are cells + 2.
     const MPI_Aint bytes = static_cast<MPI_Aint>((block_.bytes(s) + 63) / 64 * 64);
     for (int k = 0; k < 2; ++k) {
-      MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &arrays_[k], &windows_[k]);
+      mpiapp::AllocateUnlocked(bytes, 1, &arrays_[k], &windows_[k]);
     }
     MPI_Group world;
     MPI_Comm_group(MPI_COMM_WORLD, &world);

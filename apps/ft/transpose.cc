@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include "mpiapp/report.h"
+
 namespace ft {
 
 namespace {
@@ -76,8 +78,8 @@ struct Window {
   MPI_Win win = MPI_WIN_NULL;
   Complex* base = nullptr;
   explicit Window(const Slabs& s) {
-    MPI_Win_allocate(static_cast<MPI_Aint>(s.local() * sizeof(Complex)), sizeof(Complex),
-                     MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    mpiapp::AllocateUnlocked(static_cast<MPI_Aint>(s.local() * sizeof(Complex)), sizeof(Complex),
+                             &base, &win);
   }
   ~Window() { MPI_Win_free(&win); }
   Window(const Window&) = delete;

@@ -77,6 +77,15 @@ std::vector<std::string> SplitList(const std::string& list) {
   return out;
 }
 
+int AllocateUnlocked(MPI_Aint bytes, int disp_unit, void* base, MPI_Win* win) {
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "no_locks", "true");
+  const int rc = MPI_Win_allocate(bytes, disp_unit, info, MPI_COMM_WORLD, base, win);
+  MPI_Info_free(&info);
+  return rc;
+}
+
 int RunProgram(int argc, char** argv, const char* out_of_memory,
                const std::function<int(int rank, int ranks)>& body) {
   MPI_Init(&argc, &argv);

@@ -2,8 +2,11 @@
 // What the MPI applications of apps/ (ft, ca) share: the thesis' split of a rank's time into
 // computation, communication (data movement calls and the copies a scheme needs) and
 // synchronisation (fences, GATS calls, waits), gathered per rank and printed as a table or as
-// JSON arrays, and the check whether the job has more ranks than the machine has CPUs.
+// JSON arrays, the check whether the job has more ranks than the machine has CPUs, and their
+// windows.
 #pragma once
+
+#include <mpi.h>
 
 #include <chrono>
 #include <functional>
@@ -55,6 +58,12 @@ bool Oversubscribed(int ranks);
 
 // The items of a comma-separated list ("a,b" -> a, b; "a," -> a and an empty item).
 std::vector<std::string> SplitList(const std::string& list);
+
+// MPI_Win_allocate over MPI_COMM_WORLD of a window the program never locks (it synchronises
+// with fences and GATS only), saying so with the standard info key no_locks=true: the MPI may
+// spare the lock's state, and tierflow's RMA library splits such a window across hosts
+// without measuring whether the MPI reaches the ranks of a host as fast (docs/rma.md).
+int AllocateUnlocked(MPI_Aint bytes, int disp_unit, void* base, MPI_Win* win);
 
 // An MPI program's frame: MPI_Init, `body(rank, ranks)`, then rank 0's exit status given to
 // every rank and MPI_Finalize. A std::bad_alloc from `body` prints `out_of_memory` (with the

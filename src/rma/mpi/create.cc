@@ -21,6 +21,7 @@
 #include "rma/mpi/hybrid.h"
 #include "rma/mpi/offload.h"
 #include "rma/mpi/pooled.h"
+#include "rma/mpi/reach.h"
 #include "rma/mpi/window.h"
 #include "tierflow/cpu_isa.h"
 
@@ -259,10 +260,15 @@ int TooLarge(std::unique_ptr<Window> w, MPI_Comm comm, const std::vector<Offer>&
 
 namespace {
 
-// This rank's coherence mode (-1 with the reason in `error` when it or another setting of the
-// library's environment is refused) and its limit on communicators held.
+// This rank's coherence mode and TIERFLOW_RMA_HOST_SPLIT in one number, which the ranks must
+// agree on (-1 with the reason in `error` when a setting of the library's environment is
+// refused), and its limit on communicators held.
 int FromEnvironment(Coherence& mode, std::string& error, Result<int>& budget) {
   int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
+  if (mine >= 0) {
+    const int split = HostSplitSetting(error);
+    mine = split < 0 ? -1 : mine + 8 * split;
+  }
   // The copies' kernels: a TIERFLOW_ISA this CPU lacks is refused, as a mode nobody knows.
   Status other = Status::Ok();
   if (Result<CpuIsa> isa = ChooseCpuIsa(); !isa.ok()) other = isa.status();
@@ -281,8 +287,8 @@ int Refuse(MPI_Comm comm, const std::string& error) {
   PMPI_Comm_rank(comm, &me);
   if (!error.empty() || me == 0) {
     Say(me, !error.empty() ? error
-                           : "the ranks disagree on TIERFLOW_RMA_COHERENCE: give every rank "
-                             "the same mode");
+                           : "the ranks disagree on TIERFLOW_RMA_COHERENCE or "
+                             "TIERFLOW_RMA_HOST_SPLIT: give every rank the same settings");
   }
   PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
   return MPI_ERR_ARG;
@@ -315,11 +321,13 @@ void LeaveToTheMpi(MPI_Comm comm) {
 }
 
 // Whether every rank of `comm` is on this node and gave arguments the library takes, and the
-// coherence mode every rank asked for, in one collective: the ranks agree even when one
-// rank's arguments are wrong, so they all go the same way (the MPI underneath then reports
-// it). A mode nobody knows or ranks that disagree are MPI_ERR_ARG through the
-// communicator's error handler, on one node or across hosts.
-int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mode) {
+// coherence mode every rank asked for (with what a window across hosts needs, in `agreed`), in
+// one collective: the ranks agree even when one rank's arguments are wrong, so they all go
+// the same way (the MPI underneath then reports it). A mode nobody knows or ranks that
+// disagree are MPI_ERR_ARG through the communicator's error handler, on one node or across
+// hosts.
+int Agree(MPI_Comm comm, bool valid, MPI_Info info, bool& accelerate, bool& span,
+          SpanAgreement& agreed) {
   accelerate = span = false;
   if (reinterpret_cast<std::uintptr_t>(CachedSplit(comm)) == kOnePerHost) {
     PassThroughReason(comm, "window creation", kOnePerHostReason);
@@ -327,16 +335,22 @@ int Agree(MPI_Comm comm, bool valid, bool& accelerate, bool& span, Coherence& mo
   }
   std::string error;
   Result<int> budget = 0;
-  const int mine = FromEnvironment(mode, error, budget);
+  const int mine = FromEnvironment(agreed.mode, error, budget);
   // OnThisNode first: it may be collective, so every rank calls it, even one whose arguments
   // are wrong. Its answer is the same on every rank.
   const bool here = OnThisNode(comm);
   const int room =
       budget.ok() && HeldCommunicators() + (here ? kHeldOnNode : kHeldAcrossHosts) <= *budget;
   const int per_host = RanksOnThisHost(comm, here);
-  const int in[6] = {valid ? 1 : 0, mine, -mine, room, -per_host, PoolAsked() ? -1 : 0};
-  int out[6] = {};
-  PMPI_Allreduce(in, out, 6, MPI_INT, MPI_MIN, comm);
+  const int in[8] = {valid ? 1 : 0, mine,
+                     -mine,         room,
+                     -per_host,     PoolAsked() ? -1 : 0,
+                     ReachKnown(),  NeverLocked(info) ? 1 : 0};
+  int out[8] = {};
+  PMPI_Allreduce(in, out, 8, MPI_INT, MPI_MIN, comm);
+  agreed.pool_asked = out[5] == -1;
+  agreed.reach = out[6];
+  agreed.no_locks = out[7] == 1;
   if (out[0] == 0) return MPI_SUCCESS;  // the MPI underneath reports the arguments
   if (out[1] != -out[2] || out[1] < 0) return Refuse(comm, error);
   if (!here && out[4] == -1 && out[5] == 0) {
@@ -491,17 +505,17 @@ std::string Describe(const Window& w) {
 // the MPI underneath (arguments it will refuse itself, no shared memory), or, with `span`, is
 // split across hosts (rma/mpi/hybrid.h); an error in `rc`, already reported, for a coherence
 // mode the ranks do not agree on.
-std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size, int& rc,
-                              bool& span, Coherence& mode) {
+std::unique_ptr<Window> Begin(MPI_Comm comm, int flavor, int disp_unit, MPI_Aint size,
+                              MPI_Info info, int& rc, bool& span, SpanAgreement& agreed) {
   span = false;
   if (comm == MPI_COMM_NULL) return nullptr;
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   if (inter) return nullptr;  // the same on every rank: no collective needed to agree
   bool accelerate = false;
-  rc = Agree(comm, size >= 0 && disp_unit > 0, accelerate, span, mode);
+  rc = Agree(comm, size >= 0 && disp_unit > 0, info, accelerate, span, agreed);
   if (!accelerate) return nullptr;
-  std::unique_ptr<Window> w = NewWindow(comm, flavor, disp_unit, size, mode);
+  std::unique_ptr<Window> w = NewWindow(comm, flavor, disp_unit, size, agreed.mode);
   if (w == nullptr) return nullptr;
   // The same CPU on every rank of a node: every rank fails alike.
   if (Status s = w->sync->CheckInstructions(); !s.ok()) {
@@ -587,11 +601,11 @@ extern "C" int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI
   return Guarded("MPI_Win_allocate", [&]() -> int {
     int rc = MPI_SUCCESS;
     bool span = false;
-    Coherence asked = Coherence::kCoherent;
+    SpanAgreement agreed;
     std::unique_ptr<Window> w =
-        Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, rc, span, asked);
+        Begin(comm, MPI_WIN_FLAVOR_ALLOCATE, disp_unit, size, info, rc, span, agreed);
     if (rc != MPI_SUCCESS) return rc;
-    if (span) return SpanAllocate(size, disp_unit, info, comm, asked, baseptr, win);
+    if (span) return SpanAllocate(size, disp_unit, info, comm, agreed, baseptr, win);
     if (!w) return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
     const Coherence mode = w->coherence;
     const std::vector<Offer> all = Exchange(*w, OfferOf(nullptr, size, disp_unit));
@@ -713,11 +727,11 @@ extern "C" int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info
   return Guarded("MPI_Win_create", [&]() -> int {
     int rc = MPI_SUCCESS;
     bool span = false;
-    Coherence asked = Coherence::kCoherent;
+    SpanAgreement agreed;
     std::unique_ptr<Window> w =
-        Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, rc, span, asked);
+        Begin(comm, MPI_WIN_FLAVOR_CREATE, disp_unit, size, info, rc, span, agreed);
     if (rc != MPI_SUCCESS) return rc;
-    if (span) return SpanCreate(base, size, disp_unit, info, comm, asked, win);
+    if (span) return SpanCreate(base, size, disp_unit, info, comm, agreed, win);
     if (!w) return PMPI_Win_create(base, size, disp_unit, info, comm, win);
     const Coherence mode = w->coherence;
     Offer mine = OfferOf(base, size, disp_unit);

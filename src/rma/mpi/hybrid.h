@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Windows whose ranks span hosts (as the MPI sees hosts: MPI_Comm_split_type with
-// MPI_COMM_TYPE_SHARED). Each such window is two:
+// MPI_COMM_TYPE_SHARED). Each such window (but an allocated one that reach.h leaves whole) is
+// two:
 //  - a window of the library over the ranks of this host (the node window: shared memory,
 //    trigger-only synchronisation), through which puts and gets to those ranks go;
 //  - the MPI's window over all ranks and the same memory (the window the program holds),

@@ -16,6 +16,7 @@
 #include "rma/mpi/create.h"
 #include "rma/mpi/hybrid.h"
 #include "rma/mpi/offload.h"
+#include "rma/mpi/reach.h"
 #include "tierflow/coherence.h"
 #include "tierflow/size.h"
 
@@ -365,22 +366,37 @@ bool PoolAsked() {
   return path != nullptr && *path != '\0';
 }
 
-int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, Coherence mode,
-                 void* baseptr, MPI_Win* win) {
+int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                 const SpanAgreement& agreed, void* baseptr, MPI_Win* win) {
   std::shared_ptr<Pool> pool;
-  Coherence pooled = mode;
+  Coherence pooled = agreed.mode;
   Verdict v = kNoPool;
-  if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
+  // Where no rank asked for a pool, the ranks have nothing more to agree on about one.
+  if (agreed.pool_asked) {
+    if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
+  }
   if (v == kUse) return PoolAllocate(size, disp_unit, info, comm, pooled, pool, baseptr, win);
+  std::string why;
+  if (!SplitAllocated(comm, agreed.mode, agreed.reach, agreed.no_locks, why)) {
+    PassThroughReason(comm, "MPI_Win_allocate", why);
+    return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+  }
+  if (Verbose()) {
+    int me = 0;
+    PMPI_Comm_rank(comm, &me);
+    Say(me, "MPI_Win_allocate: " + why);
+  }
   return HybridAllocate(size, disp_unit, info, comm, baseptr, win);
 }
 
 int SpanCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-               Coherence mode, MPI_Win* win) {
+               const SpanAgreement& agreed, MPI_Win* win) {
   std::shared_ptr<Pool> pool;
-  Coherence pooled = mode;
+  Coherence pooled = agreed.mode;
   Verdict v = kNoPool;
-  if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
+  if (agreed.pool_asked) {
+    if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
+  }
   if (v == kUse) {
     bool fell_back = false;
     const int rc = PoolCreate(base, size, disp_unit, info, comm, pooled, pool, win, fell_back);

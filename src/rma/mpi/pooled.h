@@ -38,10 +38,19 @@ namespace tierflow::rma {
 // Whether this rank's environment asks for a pool (TIERFLOW_RMA_POOL set and not empty).
 bool PoolAsked();
 
-// MPI_Win_allocate / MPI_Win_create over ranks on several hosts, every rank asking for `mode`.
-int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, Coherence mode,
-                 void* baseptr, MPI_Win* win);
+// What the ranks of a window across hosts agreed on in the first collective of its creation
+// (create.cc).
+struct SpanAgreement {
+  Coherence mode = Coherence::kCoherent;  // the mode every rank asked for
+  bool pool_asked = false;                // some rank set TIERFLOW_RMA_POOL
+  int reach = 0;                          // the least any rank knew of the MPI's (reach.h)
+  bool no_locks = false;                  // every rank's info said no_locks=true
+};
+
+// MPI_Win_allocate / MPI_Win_create over ranks on several hosts.
+int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                 const SpanAgreement& agreed, void* baseptr, MPI_Win* win);
 int SpanCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-               Coherence mode, MPI_Win* win);
+               const SpanAgreement& agreed, MPI_Win* win);
 
 }  // namespace tierflow::rma
