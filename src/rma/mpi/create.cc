@@ -260,6 +260,9 @@ int TooLarge(std::unique_ptr<Window> w, MPI_Comm comm, const std::vector<Offer>&
 
 namespace {
 
+// The coherence mode and TIERFLOW_RMA_HOST_SPLIT in one number: mode + kSplitStep * setting.
+constexpr int kSplitStep = 8;
+
 // This rank's coherence mode and TIERFLOW_RMA_HOST_SPLIT in one number, which the ranks must
 // agree on (-1 with the reason in `error` when a setting of the library's environment is
 // refused), and its limit on communicators held.
@@ -267,7 +270,7 @@ int FromEnvironment(Coherence& mode, std::string& error, Result<int>& budget) {
   int mine = CoherenceFromEnvironment(mode, error) ? static_cast<int>(mode) : -1;
   if (mine >= 0) {
     const int split = HostSplitSetting(error);
-    mine = split < 0 ? -1 : mine + 8 * split;
+    mine = split < 0 ? -1 : mine + kSplitStep * split;
   }
   // The copies' kernels: a TIERFLOW_ISA this CPU lacks is refused, as a mode nobody knows.
   Status other = Status::Ok();
@@ -353,6 +356,7 @@ int Agree(MPI_Comm comm, bool valid, MPI_Info info, bool& accelerate, bool& span
   agreed.no_locks = out[7] == 1;
   if (out[0] == 0) return MPI_SUCCESS;  // the MPI underneath reports the arguments
   if (out[1] != -out[2] || out[1] < 0) return Refuse(comm, error);
+  agreed.split_always = out[1] / kSplitStep == 1;
   if (!here && out[4] == -1 && out[5] == 0) {
     LeaveToTheMpi(comm);
     return MPI_SUCCESS;

@@ -351,8 +351,13 @@ int PoolCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm
 }
 
 // Decide, with a refusal reported through the communicator's error handler: MPI_SUCCESS with
-// the verdict in `v`, or the error code.
-int Agreed(MPI_Comm comm, Coherence& pooled, std::shared_ptr<Pool>& pool, Verdict& v) {
+// the verdict in `v`, or the error code. Where no rank asked for a pool, the ranks have nothing
+// more to agree on about one: no pool, without a collective.
+int Agreed(MPI_Comm comm, const SpanAgreement& agreed, Coherence& pooled,
+           std::shared_ptr<Pool>& pool, Verdict& v) {
+  pooled = agreed.mode;
+  v = kNoPool;
+  if (!agreed.pool_asked) return MPI_SUCCESS;
   v = Decide(comm, pooled, pool);
   if (v != kRefused) return MPI_SUCCESS;
   PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
@@ -369,15 +374,12 @@ bool PoolAsked() {
 int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                  const SpanAgreement& agreed, void* baseptr, MPI_Win* win) {
   std::shared_ptr<Pool> pool;
-  Coherence pooled = agreed.mode;
-  Verdict v = kNoPool;
-  // Where no rank asked for a pool, the ranks have nothing more to agree on about one.
-  if (agreed.pool_asked) {
-    if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
-  }
+  Coherence pooled;
+  Verdict v;
+  if (int rc = Agreed(comm, agreed, pooled, pool, v); rc != MPI_SUCCESS) return rc;
   if (v == kUse) return PoolAllocate(size, disp_unit, info, comm, pooled, pool, baseptr, win);
   std::string why;
-  if (!SplitAllocated(comm, agreed.mode, agreed.reach, agreed.no_locks, why)) {
+  if (!SplitAllocated(comm, agreed, why)) {
     PassThroughReason(comm, "MPI_Win_allocate", why);
     return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
   }
@@ -392,11 +394,9 @@ int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
 int SpanCreate(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                const SpanAgreement& agreed, MPI_Win* win) {
   std::shared_ptr<Pool> pool;
-  Coherence pooled = agreed.mode;
-  Verdict v = kNoPool;
-  if (agreed.pool_asked) {
-    if (int rc = Agreed(comm, pooled, pool, v); rc != MPI_SUCCESS) return rc;
-  }
+  Coherence pooled;
+  Verdict v;
+  if (int rc = Agreed(comm, agreed, pooled, pool, v); rc != MPI_SUCCESS) return rc;
   if (v == kUse) {
     bool fell_back = false;
     const int rc = PoolCreate(base, size, disp_unit, info, comm, pooled, pool, win, fell_back);

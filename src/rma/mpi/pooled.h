@@ -31,21 +31,13 @@
 
 #include <mpi.h>
 
+#include "rma/mpi/reach.h"
 #include "rma/mpi/window.h"
 
 namespace tierflow::rma {
 
 // Whether this rank's environment asks for a pool (TIERFLOW_RMA_POOL set and not empty).
 bool PoolAsked();
-
-// What the ranks of a window across hosts agreed on in the first collective of its creation
-// (create.cc).
-struct SpanAgreement {
-  Coherence mode = Coherence::kCoherent;  // the mode every rank asked for
-  bool pool_asked = false;                // some rank set TIERFLOW_RMA_POOL
-  int reach = 0;                          // the least any rank knew of the MPI's (reach.h)
-  bool no_locks = false;                  // every rank's info said no_locks=true
-};
 
 // MPI_Win_allocate / MPI_Win_create over ranks on several hosts.
 int SpanAllocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,

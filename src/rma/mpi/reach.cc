@@ -133,20 +133,20 @@ bool NeverLocked(MPI_Info info) {
   return flag && std::strcmp(value, "true") == 0;
 }
 
-bool SplitAllocated(MPI_Comm comm, Coherence mode, int reach, bool no_locks, std::string& why) {
-  std::string unused;
-  if (mode != Coherence::kCoherent) {
+bool SplitAllocated(MPI_Comm comm, const SpanAgreement& agreed, std::string& why) {
+  if (agreed.mode != Coherence::kCoherent) {
     why = "split by host: the library keeps the ranks of a host coherent in this mode";
     return true;
   }
-  if (HostSplitSetting(unused) == 1) {
+  if (agreed.split_always) {
     why = "split by host: TIERFLOW_RMA_HOST_SPLIT=always";
     return true;
   }
-  if (no_locks) {
+  if (agreed.no_locks) {
     why = "split by host: every rank's info says no_locks, and without locks a split costs nothing";
     return true;
   }
+  int reach = agreed.reach;
   double slowest = -1;
   if (reach == kUnknown) {
     slowest = SlowestReach(comm);

@@ -28,16 +28,25 @@ namespace tierflow::rma {
 // (create.cc checks that with the coherence mode).
 int HostSplitSetting(std::string& error);
 
+// What the ranks of a window across hosts agreed on in the first collective of its creation
+// (create.cc).
+struct SpanAgreement {
+  Coherence mode = Coherence::kCoherent;  // the mode every rank asked for
+  bool split_always = false;              // TIERFLOW_RMA_HOST_SPLIT=always on every rank
+  bool pool_asked = false;                // some rank set TIERFLOW_RMA_POOL
+  int reach = 0;                          // the least of the ranks' ReachKnown
+  bool no_locks = false;                  // NeverLocked on every rank
+};
+
 // What this process knows of the MPI's reach: 0 until it measured, then the verdict. The least
 // over the ranks of a window is what they may all rely on (create.cc agrees on it).
 int ReachKnown();
 // Whether `info` holds the standard hint no_locks=true: the program never locks the window.
 bool NeverLocked(MPI_Info info);
 
-// Collective over `comm`, the communicator of a window of MPI_Win_allocate across hosts in the
-// coherence mode `mode`, no pool, its ranks agreed on HostSplitSetting, on `reach` (the least
-// of their ReachKnown) and on `no_locks` (NeverLocked on every rank): whether to split the
-// window, the same answer on every rank. `why` says what was decided and why.
-bool SplitAllocated(MPI_Comm comm, Coherence mode, int reach, bool no_locks, std::string& why);
+// Collective over `comm`, the communicator of a window of MPI_Win_allocate across hosts that
+// is not in a pool, whose ranks `agreed`: whether to split the window, the same answer on every
+// rank. `why` says what was decided and why.
+bool SplitAllocated(MPI_Comm comm, const SpanAgreement& agreed, std::string& why);
 
 }  // namespace tierflow::rma
