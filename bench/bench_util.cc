@@ -9,6 +9,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -57,7 +58,9 @@ double Percentile(const std::vector<double>& v, double q) {
   const double pos = q * static_cast<double>(v.size() - 1);
   const auto i = static_cast<std::size_t>(pos);
   const double frac = pos - static_cast<double>(i);
-  return i + 1 < v.size() ? v[i] * (1 - frac) + v[i + 1] * frac : v[i];
+  // std::lerp, unlike a*(1-t)+b*t, is exact where neighbours are equal and monotone in t, so
+  // a lower quantile never exceeds a higher one by a rounding step.
+  return i + 1 < v.size() ? std::lerp(v[i], v[i + 1], frac) : v[i];
 }
 
 std::vector<double> TimeRounds(int threads, int warmup, int reps,
