@@ -4,6 +4,7 @@ flavours (transfer, submit/await, post/reap with asyncio on the eventfd), explai
 and tierflow.sort against the data it sorted."""
 import asyncio
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,7 +134,7 @@ def test_pipe_errors(runtime, d):
     open(existing, "wb").write(b"x" * 4096)
     with pytest.raises(tf.Error) as e:
         runtime.connect(src, f"file:{existing}")  # a destination file is never overwritten
-    assert open(existing, "rb").read() == b"x" * 4096
+    assert Path(existing).read_bytes() == b"x" * 4096
     # The fix is spelled as Python's arguments, not as the C++ names.
     assert "mode='replace'" in str(e.value) and "mode='modify'" in str(e.value)
     assert "::" not in str(e.value)
@@ -166,7 +167,7 @@ def test_sort_gensort_records(d):
     inp, out = os.path.join(d, "in.gs"), os.path.join(d, "out.gs")
     r = tf.sort(inp, out, memory=48 << 20, generate=1000 * 100, format="gensort")
     assert r["records"] == 1000 and r["verified"]
-    data = open(out, "rb").read()
+    data = Path(out).read_bytes()
     keys = [data[i:i + 10] for i in range(0, len(data), 100)]
     assert keys == sorted(keys)
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from pathlib import Path
 
 TIERFLOW = None
 TIMEOUT_S = 60
@@ -344,7 +345,7 @@ class BadInput(unittest.TestCase):
             with open(kept, "w") as f:
                 f.write("mine")
             code, out, err = run(["bench", "copy", "--sizes", "1GiB,x", "--plot", kept])
-            self.assertEqual(open(kept).read(), "mine", "an existing file was changed")
+            self.assertEqual(Path(kept).read_text(), "mine", "an existing file was changed")
 
     def test_review_inputs(self):
         # Security review, items 17-21: each refused with the reason, or reported, never a crash,

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from pathlib import Path
 
 TIERFLOW = None
 FIXTURES = None
@@ -300,7 +301,7 @@ class Pipes(unittest.TestCase):
         self.assertIn("--overwrite", again.stderr)
         run("pipes", "copy", "--from", "file:" + out, "--to", "file:" + out + ".2",
             "--calibration", self.cal)
-        self.assertEqual(open(out, "rb").read(), open(out + ".2", "rb").read())
+        self.assertEqual(Path(out).read_bytes(), Path(out + ".2").read_bytes())
 
     def test_copy_into_a_tiered_area_shows_its_stages(self):
         # The CXL fixture's memory stands in here: DRAM, then CXL, then a file in the directory.
@@ -474,7 +475,7 @@ class Sort(unittest.TestCase):
         import time
         run("sort", "--generate", "48MiB", "--memory", "48MiB", "--dir", self.d, "--no-floor")
         src = os.path.join(self.d, "input.u64")
-        digest = hashlib.sha256(open(src, "rb").read()).hexdigest()
+        digest = hashlib.sha256(Path(src).read_bytes()).hexdigest()
         out = os.path.join(self.d, "out")
         rng = random.Random(7)
         for _ in range(6):
@@ -486,7 +487,7 @@ class Sort(unittest.TestCase):
             p.wait()
             if os.path.exists(out):  # it finished before the kill: a complete, verified output
                 os.remove(out)
-            self.assertEqual(hashlib.sha256(open(src, "rb").read()).hexdigest(), digest)
+            self.assertEqual(hashlib.sha256(Path(src).read_bytes()).hexdigest(), digest)
         run("sort", "--input", src, "--output", out, "--memory", "48MiB", "--dir", self.d,
             "--verify", "--no-floor")
         self.assertEqual(sorted(os.listdir(self.d)), ["input.u64", "out", "sorted.u64"],
