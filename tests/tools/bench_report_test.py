@@ -5,6 +5,7 @@ renders the same text again.
 
 Usage: bench_report_test.py PATH/TO/tierflow
 """
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +32,7 @@ class BenchReport(unittest.TestCase):
             with open(readme) as f:
                 text = f.read()
             for title in ("Query-driven prefetching", "External sort", "Copy throughput",
+                          "DuckDB's external sort, three runs",
                           "The sort as a blueprint",
                           "One-sided MPI", "One-sided MPI applications", "Cache-line maintenance",
                           "cost per operation",
@@ -42,6 +44,14 @@ class BenchReport(unittest.TestCase):
             self.assertNotIn("\nold\n", text)
             self.assertIn("`tierflow qdp --json", text)  # each table beside its command
             self.assertIn("| baseline |", text)
+            # A repeated job keeps every run and shows each, with the targets over all of them.
+            with open(os.path.join(json_dir, "sort_duckdb.json")) as f:
+                runs = json.load(f)
+            self.assertEqual(len(runs), 3)
+            self.assertTrue(all(r["verified"] and r["duckdb_agrees"] for r in runs))
+            for run in (1, 2, 3):
+                self.assertIn(f"\n| {run} | 64 MiB | 64 MiB |", text)
+            self.assertIn("| DuckDB sort / tierflow sort |", doc)
             again = os.path.join(d, "again.md")
             subprocess.run([sys.executable, SCRIPT, "--from-json", json_dir, "--docs", again,
                             "--readme", readme], check=True, capture_output=True)
